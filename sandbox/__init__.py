@@ -19,7 +19,7 @@ import logging
 
 from kgot.config import SandboxSettings
 from kgot.errors import SandboxUnavailableError
-from kgot.sandbox.base import ExecResult, Job, Limits, Sandbox
+from kgot.sandbox.base import SCRATCH_DIRS, WORK_DIR, ExecResult, Job, Limits, Sandbox
 
 __all__ = ["ExecResult", "Job", "Limits", "Sandbox", "open_sandbox"]
 
@@ -90,7 +90,7 @@ def open_sandbox(settings: SandboxSettings | None = None) -> Sandbox:
 
 
 # Directories every local sandbox replaces with private, empty ones.
-_SCRATCH = ("/tmp", "/var/tmp", "/dev/shm", "/work")
+_SCRATCH = (*SCRATCH_DIRS, WORK_DIR)
 
 
 def _check_python_location() -> None:

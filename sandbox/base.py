@@ -17,6 +17,9 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 WORK_DIR = "/work"
+# Private, writable directories every local sandbox gives a job besides WORK_DIR, emptied after
+# each job (a kind without one of them simply has no such directory).
+SCRATCH_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
 INPUT_DIR = "/work/in"
 OUTPUT_DIR = "/work/out"
 MOUNT_DIR = "/mnt/inputs"

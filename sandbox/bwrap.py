@@ -5,9 +5,9 @@ What a job can see inside (built fresh for every worker):
 * ``/usr`` (and the ``/bin``, ``/lib``… links to it), the Python installation and a handful of
   ``/etc`` files the dynamic loader and Python need, all **read-only**; nothing else of the host:
   no home directories, no ``/etc/shadow``, no project checkout, no ``/run`` sockets;
-* ``/work``, ``/tmp`` and ``/dev/shm`` as private, size-capped tmpfs, wiped between jobs; the root
-  itself is remounted read-only;
-* a private ``/proc`` of its own pid namespace and a minimal ``/dev``;
+* ``/work``, ``/tmp``, ``/var/tmp`` and ``/dev/shm`` as private, size-capped tmpfs, wiped
+  between jobs; the root itself is remounted read-only;
+* a private ``/proc`` of its own pid namespace and a minimal, read-only ``/dev``;
 * no network (an empty network namespace, and the filter refuses non-local sockets).
 
 Inside, it runs as uid/gid 65534 with every capability dropped, ``no_new_privs`` set, user
@@ -38,6 +38,7 @@ from pathlib import Path
 
 from kgot.config import SandboxSettings
 from kgot.sandbox import cgroups, staging
+from kgot.sandbox.base import SCRATCH_DIRS, WORK_DIR
 from kgot.sandbox.cgroups import Cgroup
 from kgot.sandbox.common import JOB_ENV
 from kgot.sandbox.pool import WORKER_SCRIPT, LaunchPlan
@@ -266,21 +267,23 @@ class BwrapLauncher:
             host_paths.append(packages)
             args += ["--ro-bind", packages, PACKAGES_PATH]
             extra_paths.append(PACKAGES_PATH)
-        args += ["--proc", "/proc", "--dev", "/dev"]
-        for target in ("/work", "/tmp", "/dev/shm"):
-            args += ["--perms", "1777" if target != "/work" else "0755"]
-            args += ["--size", tmpfs_bytes, "--tmpfs", target]
+        # bubblewrap's /dev is a tmpfs of its own: read-only, or a job could leave files there
+        # for the next one (only /dev/shm, a wiped scratch tmpfs, is writable).
+        args += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev"]
+        args += ["--perms", "0755", "--size", tmpfs_bytes, "--tmpfs", WORK_DIR]
+        for target in SCRATCH_DIRS:
+            args += ["--perms", "1777", "--size", tmpfs_bytes, "--tmpfs", target]
         for mount in mounts:
             source = os.path.realpath(mount)
             host_paths.append(source)
             args += ["--ro-bind", source, f"/mnt/inputs/{Path(mount).name}"]
-        args += ["--remount-ro", "/", "--chdir", "/work", "--seccomp", str(seccomp_fd)]
+        args += ["--remount-ro", "/", "--chdir", WORK_DIR, "--seccomp", str(seccomp_fd)]
         if probe:
             command = [sys.executable, "-I", "-S", "-c", ""]
         else:
             config = {
-                "work": "/work",
-                "scratch": ["/tmp", "/dev/shm"],
+                "work": WORK_DIR,
+                "scratch": list(SCRATCH_DIRS),
                 "env": JOB_ENV,
                 "preload": preload,
                 "extra_paths": extra_paths,

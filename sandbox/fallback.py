@@ -4,13 +4,14 @@
 namespace when kgot is not root). Inside the new mount namespace a short setup script, still
 privileged there, hides the writable and socket-bearing parts of the host (``/tmp``, ``/var/tmp``,
 ``/dev/shm``, ``/run``, ``/home``, ``/root``, ``/srv``, ``/mnt``, ``/work`` and kgot's own source
-tree become empty tmpfs;
-the Python installation is put back read-only where it was) and shows ``Job.mounts`` read-only
-under ``/mnt/inputs``. ``setpriv`` then drops, as root, to the unprivileged uid 65534
-(``nobody``, see :mod:`kgot.sandbox.staging`) with no capabilities and ``no_new_privs``, and
-the worker installs the same seccomp filter bubblewrap would have loaded. Limits are the same
-rlimits and cgroups as the bwrap kind. The worker starts with an environment of
-:data:`~kgot.sandbox.common.JOB_ENV` only.
+tree become empty tmpfs, read-only but for the scratch directories and ``/work``, which the
+worker wipes after every job; the Python installation is put back read-only where it was) and
+shows ``Job.mounts`` read-only under ``/mnt/inputs``. A host without ``/work`` gets a new root
+holding one (see :func:`_new_root_lines`). ``setpriv`` then drops, as root, to the unprivileged
+uid 65534 (``nobody``, see :mod:`kgot.sandbox.staging`) with no capabilities and
+``no_new_privs``, and the worker installs the same seccomp filter bubblewrap would have
+loaded. Limits are the same rlimits and cgroups as the bwrap kind. The worker starts with an
+environment of :data:`~kgot.sandbox.common.JOB_ENV` only.
 
 **Weaker than bwrap**: the rest of the host file system stays visible, read-only to a job only
 through ordinary permissions (it runs as an unprivileged uid, so world-readable files are
@@ -34,6 +35,7 @@ from pathlib import Path
 from kgot.config import SandboxSettings
 from kgot.sandbox import cgroups, staging
 from kgot.sandbox import worker as worker_module
+from kgot.sandbox.base import SCRATCH_DIRS, WORK_DIR
 from kgot.sandbox.bwrap import python_roots
 from kgot.sandbox.cgroups import Cgroup
 from kgot.sandbox.common import JOB_ENV
@@ -45,8 +47,13 @@ FALLBACK_WARNING = (
     "bubblewrap's (world-readable host files outside /tmp, /home, /root, /run, /work are "
     "visible to LLM-written code); install bubblewrap for full isolation"
 )
-_HIDDEN_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run", "/home", "/root", "/srv", "/mnt")
-_PACKAGES_STAGE = "/mnt/.kgot-packages"  # /mnt is hidden by a tmpfs, never wiped
+# Covered by an empty tmpfs: the scratch directories (writable, wiped after every job) and the
+# places that hold users' files or sockets (read-only).
+_HIDDEN_DIRS = (*SCRATCH_DIRS, "/run", "/home", "/root", "/srv", "/mnt")
+_PACKAGES_STAGE = "/mnt/.kgot-packages"  # /mnt is hidden by a read-only tmpfs
+# Where the new root is assembled when the work directory does not exist on the host: inside
+# the private tmpfs that already covers /tmp, so nothing is written to the host's disks.
+_NEW_ROOT = "/tmp/.kgot-root"
 
 
 @functools.cache
@@ -88,7 +95,13 @@ class FallbackLauncher:
 
     name = "fallback (unshare+setpriv+seccomp)"
 
-    def __init__(self, settings: SandboxSettings, packages_dir: Path | None) -> None:
+    def __init__(
+        self, settings: SandboxSettings, packages_dir: Path | None, *, work: str = WORK_DIR
+    ) -> None:
+        """``work`` is the job's working directory: ``/work`` (tests name a directory the host
+        lacks to exercise the path every host without ``/work`` takes)."""
+        if Path(work).parent != Path("/") or Path(work).name in ("", ".", ".."):
+            raise ValueError(f"the work directory must be a top-level directory, not {work!r}")
         self.settings = settings
         self.packages_dir = packages_dir
         has_cgroups = cgroups.cgroup_support() is not None
@@ -96,7 +109,7 @@ class FallbackLauncher:
         # user namespace of their own. Either way RLIMIT_NPROC binds (it only exempts root).
         self.userns_per_worker = os.getuid() != 0
         self.process_cap = "cgroup+rlimit" if has_cgroups else "rlimit"
-        self.work = "/work" if Path("/work").is_dir() else "/tmp/work"
+        self.work = work
 
     def plan(
         self,
@@ -113,7 +126,7 @@ class FallbackLauncher:
             extra_paths.append(_PACKAGES_STAGE)
         config = {
             "work": self.work,
-            "scratch": [d for d in ("/tmp", "/dev/shm") if d != self.work],
+            "scratch": list(SCRATCH_DIRS),
             "env": {**JOB_ENV, "KGOT_WORK": self.work},
             "preload": preload,
             "extra_paths": extra_paths,
@@ -158,10 +171,12 @@ class FallbackLauncher:
         """Shell run as (namespace) root before privileges are dropped; ends by exec'ing "$@"."""
         size = self.settings.work_dir_mb * 1024 * 1024
         q = shlex.quote
-        hidden = [d for d in _HIDDEN_DIRS if Path(d).is_dir() and not Path(d).is_symlink()]
-        work_hidden = self.work == "/work"
-        if work_hidden:
-            hidden.append("/work")
+        # The host's /work (often project files) is covered whichever directory jobs work in.
+        hidden = [d for d in (*_HIDDEN_DIRS, WORK_DIR, self.work) if _is_real_dir(d)]
+        hidden = list(dict.fromkeys(hidden))
+        # A work directory the host has is covered like the others; one it lacks is made in a
+        # new root (below), never on the host's disk.
+        work_on_host = self.work in hidden
         keep: list[tuple[str, str]] = []
         packages = None
         if self.packages_dir is not None and self.packages_dir.is_dir():
@@ -180,15 +195,62 @@ class FallbackLauncher:
         # that others may not enter (pyenv under /root) are hidden too, and it is put back.
         hidden += [d for d in staging.hidden_ancestors(roots) if d not in hidden]
         keep += [(r, r) for r in roots if any(staging.is_under(r, h) for h in hidden)]
-        modes = {d: "1777" for d in ("/tmp", "/var/tmp", "/dev/shm")}
+        modes = {d: "1777" for d in SCRATCH_DIRS}
+        modes[self.work] = "0755"
         lines = staging.staging_script(keep, hidden, size_bytes=size, modes=modes)
-        if not work_hidden:
-            lines.append(f"mkdir -p {q(self.work)} && chmod 0777 {q(self.work)}")
-        elif os.getuid() == 0:
-            lines.append(f"chown {host_uid}:{host_uid} /work")
+        if not work_on_host:
+            lines += _new_root_lines(self.work, size)
+        if os.getuid() == 0:
+            lines.append(f"chown {host_uid}:{host_uid} {q(self.work)}")
         lines.append("cd /")
         lines.append('exec "$@"')
         return "\n".join(lines)
+
+
+def _is_real_dir(path: str) -> bool:
+    return Path(path).is_dir() and not Path(path).is_symlink()
+
+
+def _new_root_lines(work: str, size: int) -> list[str]:
+    """Shell lines that switch to a new root showing everything the namespace shows now, plus
+    the top-level ``work`` directory the host lacks (a private tmpfs).
+
+    The host's root cannot gain a directory without writing to its disk, so a small tmpfs
+    becomes the root instead: each top-level entry is bound (recursively, so every cover and
+    read-only bind made so far comes along) or re-linked into it, then ``pivot_root`` and a
+    lazy unmount leave the old root unreachable. The new root ends read-only.
+    """
+    q = shlex.quote
+    mount = staging.tool("mount") or "mount"
+    root = _NEW_ROOT
+    lines = [
+        f"mkdir {root}",
+        f"{mount} -t tmpfs -o size=1m,mode=0755,nosuid,nodev kgot-root {root}",
+    ]
+    for name in sorted(os.listdir("/")):
+        host, inside = f"/{name}", q(f"{root}/{name}")
+        if host == work:
+            continue  # a file or link of that name on the host is replaced by the work dir
+        if os.path.islink(host):
+            lines.append(f"ln -s {q(os.readlink(host))} {inside}")
+        elif host == "/tmp":  # holds the new root itself: a fresh scratch tmpfs instead
+            lines.append(f"mkdir {inside}")
+            lines.append(
+                f"{mount} -t tmpfs -o size={size},mode=1777,nosuid,nodev kgot-hide {inside}"
+            )
+        elif os.path.isdir(host):
+            lines.append(f"mkdir {inside} && {mount} --rbind {q(host)} {inside}")
+        elif os.path.exists(host):
+            lines.append(f"touch {inside} && {mount} --bind {q(host)} {inside}")
+    lines += [
+        f"mkdir {q(root + work)} {root}/.kgot-old",
+        f"{mount} -t tmpfs -o size={size},mode=0755,nosuid,nodev kgot-work {q(root + work)}",
+        f"{mount} -o remount,bind,ro {root}",
+        f"cd {root}",
+        f"{staging.tool('pivot_root') or 'pivot_root'} . .kgot-old",
+        f"{staging.tool('umount') or 'umount'} -l /.kgot-old",
+    ]
+    return lines
 
 
 def _python() -> str:

@@ -68,7 +68,10 @@ def staging_script(
     with an empty tmpfs and show each ``(source, target)`` of ``keep`` read-only at ``target``.
 
     Sources are bound aside first (sources may lie under a directory about to be covered), the
-    directories are covered, then each bind is moved to its target.
+    directories are covered, then each bind is moved to its target. A covered directory named
+    in ``modes`` stays writable with that mode (a scratch directory the worker wipes); every
+    other one ends read-only, since nothing empties it between jobs (and a job that is root of
+    its user namespace owns the tmpfs).
 
     Raises:
         SandboxUnavailableError: no directory can hold the binds while they wait.
@@ -105,6 +108,9 @@ def staging_script(
         lines.append(f"rm -rf {stage}/.kgot-{index}")
     if stage not in hide:
         lines.append(f"umount {stage}")
+    for directory in hide:
+        if directory not in modes:
+            lines.append(f"{mount} -o remount,bind,ro {q(directory)}")
     return lines
 
 

@@ -121,31 +121,91 @@ except OSError as error:
     assert_still_healthy(sandbox)
 
 
-def test_previous_job_leaves_nothing_behind(sandbox: Sandbox) -> None:
-    plant = """
-import os
-for path in ("leftover.txt", "out/leftover.txt", "/tmp/leftover.txt", "/dev/shm/leftover"):
+# Every place a job might leave a file for the next job of the same worker. The scratch ones must
+# be writable (so the test proves they are emptied); any other one must be read-only or emptied.
+SCRATCH_PLACES = (".", "out", "/tmp", "/var/tmp", "/dev/shm")
+OTHER_PLACES = ("/dev", "/", "/run", "/home", "/root", "/mnt", "/srv", "/opt", "/var", "/etc")
+PLANT = f"""
+import json, os
+for place in {SCRATCH_PLACES + OTHER_PLACES!r}:
     try:
-        open(path, "w").write("from job one")
+        open(os.path.join(place, "leftover-7c1e"), "w").write("from job one")
+        print("WROTE", place)
     except OSError:
         pass
 os.environ["LEFTOVER"] = "1"
-import json
 json.LEFTOVER = True
 """
-    assert run(sandbox, plant).ok
-    probe = """
-import os, json
+PROBE = f"""
+import json, os
 seen = []
-for root in (".", "/tmp", "/dev/shm"):
+for root in {SCRATCH_PLACES!r}:
     for directory, _, files in os.walk(root):
         seen += [os.path.join(directory, f) for f in files]
+for place in {OTHER_PLACES!r}:
+    if os.path.lexists(os.path.join(place, "leftover-7c1e")):
+        seen.append(place)
 print(sorted(seen), os.environ.get("LEFTOVER"), hasattr(json, "LEFTOVER"))
 """
-    result = run(sandbox, probe)
+
+
+def assert_previous_job_leaves_nothing(sandbox: Sandbox) -> None:
+    planted = run(sandbox, PLANT)
+    assert planted.ok, planted
+    wrote = {line.split(" ", 1)[1] for line in planted.stdout.splitlines()}
+    assert set(SCRATCH_PLACES) <= wrote, planted.stdout  # else the probe below proves nothing
+    result = run(sandbox, PROBE)
     assert result.ok, result
-    assert result.stdout.strip() == "[] None False"
+    assert result.stdout.strip() == "[] None False", f"{sorted(wrote)} -> {result.stdout}"
     assert result.outputs == {}
+
+
+def test_previous_job_leaves_nothing_behind(sandbox: Sandbox) -> None:
+    assert_previous_job_leaves_nothing(sandbox)
+
+
+@pytest.fixture(scope="module")
+def fallback_without_work() -> Iterator[tuple[Sandbox, str]]:
+    """The fallback on a host without its work directory: a top-level name the host lacks
+    stands in for /work (a host without /work takes exactly this path)."""
+    from kgot.config import SandboxSettings
+    from kgot.sandbox.fallback import FallbackLauncher
+    from kgot.sandbox.pool import PooledSandbox
+    from kgot.tests.sandbox.conftest import TEST_SETTINGS, make_sandbox
+
+    make_sandbox("fallback").close()  # skips with the reason where the fallback cannot run
+    work = f"/kgot-missing-{uuid.uuid4().hex[:8]}"
+    settings = SandboxSettings(kind="fallback", **TEST_SETTINGS)  # type: ignore[arg-type]
+    box = PooledSandbox(FallbackLauncher(settings, None, work=work), settings)
+    yield box, work
+    box.close()
+    assert not os.path.lexists(work), "the work directory was created on the host"
+
+
+def test_fallback_without_a_host_work_dir_returns_outputs(
+    fallback_without_work: tuple[Sandbox, str], tmp_path: Path
+) -> None:
+    box, work = fallback_without_work
+    attachment = tmp_path / "note.txt"
+    attachment.write_text("attached")
+    code = """
+import os
+print(os.getcwd(), sorted(os.listdir(".")), open("in/a.txt").read())
+print(open("/mnt/inputs/note.txt").read())
+os.makedirs("out/sub")
+open("out/sub/r.txt", "w").write("result")
+"""
+    result = box.run(Job(code, files={"a.txt": b"input"}, mounts=(attachment,)))
+    assert result.ok, result
+    assert result.stdout.split("\n")[:2] == [f"{work} ['in', 'out'] input", "attached"]
+    assert result.outputs == {"sub/r.txt": b"result"}
+    assert not os.path.lexists(work)
+
+
+def test_fallback_without_a_host_work_dir_leaves_nothing_behind(
+    fallback_without_work: tuple[Sandbox, str],
+) -> None:
+    assert_previous_job_leaves_nothing(fallback_without_work[0])
 
 
 # A later job scans every anonymous and heap page of its own memory (it is forked from the same
