@@ -128,6 +128,13 @@ class SandboxSettings(_Section):
     pip_args: list[str] = Field(
         default_factory=list, description="extra `pip install` options for allowed packages"
     )
+    host_uid: int = Field(
+        2_000_065_534,
+        ge=1000,
+        le=4_294_967_294,
+        description="uid/gid local sandboxes run jobs as on the host when kgot is root; must "
+        "belong to no account (not nobody)",
+    )
 
 
 class ToolsSettings(_Section):

@@ -17,8 +17,8 @@ is the namespace's init, so no process of bubblewrap's (with the protocol pipes 
 launching environment in its memory) is visible inside.
 
 On the host, when kgot runs as root, bubblewrap itself runs as the unprivileged
-:data:`~kgot.sandbox.staging.HOST_UID` (see :mod:`kgot.sandbox.staging`): job processes are never
-host root, and ``RLIMIT_NPROC`` caps them.
+``sandbox.host_uid``, a uid of no account (see :mod:`kgot.sandbox.staging`): job processes are
+never host root, and ``RLIMIT_NPROC`` caps them.
 Only when that is impossible here (no util-linux, or the kernel refuses user namespaces to
 ordinary users) does bubblewrap run as root, with the job's uid mapped to host root and the
 process count capped by a pids cgroup alone.
@@ -64,7 +64,7 @@ _PASSWD = (
 _GROUP = "root:x:0:\nnogroup:x:65534:\n"
 
 # How bubblewrap is started on the host.
-AS_DEDICATED_UID = "unprivileged-uid"  # root: staged paths, then bwrap as staging.HOST_UID
+AS_DEDICATED_UID = "unprivileged-uid"  # root: staged paths, then bwrap as sandbox.host_uid
 AS_ROOT = "root"  # root, when the above cannot work here: jobs map to host root
 AS_CALLER = "caller"  # kgot is not root: bwrap runs as the calling user
 
@@ -119,7 +119,8 @@ def bwrap_problem(bwrap: str | None) -> str | None:
 
 
 def _probe(bwrap: str, method: str) -> str | None:
-    launcher = BwrapLauncher(SandboxSettings(), bwrap, None, method=method)
+    # Any uid shows whether the method works; the real launcher checks the configured one.
+    launcher = BwrapLauncher(SandboxSettings(), bwrap, None, method=method, check_uid=False)
     plan = launcher.plan(preload=[], mounts=(), probe=True)
     try:
         done = subprocess.run(
@@ -205,6 +206,7 @@ class BwrapLauncher:
         packages_dir: Path | None,
         *,
         method: str | None = None,
+        check_uid: bool = True,
     ) -> None:
         self.settings = settings
         self.bwrap = bwrap
@@ -212,6 +214,12 @@ class BwrapLauncher:
         launch = Launch(method) if method else choose_launch(bwrap)
         self.method = launch.method or AS_ROOT
         self.note = launch.note
+        dedicated = self.method == AS_DEDICATED_UID
+        self.host_uid = settings.host_uid if dedicated and not check_uid else None
+        if dedicated and check_uid:
+            self.host_uid = staging.host_uid(settings)
+        # The uid jobs read mounted files as on the host (None: kgot's own, or root's).
+        self.file_uid = self.host_uid
         has_cgroups = cgroups.cgroup_support() is not None
         if self.method == AS_ROOT:
             self.process_cap = "cgroup" if has_cgroups else "none"
@@ -312,7 +320,7 @@ class BwrapLauncher:
                 return [self.bwrap, *args], host_uid
             script = "\n".join([*join, f'exec {env_tool} -i "$@"'])
             return ["/bin/sh", "-c", script, "kgot-launch", self.bwrap, *args], host_uid
-        uid = staging.HOST_UID
+        uid = self.host_uid
         needed = [*host_paths, *_bwrap_paths(self.bwrap)]
         hide = staging.hidden_ancestors(needed)
         keep = [(p, p) for p in needed if any(staging.is_under(p, h) for h in hide)]
@@ -335,7 +343,7 @@ class BwrapLauncher:
     def describe(self) -> str:
         """How bubblewrap is started, for ``kgot sandbox check``."""
         return {
-            AS_DEDICATED_UID: f"bubblewrap as the unprivileged uid {staging.HOST_UID}",
+            AS_DEDICATED_UID: f"bubblewrap as the unprivileged uid {self.host_uid}",
             AS_ROOT: "bubblewrap as root (jobs map to host root)",
             AS_CALLER: "bubblewrap as the calling user",
         }[self.method]

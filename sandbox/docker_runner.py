@@ -42,6 +42,12 @@ _PING_TIMEOUT_S = 5
 _START_GRACE_S = 60.0  # pulling nothing, but a cold engine may take a while to start a container
 
 
+# Containers run as nobody, not as the local kinds' dedicated sandbox.host_uid: a container
+# sees none of the host's processes and no host file but its read-only mounts, so sharing the
+# uid with the host's nobody opens nothing in either direction.
+DOCKER_UID = 65534
+
+
 def docker_problem() -> str | None:
     """Why no Docker engine can be used (``None`` when one answers a ping)."""
     try:
@@ -78,7 +84,7 @@ def container_config(
         "tty": False,
         "network_mode": "none",
         "read_only": True,
-        "user": "65534:65534",
+        "user": f"{DOCKER_UID}:{DOCKER_UID}",
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges"],
         "mem_limit": memory,
@@ -100,6 +106,10 @@ def container_config(
 
 class DockerSandbox:
     """Runs each job in a fresh, locked-down container."""
+
+    # Mounted files are read as the container's user: Docker (without user-namespace
+    # remapping) gives it the same uid on the host.
+    file_uid: int | None = DOCKER_UID
 
     def __init__(self, settings: SandboxSettings | None = None) -> None:
         self.settings = settings or SandboxSettings()

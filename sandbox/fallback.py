@@ -8,7 +8,8 @@ tree become empty tmpfs, read-only but for the scratch directories and ``/work``
 worker wipes after every job; the Python installation is put back read-only where it was) and
 shows ``Job.mounts`` read-only under ``/mnt/inputs``. A host without ``/work`` gets a new root
 holding one (see :func:`_new_root_lines`). ``setpriv`` then drops, as root, to the unprivileged
-uid 65534 (``nobody``, see :mod:`kgot.sandbox.staging`) with no capabilities and
+``sandbox.host_uid`` (a uid of no account, see :mod:`kgot.sandbox.staging`) with no
+capabilities and
 ``no_new_privs``, and the worker installs the same seccomp filter bubblewrap would have
 loaded. Limits are the same rlimits and cgroups as the bwrap kind. The worker starts with an
 environment of :data:`~kgot.sandbox.common.JOB_ENV` only.
@@ -105,11 +106,13 @@ class FallbackLauncher:
         self.settings = settings
         self.packages_dir = packages_dir
         has_cgroups = cgroups.cgroup_support() is not None
-        # As root, workers run as staging.HOST_UID; otherwise as the caller, mapped to root of a
+        # As root, workers run as sandbox.host_uid; otherwise as the caller, mapped to root of a
         # user namespace of their own. Either way RLIMIT_NPROC binds (it only exempts root).
         self.userns_per_worker = os.getuid() != 0
         self.process_cap = "cgroup+rlimit" if has_cgroups else "rlimit"
         self.work = work
+        # The uid jobs have on the host, for reading mounted files: ours, unless kgot is root.
+        self.file_uid = staging.host_uid(settings) if os.getuid() == 0 else None
 
     def plan(
         self,
@@ -132,7 +135,7 @@ class FallbackLauncher:
             "extra_paths": extra_paths,
             "seccomp_fd": seccomp_fd,
         }
-        host_uid = staging.HOST_UID if os.getuid() == 0 else os.getuid()
+        host_uid = self.file_uid if self.file_uid is not None else os.getuid()
         drop = [staging.tool("setpriv") or "setpriv"]
         if os.getuid() == 0:
             drop += [f"--reuid={host_uid}", f"--regid={host_uid}", "--clear-groups"]

@@ -394,6 +394,11 @@ class PooledSandbox:
         return self.launcher.name
 
     @property
+    def file_uid(self) -> int | None:
+        """The host uid jobs read mounted files as, when it is not kgot's own (or root's)."""
+        return getattr(self.launcher, "file_uid", None)
+
+    @property
     def idle_workers(self) -> int:
         """How many warm workers wait for a job right now (mount-less ones)."""
         with self._cond:

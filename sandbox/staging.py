@@ -1,10 +1,11 @@
 """Who jobs run as on the host, and how the paths a sandbox needs are shown to that user.
 
 When kgot runs as root, neither local kind lets job processes be host root: they run as the
-unprivileged :data:`HOST_UID` (``nobody``, the uid Docker jobs run as too, so one POSIX ACL entry
-lets every kind read a private workspace). That makes ``RLIMIT_NPROC`` a real process cap (the
-kernel exempts only root from it), and a process that escaped every other layer would hold no
-privilege on the host.
+unprivileged ``sandbox.host_uid`` (see :func:`host_uid`), a uid and gid that belong to no account.
+Not ``nobody``: files and processes of ``nobody`` (other sandboxes, daemons, NFS squashing) would
+be within a job's reach, and a job's within theirs. That makes ``RLIMIT_NPROC`` a real process
+cap (the kernel exempts only root from it), and a process that escaped every other layer would
+hold no privilege on the host.
 
 An unprivileged uid cannot reach files under a directory only root may enter (a Python
 installed under ``/root/.pyenv``, the package cache under ``/root/.local``). The launch
@@ -16,20 +17,47 @@ dedicated uid. Nothing of this touches the host's own mount table or its disks.
 from __future__ import annotations
 
 import contextlib
+import grp
 import os
+import pwd
 import shlex
 import shutil
 import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from kgot.config import SandboxSettings
 from kgot.errors import SandboxUnavailableError
 
-HOST_UID = 65534  # nobody / nogroup
 TOOL_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Where the bind mounts wait while the directories above them are being covered.
 _STAGE_CANDIDATES = ("/mnt", "/srv", "/media", "/opt", "/var/tmp", "/tmp", "/dev/shm", "/run")
 _NEVER_COVERED = ("/", "/usr", "/etc", "/proc", "/dev", "/sys", "/bin", "/lib", "/lib64")
+
+
+def host_uid(settings: SandboxSettings) -> int:
+    """The uid (also used as gid) jobs run as on the host when kgot is root.
+
+    Raises:
+        SandboxUnavailableError: an account or group already has it (naming the fix).
+    """
+    uid = settings.host_uid
+    owner = _account_name(uid)
+    if owner is not None:
+        raise SandboxUnavailableError(
+            f"sandbox.host_uid {uid} belongs to {owner}; jobs must run as a uid and gid of their "
+            "own: set [sandbox] host_uid in the config file to one no account or group uses "
+            f"(default {SandboxSettings.model_fields['host_uid'].default})"
+        )
+    return uid
+
+
+def _account_name(uid: int) -> str | None:
+    with contextlib.suppress(KeyError):
+        return f"the account {pwd.getpwuid(uid).pw_name!r}"
+    with contextlib.suppress(KeyError):
+        return f"the group {grp.getgrgid(uid).gr_name!r}"
+    return None
 
 
 def tool(name: str) -> str | None:

@@ -49,6 +49,8 @@ _GRACE_S = 3.0  # for the supervisor to kill and report after the job's deadline
 class SubprocessSandbox:
     """Runs each job in a new interpreter process. Safe for *your* code, not for strangers'."""
 
+    file_uid: int | None = None  # jobs run as kgot's own user
+
     def __init__(self, settings: SandboxSettings | None = None) -> None:
         self.settings = settings or SandboxSettings()
 

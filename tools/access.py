@@ -1,13 +1,19 @@
-"""Who may read the run's workspace: its owner, and the sandbox user — nobody else.
+"""Who may read the run's workspace: its owner, and the sandbox's user — nobody else.
 
-Downloads and extracted attachments can be private documents, so the workspace is created
-0700 and its files 0600. The python tool's code must still read them: bubblewrap (and the
-fallback when kgot is not root) map the sandbox user onto kgot's own user, but the fallback
-started by root and Docker run the code as the real uid 65534. That one user gets read access
-through a POSIX ACL entry rather than through the "other" permission bits, which would open
-the files to every account on the machine. Where the file system has no ACLs, the tree under
-the workspace is opened with mode bits instead, and the private 0700 directory around the
-workspace (the sandbox mounts the workspace itself, not its parent) keeps other users out.
+Downloads and extracted attachments can be private documents, so kgot creates the workspace
+0700 and its files 0600. The python tool's code must still read them. Where the sandbox maps its
+user onto kgot's own (bubblewrap or the fallback started by an ordinary user, the subprocess
+kind) nothing needs granting. Where jobs read files as another host uid (kgot running as root:
+the local kinds' dedicated ``sandbox.host_uid``; Docker: 65534), that one uid gets read access
+through a POSIX ACL entry rather than through the "other" permission bits, which would open the
+files to every account on the machine. Where the file system has no ACLs, what kgot made is
+opened with mode bits instead, and the private 0700 directory around the default workspace (the
+sandbox mounts the workspace itself, not its parent) keeps other users out.
+
+kgot changes the permissions only of what it made itself (in this process): a workspace the
+user chose (``--workspace DIR``, an existing directory) keeps its mode and ACL, and so does every
+file in it that kgot did not write. Such a directory must already let the sandbox's uid in;
+otherwise :func:`share_with_sandbox` refuses with the command that grants it.
 """
 
 from __future__ import annotations
@@ -17,17 +23,27 @@ import errno
 import os
 import stat
 import struct
+import threading
 from pathlib import Path
 
-# The uid every kgot sandbox runs code as (``SANDBOX_UID`` in kgot.sandbox.bwrap, the fallback's
-# setpriv and Docker's ``user: 65534:65534``); a test keeps the two in step.
-SANDBOX_UID = 65534
+from kgot.tools.base import ToolFailure
 
 _ACL_XATTR = "system.posix_acl_access"
 _ACL_VERSION = 2
-_USER_OBJ, _USER, _GROUP_OBJ, _MASK, _OTHER = 0x01, 0x02, 0x04, 0x10, 0x20
+_USER_OBJ, _USER, _GROUP_OBJ, _GROUP, _MASK, _OTHER = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20
 _UNDEFINED_ID = 0xFFFFFFFF
-_NO_ACL = frozenset({errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS, errno.EINVAL})
+_NO_ACL = frozenset({errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS, errno.EINVAL, errno.ENODATA})
+_READ_ENTER = 0o5  # r-x: what the sandbox needs on a directory
+
+# Paths kgot created in this process: the only ones whose permissions it may change.
+_made: set[str] = set()
+_made_lock = threading.Lock()
+
+
+def sandbox_file_uid(sandbox: object) -> int | None:
+    """The host uid ``sandbox``'s jobs read mounted files as, when it is not kgot's own."""
+    uid = getattr(sandbox, "file_uid", None)
+    return uid if isinstance(uid, int) and uid != os.getuid() else None
 
 
 def make_private_dir(path: Path) -> Path:
@@ -38,8 +54,11 @@ def make_private_dir(path: Path) -> Path:
         missing.append(current)
         current = current.parent
     for directory in reversed(missing):
-        with contextlib.suppress(FileExistsError):  # another thread made it meanwhile
+        try:
             directory.mkdir(mode=0o700)
+        except FileExistsError:  # another thread made it meanwhile
+            continue
+        _remember(directory)
     return path
 
 
@@ -52,19 +71,34 @@ def write_private(path: Path, data: bytes, *, exclusive: bool = True) -> None:
     """
     flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC)
     descriptor = os.open(path, flags, 0o600)
+    _remember(path)
     with os.fdopen(descriptor, "wb") as handle:
         handle.write(data)
 
 
-def share_with_sandbox(root: Path, uid: int = SANDBOX_UID) -> None:
-    """Let ``uid`` read the tree at ``root`` (directories also searchable), nobody else.
+def share_with_sandbox(root: Path, uid: int | None) -> None:
+    """Let ``uid`` read what kgot made in the tree at ``root`` (directories also searchable),
+    nobody else; ``None`` (the sandbox reads as kgot's own user) changes nothing.
 
     Safe to call repeatedly; new files are picked up on the next call.
+
+    Raises:
+        ToolFailure: ``root`` is not kgot's and ``uid`` may not enter and list it.
     """
-    if os.getuid() == uid or not root.exists():
+    if uid is None or uid == os.getuid() or not root.exists():
         return
+    if not _was_made(root) and not _grants(root, uid, _READ_ENTER):
+        raise ToolFailure(
+            f"the sandbox (uid {uid}) cannot read the workspace {root}, and kgot does not "
+            "change the permissions of a directory it did not create: grant it read access "
+            f"(setfacl -R -m u:{uid}:rX {root}), or name a workspace directory that does not "
+            "exist yet",
+            kind="unavailable",
+        )
     use_acl = True
     for path in [root, *root.rglob("*")]:
+        if not _was_made(path):
+            continue
         try:
             mode = path.lstat().st_mode
         except FileNotFoundError:  # removed meanwhile
@@ -76,7 +110,7 @@ def share_with_sandbox(root: Path, uid: int = SANDBOX_UID) -> None:
             try:
                 os.setxattr(path, _ACL_XATTR, _acl(uid, directory=is_dir))
                 continue
-            except PermissionError:  # not ours (a chosen workspace): leave it as it is
+            except PermissionError:  # not ours after all: leave it as it is
                 continue
             except OSError as error:
                 if error.errno not in _NO_ACL:
@@ -84,6 +118,36 @@ def share_with_sandbox(root: Path, uid: int = SANDBOX_UID) -> None:
                 use_acl = False
         with contextlib.suppress(PermissionError):
             path.chmod(0o755 if is_dir else 0o644)
+
+
+def _remember(path: Path) -> None:
+    with _made_lock:
+        _made.add(os.path.realpath(path))
+
+
+def _was_made(path: Path) -> bool:
+    """Whether kgot created ``path`` or a directory above it (in this process)."""
+    real = Path(os.path.realpath(path))
+    with _made_lock:
+        return any(str(p) in _made for p in (real, *real.parents))
+
+
+def _grants(path: Path, uid: int, wanted: int) -> bool:
+    """Whether ``uid`` (a user of no group: the sandbox's) has ``wanted`` rwx bits on
+    ``path``, by its owner, ACL and other permissions."""
+    info = path.stat()
+    if info.st_uid == uid:
+        return (info.st_mode >> 6) & wanted == wanted
+    try:
+        acl = os.getxattr(path, _ACL_XATTR)
+    except OSError:
+        acl = b""
+    entries = [struct.unpack("<HHI", acl[i : i + 8]) for i in range(4, len(acl) - 7, 8)]
+    named = [perm for tag, perm, ident in entries if tag == _USER and ident == uid]
+    if named:
+        mask = next((perm for tag, perm, _ in entries if tag == _MASK), 0o7)
+        return named[0] & mask & wanted == wanted
+    return info.st_mode & wanted == wanted  # the "other" bits
 
 
 def _acl(uid: int, *, directory: bool) -> bytes:

@@ -19,7 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from kgot.sandbox.base import MOUNT_DIR
-from kgot.tools.access import make_private_dir, share_with_sandbox, write_private
+from kgot.tools.access import (
+    make_private_dir,
+    sandbox_file_uid,
+    share_with_sandbox,
+    write_private,
+)
 from kgot.tools.base import ToolContext, ToolFailure
 from kgot.tools.convert_pool import ConverterPool, shared_pool
 from kgot.tools.flight import SingleFlight, interrupted_from_outside
@@ -117,10 +122,14 @@ class ToolSession:
 
         The workspace is shared with the sandbox user first (see :mod:`kgot.tools.access`),
         and always appears as ``/mnt/inputs/workspace`` whatever its directory is called.
+
+        Raises:
+            ToolFailure: ``unavailable`` when the sandbox's uid cannot read a workspace the
+                user chose (kgot leaves the permissions of such a directory alone).
         """
         mounts = [p for p in self.attachments if p.exists()]
         if self.has_workspace_files():
-            share_with_sandbox(self.workspace)
+            share_with_sandbox(self.workspace, sandbox_file_uid(self.ctx.sandbox))
             mounts.append(self._workspace_mount())
         return tuple(mounts)
 

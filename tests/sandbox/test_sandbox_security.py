@@ -7,6 +7,7 @@ import contextlib
 import http.server
 import os
 import platform
+import pwd
 import subprocess
 import sys
 import threading
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import kgot
+from kgot.config import SandboxSettings
 from kgot.sandbox import ExecResult, Job, Limits, Sandbox
 from kgot.sandbox.common import JOB_ENV
 
@@ -168,7 +170,6 @@ def test_previous_job_leaves_nothing_behind(sandbox: Sandbox) -> None:
 def fallback_without_work() -> Iterator[tuple[Sandbox, str]]:
     """The fallback on a host without its work directory: a top-level name the host lacks
     stands in for /work (a host without /work takes exactly this path)."""
-    from kgot.config import SandboxSettings
     from kgot.sandbox.fallback import FallbackLauncher
     from kgot.sandbox.pool import PooledSandbox
     from kgot.tests.sandbox.conftest import TEST_SETTINGS, make_sandbox
@@ -666,7 +667,10 @@ print(os.getuid(), os.getgid(), status["CapEff"].strip(), status["CapBnd"].strip
     result = run(sandbox, code)
     assert result.ok, result
     uid, gid, cap_eff, cap_bnd, no_new_privs, seccomp = result.stdout.split()
-    assert (uid, gid) == ("65534", "65534")
+    if sandbox.name.startswith("bwrap"):
+        assert (uid, gid) == ("65534", "65534")  # nobody inside its user namespace
+    elif os.getuid() == 0:  # the fallback has no user namespace as root: the host uid shows
+        assert int(uid) == int(gid) == SandboxSettings().host_uid
     assert int(cap_eff, 16) == 0
     assert no_new_privs == "1" and seccomp == "2"
     if sandbox.name.startswith("bwrap"):
@@ -704,3 +708,17 @@ time.sleep(2)
     assert result.ok, result
     assert owners, "the job's process was not seen from the host"
     assert 0 not in owners.values(), owners
+    if os.getuid() == 0:  # a uid of its own, not nobody's (shared with daemons, NFS squashing)
+        assert set(owners.values()) == {SandboxSettings().host_uid}, owners
+        for uid in owners.values():
+            with pytest.raises(KeyError):
+                pwd.getpwuid(uid)
+
+
+def test_a_host_uid_that_belongs_to_an_account_is_refused() -> None:
+    from kgot.errors import SandboxUnavailableError
+    from kgot.sandbox import staging
+
+    with pytest.raises(SandboxUnavailableError, match=r"belongs to the account 'nobody'.*host_uid"):
+        staging.host_uid(SandboxSettings(host_uid=65534))
+    assert staging.host_uid(SandboxSettings()) == SandboxSettings().host_uid

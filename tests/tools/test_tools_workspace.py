@@ -18,7 +18,13 @@ from kgot.tests.tools.tool_fixtures import (
     tools_settings,
 )
 from kgot.tools import ToolContext, ToolRunner, web_page
-from kgot.tools.access import SANDBOX_UID, share_with_sandbox
+from kgot.tools.access import (
+    make_private_dir,
+    sandbox_file_uid,
+    share_with_sandbox,
+    write_private,
+)
+from kgot.tools.base import ToolFailure
 from kgot.tools.session import ToolSession
 
 
@@ -48,31 +54,80 @@ def test_downloads_are_owner_only(server: FixtureServer, samples):
     assert saved.is_file() and _mode(saved) == 0o600
 
 
+def _named_acl_users(path: Path) -> list[int] | None:
+    try:
+        acl = os.getxattr(path, "system.posix_acl_access")
+    except OSError:
+        return None
+    entries = [acl[i : i + 8] for i in range(4, len(acl), 8)]
+    return [int.from_bytes(e[4:], "little") for e in entries if e[:2] == b"\x02\x00"]
+
+
 def test_sharing_grants_the_sandbox_user_and_nobody_else(tmp_path):
-    root = tmp_path / "workspace"
-    (root / "sub").mkdir(parents=True, mode=0o700)
-    (root / "sub" / "data.txt").write_text("x")
-    os.chmod(root / "sub" / "data.txt", 0o600)
-    share_with_sandbox(root)
+    root = make_private_dir(tmp_path / "workspace" / "sub").parent
+    write_private(root / "sub" / "data.txt", b"x")
+    share_with_sandbox(root, SANDBOX_TEST_UID)
     for path in (root, root / "sub", root / "sub" / "data.txt"):
         assert _mode(path) & 0o007 == 0, f"{path}: others may read it"
-        try:
-            acl = os.getxattr(path, "system.posix_acl_access")
-        except OSError:
+        named = _named_acl_users(path)
+        if named is None:
             pytest.skip("this file system has no POSIX ACLs (the mode-bit fallback applies)")
-        entries = [acl[i : i + 8] for i in range(4, len(acl), 8)]
-        named = [e for e in entries if int.from_bytes(e[:2], "little") == 0x02]
-        assert [int.from_bytes(e[4:], "little") for e in named] == [SANDBOX_UID]
+        assert named == [SANDBOX_TEST_UID]
 
 
-def test_sandbox_uid_matches_the_sandbox():
-    from kgot.sandbox.bwrap import SANDBOX_UID as BWRAP_UID
+SANDBOX_TEST_UID = 2_000_065_999  # an uid of no account, as sandbox.host_uid must be
 
-    assert SANDBOX_UID == BWRAP_UID
+
+def test_a_users_directory_keeps_its_mode_and_acl(tmp_path):
+    """kgot grants the sandbox access only to what it made: a directory the user chose, and
+    the user's own files in it, are left exactly as they were."""
+    users = tmp_path / "mine"
+    users.mkdir()
+    os.chmod(users, 0o755)
+    own = users / "notes.txt"
+    own.write_text("the user's")
+    os.chmod(own, 0o640)
+    before = {p: (_mode(p), _named_acl_users(p)) for p in (users, own)}
+    write_private(users / "download.bin", b"kgot's")
+    make_private_dir(users / "extracted" / "deep")
+    share_with_sandbox(users, SANDBOX_TEST_UID)
+    assert {p: (_mode(p), _named_acl_users(p)) for p in (users, own)} == before
+    for made in (users / "download.bin", users / "extracted", users / "extracted" / "deep"):
+        named = _named_acl_users(made)
+        assert named in ([SANDBOX_TEST_UID], None), made  # None: no ACLs on this file system
+
+
+def test_a_users_directory_the_sandbox_cannot_enter_is_refused(tmp_path):
+    users = tmp_path / "closed"
+    users.mkdir()
+    os.chmod(users, 0o700)
+    with pytest.raises(ToolFailure) as refused:
+        share_with_sandbox(users, SANDBOX_TEST_UID)
+    assert f"setfacl -R -m u:{SANDBOX_TEST_UID}:rX {users}" in str(refused.value)
+    assert _mode(users) == 0o700 and not _named_acl_users(users)
+
+
+def test_the_sandbox_names_the_uid_it_reads_files_as():
+    from kgot.config import SandboxSettings
+    from kgot.errors import SandboxUnavailableError
+    from kgot.sandbox import open_sandbox
+
+    for kind in ("bwrap", "fallback"):
+        try:
+            sandbox = open_sandbox(SandboxSettings(kind=kind, pool_size=0))
+        except SandboxUnavailableError:
+            continue
+        try:
+            expected = SandboxSettings().host_uid if os.getuid() == 0 else None
+            if getattr(sandbox.launcher, "method", None) == "root":  # type: ignore[attr-defined]
+                expected = None  # bubblewrap runs as root here: it reads everything
+            assert sandbox_file_uid(sandbox) == expected, kind
+        finally:
+            sandbox.close()
 
 
 def test_fallback_sandbox_reads_the_private_workspace(samples):
-    """The fallback sandbox started by root runs code as the real uid 65534."""
+    """The fallback sandbox started by root runs code as its own host uid (sandbox.host_uid)."""
     from kgot.config import SandboxSettings
     from kgot.errors import SandboxUnavailableError
     from kgot.sandbox import open_sandbox
