@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import re
 import sys
 import uuid
 from pathlib import Path
@@ -11,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from kgot.cli.common import print_json, settings_from
+from kgot.cli.common import print_json, printable, settings_from
 from kgot.errors import GraphFileError, UsageError
 
 runs_app = typer.Typer(help="Look at past runs (checkpointed; resumable).", no_args_is_help=True)
@@ -181,15 +180,6 @@ def ask(
         raise typer.Exit(1)
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def printable(text: str) -> str:
-    """Model text made safe for a terminal: control characters (escape sequences, …) removed,
-    newlines and tabs kept."""
-    return _CONTROL.sub("", text)
-
-
 def _summary(result: Any) -> str:
     cost = "cost unknown" if result.cost_usd is None else f"${result.cost_usd:.4f}"
     tokens = result.input_tokens + result.output_tokens
@@ -212,6 +202,7 @@ def runs_list(
     """List recent runs, newest first."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     from kgot.persistence import open_store
 
@@ -234,12 +225,17 @@ def runs_list(
     for run in runs:
         data = _run_dict(run)
         table.add_row(
-            data["run_id"],
-            data["status"],
-            str(data.get("started_at", ""))[:19],
-            data.get("entity") or "",
-            _clip(data["question"], 50),
-            _clip(data.get("answer") or "", 30),
+            *(
+                Text(printable(cell))
+                for cell in (
+                    data["run_id"],
+                    data["status"],
+                    str(data.get("started_at", ""))[:19],
+                    data.get("entity") or "",
+                    _clip(data["question"], 50),
+                    _clip(data.get("answer") or "", 30),
+                )
+            )
         )
     Console().print(table)
 
@@ -271,7 +267,7 @@ def runs_show(
         return
     for key in ("run_id", "status", "entity", "started_at", "finished_at", "question", "answer"):
         if data.get(key) is not None:
-            typer.echo(f"{key:12} {data[key]}")
+            typer.echo(printable(f"{key:12} {data[key]}"))
     totals = data.get("totals") or {}
     for key in (
         "iterations",
@@ -284,13 +280,14 @@ def runs_show(
         "error",
     ):
         if key in totals:
-            typer.echo(f"{key:12} {totals[key]}")
+            typer.echo(printable(f"{key:12} {totals[key]}"))
     checkpoint = data["checkpoint"]
     if checkpoint.get("resumable"):
         typer.echo(f"resumable    yes: kgot ask --resume {run_id}")
     for call in checkpoint.get("tool_calls", []):
         mark = "ok " if call["ok"] else "ERR"
-        typer.echo(f"  [{mark}] iteration {call['iteration']}: {call['name']} {call['args']}")
+        line = f"  [{mark}] iteration {call['iteration']}: {call['name']} {call['args']}"
+        typer.echo(printable(line))
 
 
 async def _checkpoint_summary(settings: Any, run_id: str) -> dict[str, Any]:

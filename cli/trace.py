@@ -1,7 +1,9 @@
 """Readable, live rendering of a run's trace events (`kgot ask --trace`).
 
 Every value in an event can come from a model or a web page, so each one is escaped before it
-meets Rich markup: a tool named ``[/bold]`` must print as text, not end a style (or the run).
+meets Rich markup (a tool named ``[/bold]`` must print as text, not end a style, or the run)
+and loses its control characters (an escape sequence must not recolour, clear or retitle the
+terminal).
 """
 
 from __future__ import annotations
@@ -15,13 +17,15 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.text import Text
 
+from kgot.cli.common import printable
 from kgot.controller.events import Event, excerpt
 
 _RESULT_CHARS = 400
 
 
 def _safe(value: Any, limit: int | None = None) -> str:
-    text = str(value)
+    """``value`` as text that prints as itself: no control characters, no Rich markup."""
+    text = printable(str(value))
     return escape(excerpt(text, limit) if limit else text)
 
 
@@ -79,8 +83,9 @@ class TraceRenderer:
     def _on_code(self, event: Event) -> None:
         title = Text(f"{event['purpose']} code (attempt {event['attempt']})")
         lexer = "sparql" if event["purpose"] == "query" and "SELECT" in event["code"] else "python"
+        code = printable(event["code"])
         self.console.print(
-            Panel(Syntax(event["code"], lexer, word_wrap=True), title=title, title_align="left")
+            Panel(Syntax(code, lexer, word_wrap=True), title=title, title_align="left")
         )
 
     def _on_code_failed(self, event: Event) -> None:

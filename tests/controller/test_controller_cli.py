@@ -126,6 +126,27 @@ def test_ask_json_and_trace(tmp_path: Path, facts_file: Path) -> None:
     assert "inspect_file" in shown.stdout
 
 
+def test_model_text_cannot_drive_the_terminal(tmp_path: Path, facts_file: Path) -> None:
+    """Escape sequences in model text (answers, vote reasons, code) never reach the terminal
+    raw: not through --trace, `runs list` or `runs show`."""
+    hostile = "\x1b]0;owned\x07\x1b[2J\x1b[31mParis"
+    script = _full_script(facts_file)
+    script["decide"] = [{**VOTE_INSERT, "reason": hostile}] * 5 + [VOTE_RETRIEVE] * 5
+    script["solve"] = [{"answer": hostile, "reasoning": hostile}]
+    model = _script(tmp_path, "s.json", script)
+    asked = kgot(
+        tmp_path, "ask", "--model", model, "-a", str(facts_file), "--trace", "--run-id", "r1",
+        "Which city? \x1b[5m",
+    )  # fmt: skip
+    assert asked.returncode == 0, asked.stderr
+    assert "Paris" in asked.stdout
+    listed = kgot(tmp_path, "runs", "list")
+    shown = kgot(tmp_path, "runs", "show", "r1")
+    for output in (asked.stdout, asked.stderr, listed.stdout, shown.stdout):
+        assert "\x1b" not in output and "\x07" not in output
+    assert "owned" in asked.stderr and "owned" in shown.stdout  # the text itself stays
+
+
 def test_bad_input_gets_one_line_errors(tmp_path: Path) -> None:
     empty = kgot(tmp_path, "ask", "   ")
     assert empty.returncode == 2
