@@ -20,6 +20,9 @@ from kgot.prompts import render_prompt
 from kgot.sandbox.base import Job
 
 RETRIEVED_CHARS = 8_000
+# A calculation's printout goes into the solution prompt; the sandbox allows far more output
+# (1 MB by default) than any prompt can hold.
+MATH_OUTPUT_CHARS = 4_000
 
 
 async def retrieve(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
@@ -113,7 +116,8 @@ async def math(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
 
 
 async def _compute(ctx: RunContext, state: RunState) -> str | None:
-    """Have the model write Python for the calculation and run it in the sandbox."""
+    """Have the model write Python for the calculation and run it in the sandbox; its output
+    is cut to ``MATH_OUTPUT_CHARS`` (with a note saying so)."""
     messages: list[BaseMessage] = render_prompt(
         "math", question=state["question"], retrieved=state["retrieved"]
     )
@@ -124,7 +128,7 @@ async def _compute(ctx: RunContext, state: RunState) -> str | None:
         ctx.emit("code", state["iteration"], purpose="math", attempt=attempt, code=code)
         result = await asyncio.to_thread(ctx.sandbox.run, Job(code))
         if result.ok and result.stdout.strip():
-            return result.stdout.strip()
+            return excerpt(result.stdout.strip(), MATH_OUTPUT_CHARS)
         error = result.error or result.stderr.strip()[-2000:] or "the program printed nothing"
         ctx.emit("code_failed", state["iteration"], purpose="math", attempt=attempt, error=error)
         messages = [

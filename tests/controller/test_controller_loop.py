@@ -254,6 +254,27 @@ def test_maths_step_runs_in_the_sandbox(run: Run, facts_file: Path) -> None:
     assert result.answer == "19949"
 
 
+def test_a_huge_calculation_output_is_cut_before_the_solution_prompt(
+    run: Run, facts_file: Path
+) -> None:
+    scripted = model(
+        decide=[votes("IIIII", "RRRRR")],
+        define_tool_calls=[inspect_call(facts_file)],
+        update_graph=[ADD_PARIS],
+        query=[QUERY_PARIS],
+        math_check=[{"needs_math": True, "reason": "density"}],
+        math=["```python\nprint('19949 ' + 'x' * 600_000)\n```"],
+        solve=[solution("19949")],
+    )
+    result = run(scripted)
+
+    prompt = scripted.calls_for("solve")[0].prompt
+    assert "Calculation output:\n19949 xxx" in prompt
+    assert len(prompt) < 20_000  # not the 600,000 characters the program printed
+    assert "more characters]" in prompt  # the model is told the output was cut
+    assert result.answer == "19949"
+
+
 def test_malformed_votes_are_re_asked_then_count_as_no_vote(run: Run, facts_file: Path) -> None:
     garbage = "I think we should insert."
 
