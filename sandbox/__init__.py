@@ -104,12 +104,15 @@ def _check_python_location() -> None:
     import site
     import sys
 
-    for path in (sys.prefix, *site.getsitepackages()):
+    # The interpreter itself may live elsewhere than the environment (a venv's base Python,
+    # a link to it): any of them inside a replaced directory vanishes.
+    places = (sys.executable, sys.prefix, sys.base_prefix, *site.getsitepackages())
+    for path in places:
         real = os.path.realpath(path)
         scratch = next((d for d in _SCRATCH if real == d or real.startswith(d + "/")), None)
         if scratch is not None:
             raise SandboxUnavailableError(
-                f"the Python environment at {path} is inside {scratch}, which every sandbox "
+                f"the Python environment at {real} is inside {scratch}, which every sandbox "
                 f"replaces with a private {scratch}; create the virtual environment elsewhere "
                 "(e.g. ~/.venvs/kgot), or pass --sandbox subprocess to accept running "
                 "LLM-written code without isolation"

@@ -361,8 +361,9 @@ def test_cli_check_fails_for_the_unisolated_kind(capsys: pytest.CaptureFixture[s
     assert _check_leftovers() == before
 
 
+@pytest.mark.parametrize("attribute", ["prefix", "base_prefix", "executable"])
 def test_a_python_environment_inside_tmp_is_refused_with_the_fix(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, attribute: str
 ) -> None:
     import sys
 
@@ -370,6 +371,6 @@ def test_a_python_environment_inside_tmp_is_refused_with_the_fix(
     from kgot.errors import SandboxUnavailableError
     from kgot.sandbox import open_sandbox
 
-    monkeypatch.setattr(sys, "prefix", "/tmp/ci-venv")
+    monkeypatch.setattr(sys, attribute, "/tmp/ci-venv")
     with pytest.raises(SandboxUnavailableError, match=r"/tmp/ci-venv is inside /tmp.*elsewhere"):
         open_sandbox(SandboxSettings(kind="auto"))
