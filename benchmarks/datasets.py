@@ -212,7 +212,8 @@ def _read_parquet(path: Path) -> list[dict[str, Any]]:
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        # utf-8-sig: a byte order mark (Windows editors, pandas' utf-8-sig) is not JSON.
+        lines = path.read_text(encoding="utf-8-sig").splitlines()
     except (OSError, UnicodeDecodeError) as error:
         raise DatasetError(f"GAIA metadata {path} cannot be read: {_one_line(error)}") from None
     for number, line in enumerate(lines, start=1):
@@ -298,7 +299,9 @@ def load_simpleqa(path: Path) -> list[BenchTask]:
     if not path.is_file():
         raise DatasetError(f"SimpleQA dataset {path} does not exist (pass --data the CSV file)")
     try:
-        with path.open(encoding="utf-8", newline="") as handle:
+        # utf-8-sig: Excel's "CSV UTF-8" starts with a byte order mark, which would otherwise
+        # become part of the first column's name.
+        with path.open(encoding="utf-8-sig", newline="") as handle:
             reader = csv.DictReader(handle)
             columns = reader.fieldnames or []
             missing = [column for column in SIMPLEQA_COLUMNS if column not in columns]

@@ -233,6 +233,22 @@ def test_simpleqa_unparsable_metadata_is_ignored(tmp_path: Path) -> None:
     assert tasks[0].topic is None and tasks[1].topic == "Geography"
 
 
+def test_files_saved_with_a_byte_order_mark_read_like_the_originals(
+    tmp_path: Path, simpleqa_csv: Path
+) -> None:
+    # Excel's "CSV UTF-8" and pandas' utf-8-sig put a BOM before the first column name.
+    with_bom = tmp_path / "excel.csv"
+    with_bom.write_bytes(b"\xef\xbb\xbf" + simpleqa_csv.read_bytes())
+    assert load_simpleqa(with_bom) == load_simpleqa(simpleqa_csv)
+
+    folder = tmp_path / "2023" / "validation"
+    folder.mkdir(parents=True)
+    rows = [row for row in gaia_rows(GAIA_VALIDATION, "validation") if not row["file_name"]]
+    text = "\n".join(json.dumps(row) for row in rows) + "\n"
+    (folder / "metadata.jsonl").write_text("\ufeff" + text, encoding="utf-8")
+    assert [task.task_id for task in load_gaia(tmp_path)] == [row["task_id"] for row in rows]
+
+
 # ---------------------------------------------------------------- sampling
 
 
