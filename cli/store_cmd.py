@@ -49,11 +49,31 @@ EntityScope = Annotated[
 
 
 @contextmanager
-def opened_store(ctx: typer.Context, db: str | None) -> Iterator[Store]:
-    """The configured store (``--db`` first), closed afterwards."""
-    from kgot.persistence import open_store
+def opened_store(
+    ctx: typer.Context, db: str | None, *, create: bool = False, entity: str | None = None
+) -> Iterator[Store]:
+    """The configured store (``--db`` first), closed afterwards.
 
-    store = open_store(settings_from(ctx, {"store.db": db}).store.db)
+    Only commands that add something pass ``create=True``: the others must not answer a
+    mistyped KGOT_DB / --db with a new, empty database (and directories) at the wrong place.
+    ``entity`` names the entity the command needs, for the message when there is no store.
+    """
+    from kgot.persistence import StoreNotFoundError, open_store
+    from kgot.persistence.target import parse_target
+
+    location = settings_from(ctx, {"store.db": db}).store.db
+    try:
+        store = open_store(location, create=create)
+    except StoreNotFoundError as missing:
+        if entity is None:
+            raise
+        from kgot.errors import EntityNotFoundError
+
+        raise EntityNotFoundError(
+            f"no entity named {entity!r}: there is no kgot database at "
+            f"{parse_target(location).display} yet; create it with `kgot entities create "
+            f"{entity}` (or check KGOT_DB / --db if you expected one there)"
+        ) from missing
     try:
         yield store
     finally:
@@ -66,13 +86,19 @@ def opened_store(ctx: typer.Context, db: str | None) -> Iterator[Store]:
 @entities_app.command("list")
 def entities_list(ctx: typer.Context, db: DbOption = None, as_json: JsonOption = False) -> None:
     """List entities with their graph version and size."""
-    with opened_store(ctx, db) as store:
-        entities = store.list_entities()
+    from kgot.persistence import StoreNotFoundError
+
+    try:
+        with opened_store(ctx, db) as store:
+            entities = store.list_entities()
+        missing = ""
+    except StoreNotFoundError:
+        entities, missing = [], f" (there is no kgot database at {_location(ctx, db)} yet)"
     if as_json:
         print_json([entity.to_dict() for entity in entities])
         return
     if not entities:
-        typer.echo("no entities yet; create one with: kgot entities create NAME")
+        typer.echo(f"no entities yet{missing}; create one with: kgot entities create NAME")
         return
     from rich.console import Console
     from rich.table import Table
@@ -108,7 +134,7 @@ def entities_create(
     from kgot.persistence import load_type_file
 
     specs = load_type_file(types) if types is not None else []  # bad files fail first
-    with opened_store(ctx, db) as store:
+    with opened_store(ctx, db, create=True) as store:
         store.create_entity(name, description, types=specs)  # one transaction
     extra = f" with {_count(len(specs), 'type')}" if specs else ""
     typer.echo(f"created entity {name!r}{extra}")
@@ -123,7 +149,7 @@ def entities_show(
     as_json: JsonOption = False,
 ) -> None:
     """Show an entity: size per label and relationship, and its latest commits."""
-    with opened_store(ctx, db) as store:
+    with opened_store(ctx, db, entity=name) as store:
         info = store.get_entity(name)
         session = store.session(name)
         stats = session.stats()
@@ -157,7 +183,7 @@ def entities_delete(
     db: DbOption = None,
 ) -> None:
     """Delete an entity with all its facts, history, own types, runs and checkpoints."""
-    with opened_store(ctx, db) as store:
+    with opened_store(ctx, db, entity=name) as store:
         info = store.get_entity(name)  # unknown names fail before any question
         if not yes:
             if not sys.stdin.isatty():
@@ -182,7 +208,7 @@ def entities_history(
     db: DbOption = None,
 ) -> None:
     """Print every stored version of one node as JSON (oldest first)."""
-    with opened_store(ctx, db) as store:
+    with opened_store(ctx, db, entity=name) as store:
         versions = store.session(name).node_history(node)
     if not versions:
         raise UsageError(f"entity {name!r} has never had a node {node!r}")
@@ -197,7 +223,7 @@ def types_list(
     ctx: typer.Context, entity: EntityScope = None, db: DbOption = None, as_json: JsonOption = False
 ) -> None:
     """List the node and edge types an entity may use (or the global ones)."""
-    with opened_store(ctx, db) as store:
+    with opened_store(ctx, db, entity=entity) as store:
         catalog = store.type_catalog(entity)
     if as_json:
         print_json(catalog.to_dict())
@@ -237,7 +263,7 @@ def types_show(
     db: DbOption = None,
 ) -> None:
     """Print a type's definition as JSON (the one the entity sees, or every version)."""
-    with opened_store(ctx, db) as store:
+    with opened_store(ctx, db, entity=entity) as store:
         if history:
             versions = store.type_history(name, entity=entity)
             if not versions:
@@ -274,7 +300,8 @@ def types_add(
     """Add types from a file (all or nothing), globally or to one entity."""
     if shadow and entity is None:
         raise UsageError("--shadow needs --entity NAME (only an entity's types shadow global ones)")
-    with opened_store(ctx, db) as store:
+    # Global types may be the first thing a store holds; an entity's need the entity.
+    with opened_store(ctx, db, create=entity is None, entity=entity) as store:
         added = store.load_types(file, entity=entity, shadow=shadow)
     _report(added, "added")
 
@@ -291,7 +318,7 @@ def types_update(
     from kgot.persistence import load_type_file
 
     specs = load_type_file(file)
-    with opened_store(ctx, db) as store:
+    with opened_store(ctx, db, entity=entity) as store:
         updated = store.update_types(specs, entity=entity)
     _report(updated, "updated")
 
@@ -304,7 +331,7 @@ def types_remove(
     db: DbOption = None,
 ) -> None:
     """Retire a type (its versions stay as history); refused while it is still in use."""
-    with opened_store(ctx, db) as store:
+    with opened_store(ctx, db, entity=entity) as store:
         version = store.remove_type(name, entity=entity)
     scope = f"of entity {entity!r}" if entity else "(global)"
     typer.echo(f"removed type {name!r} {scope} (version {version} retired)")
@@ -319,6 +346,12 @@ def _report(types: list[TypeDef], verb: str) -> None:
 def _no_type(name: str, entity: str | None) -> str:
     scope = f"entity {entity!r}" if entity else "the global scope"
     return f"no type {name!r} in {scope}; list types with `kgot types list`"
+
+
+def _location(ctx: typer.Context, db: str | None) -> str:
+    from kgot.persistence.target import parse_target
+
+    return parse_target(settings_from(ctx, {"store.db": db}).store.db).display
 
 
 def _iso(value: Any) -> str | None:
@@ -346,7 +379,7 @@ def export_entity(ctx: typer.Context, entity: str, file: Path, meta: bool, db: s
     from kgot.persistence.transfer import export_graph
 
     graph_format(file)  # an unusable target fails before the store is opened
-    with opened_store(ctx, db) as store:
+    with opened_store(ctx, db, entity=entity) as store:
         session = store.session(entity)
         graph = export_graph(session, include_meta=meta)
         version = graph.graph.get("kgot_version", 0)
@@ -369,7 +402,7 @@ def import_entity(
 
     graph = read_graph(file)
     provenance = Provenance(run_id="", step="import", source_ref=str(file.resolve()))
-    with opened_store(ctx, db) as store:
+    with opened_store(ctx, db, entity=entity) as store:
         try:
             result = import_graph(
                 store.session(entity), graph, provenance, replace=replace, dry_run=dry_run
@@ -401,5 +434,5 @@ def import_entity(
 
 def entity_stats(ctx: typer.Context, entity: str, db: str | None) -> None:
     """Print an entity's node and edge counts per label and relationship as JSON."""
-    with opened_store(ctx, db) as store:
+    with opened_store(ctx, db, entity=entity) as store:
         print_json(store.session(entity).stats().to_dict())

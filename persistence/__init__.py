@@ -20,6 +20,7 @@ from kgot.persistence.checkpoints import open_checkpointer, purge_checkpoints
 from kgot.persistence.graph_diff import diff_graphs
 from kgot.persistence.session import CommitConflictError, EntitySession, Provenance
 from kgot.persistence.store import EntityInfo, RunRecord, Store, open_store
+from kgot.persistence.target import StoreNotFoundError
 from kgot.persistence.transfer import ImportResult, export_graph, import_graph
 from kgot.persistence.validation import READ_ONLY_META, WRITABLE_META
 
@@ -33,6 +34,7 @@ __all__ = [
     "Provenance",
     "RunRecord",
     "Store",
+    "StoreNotFoundError",
     "TypeCatalog",
     "TypeDef",
     "TypeRejectedError",

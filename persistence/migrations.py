@@ -26,7 +26,7 @@ from sqlalchemy import Connection, Engine, MetaData, func, insert, select, text
 from kgot.errors import StoreError
 from kgot.persistence.engine import read_transaction, write_transaction
 from kgot.persistence.schema import TABLES, define_tables
-from kgot.persistence.target import StoreTarget
+from kgot.persistence.target import StoreNotFoundError, StoreTarget
 
 # pg_advisory_xact_lock key: "kgot" in ASCII. Held until the migrating transaction ends.
 _PG_LOCK_KEY = 0x6B676F74
@@ -92,15 +92,22 @@ MIGRATIONS: tuple[Migration, ...] = (
 LATEST = MIGRATIONS[-1].version
 
 
-def migrate(engine: Engine, target: StoreTarget) -> int:
+def migrate(engine: Engine, target: StoreTarget, *, create: bool = True) -> int:
     """Bring the database to :data:`LATEST`; return the version it was at before.
 
+    Args:
+        create: whether a database without kgot's tables may be set up; ``False`` raises
+            :class:`StoreNotFoundError` for it before anything (a schema included) is created.
+
     Raises:
+        StoreNotFoundError: no kgot tables and ``create`` is false.
         StoreError: the database is newer than this kgot, or a migration failed.
     """
     current = _read_version(engine, target)
     if current == LATEST:
         return current
+    if current == 0 and not create:
+        raise store_not_found(target)
     if current > LATEST:
         raise _too_new(current, target)
     with write_transaction(engine, target) as connection:
@@ -143,6 +150,13 @@ def _read_version(engine: Engine, target: StoreTarget) -> int:
 
 def _applied_version(connection: Connection) -> int:
     return int(connection.execute(select(func.max(TABLES.migrations.c.version))).scalar() or 0)
+
+
+def store_not_found(target: StoreTarget) -> StoreNotFoundError:
+    return StoreNotFoundError(
+        f"no kgot database at {target.display} yet (commands that add something, such as "
+        "`kgot entities create NAME`, create it; check KGOT_DB / --db if you expected one there)"
+    )
 
 
 def _too_new(version: int, target: StoreTarget) -> StoreError:

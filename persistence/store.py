@@ -29,7 +29,7 @@ from kgot.persistence.engine import (
     read_transaction,
     write_transaction,
 )
-from kgot.persistence.migrations import migrate
+from kgot.persistence.migrations import migrate, store_not_found
 from kgot.persistence.schema import TABLES
 from kgot.persistence.session import EntitySession, StoreContext
 from kgot.persistence.target import StoreTarget, parse_target
@@ -99,19 +99,29 @@ class RunRecord:
         }
 
 
-def open_store(url: str) -> Store:
+def open_store(url: str, *, create: bool = True) -> Store:
     """Open (creating and migrating when needed) the store at a SQLite path or PostgreSQL URL.
 
+    Args:
+        url: a SQLite path or a ``postgresql://`` URL.
+        create: ``False`` for callers that only look: a location without a kgot database
+            (a mistyped path, schema or URL) raises instead of getting a new, empty store, and
+            nothing (file, directory, schema) is created. An existing older store is still
+            migrated.
+
     Raises:
+        StoreNotFoundError: ``create`` is false and there is no kgot database at ``url``.
         StoreError: the database cannot be reached or opened (one line naming the location,
             password masked, and the fix), or its schema is newer than this kgot.
     """
     target = parse_target(url)
     if target.sqlite_path is not None:
+        if not create and not target.sqlite_path.is_file():
+            raise store_not_found(target)
         create_private_file(target.sqlite_path, target.display)
     engine = create_store_engine(target)
     try:
-        migrate(engine, target)
+        migrate(engine, target, create=create)
     except BaseException:
         engine.dispose()
         raise

@@ -25,6 +25,15 @@ from sqlalchemy.exc import ArgumentError
 from kgot.errors import StoreError
 
 _POSTGRES_SCHEMES = ("postgresql", "postgres", "postgresql+psycopg")
+
+
+class StoreNotFoundError(StoreError):
+    """There is no kgot database at the location (``open_store(..., create=False)``): a
+    mistyped ``KGOT_DB`` / ``--db`` is bad input, exit code 2."""
+
+    exit_code = 2
+
+
 _SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
 
