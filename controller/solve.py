@@ -80,16 +80,23 @@ async def solve(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]
 
 
 def pick_majority(answers: list[str]) -> str | None:
-    """The most frequent answer, comparing case-, space- and punctuation-insensitively; ties go
-    to the answer seen first. Returns the first original spelling of the winner."""
+    """The most frequent answer, comparing case-, space- and punctuation-insensitively (a minus
+    sign before a number still counts); ties go to the answer seen first. The winner is shown
+    in the spelling most of its samples used (the first of those on a tie)."""
     if not answers:
         return None
     keys = [_normalise(answer) for answer in answers]
     counts = Counter(keys)
     best = max(counts.values())
     winner = next(key for key in keys if counts[key] == best)
-    return answers[keys.index(winner)]
+    spellings = Counter(answer for answer, key in zip(answers, keys, strict=True) if key == winner)
+    return spellings.most_common(1)[0][0]  # Counter keeps first-seen order among equals
+
+
+# A minus sign opening a number ("-5", "−3.5"): not punctuation, the number's sign.
+_NEGATIVE_NUMBER = re.compile(r"(?<!\w)[-−](?=\d)")
 
 
 def _normalise(answer: str) -> str:
-    return re.sub(r"[\s\W_]+", " ", answer.casefold()).strip()
+    signed = _NEGATIVE_NUMBER.sub(" minus ", answer.casefold())
+    return re.sub(r"[\s\W_]+", " ", signed).strip()
