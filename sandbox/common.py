@@ -121,7 +121,14 @@ def result_from_reply(
     timed_out = bool(reply.get("timed_out"))
     raw_exit = reply.get("exit_code")
     exit_code = None if timed_out or not isinstance(raw_exit, int) else raw_exit
-    error = describe_failure(exit_code, timed_out, limits, memory_hit=memory_hit)
+    killed = reply.get("killed")
+    error = describe_failure(
+        exit_code,
+        timed_out,
+        limits,
+        memory_hit=memory_hit,
+        killed=killed if isinstance(killed, int) else None,
+    )
     if reply.get("failure"):
         error = str(reply["failure"])
     return ExecResult(
@@ -161,12 +168,21 @@ def describe_failure(
     *,
     memory_hit: bool = False,
     all_killed: bool = True,
+    killed: int | None = None,
 ) -> str | None:
-    """One line saying why a job failed, from ``waitstatus_to_exitcode``-style exit codes."""
+    """One line saying why a job failed, from ``waitstatus_to_exitcode``-style exit codes.
+
+    ``killed`` is how many of the job's processes were still running at its deadline (the job
+    and those it started), when the sandbox counted them.
+    """
     if timed_out:
-        outcome = (
-            "all its processes were killed" if all_killed else "some of its processes may still run"
-        )
+        if not all_killed:
+            outcome = "some of its processes may still run"
+        elif killed is None:
+            outcome = "the job and every process it started were killed"
+        else:
+            plural = "process" if killed == 1 else "processes"
+            outcome = f"killed its {killed} running {plural} (the job and those it started)"
         return f"timed out after {limits.timeout_s:g} s (wall clock); {outcome}"
     if exit_code is None or exit_code >= 0:
         return None

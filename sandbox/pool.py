@@ -118,6 +118,11 @@ class WorkerCrashed(Exception):
     """The worker process died, hung or sent something that is not a valid reply."""
 
 
+class WorkerSilent(WorkerCrashed):
+    """No reply by the job's deadline plus grace: its supervisor did not act (a job can stop
+    it, being the same user); the whole worker is killed instead."""
+
+
 class WorkerProcess:
     """One running sandbox with a zygote inside, used by one thread at a time."""
 
@@ -268,7 +273,7 @@ class WorkerProcess:
         while remaining:
             wait = deadline - time.monotonic()
             if wait <= 0:
-                raise WorkerCrashed("no reply before the deadline")
+                raise WorkerSilent("no reply before the deadline")
             readable, _, _ = select.select([self._out_fd], [], [], wait)
             if not readable:
                 continue
@@ -427,6 +432,9 @@ class PooledSandbox:
             self._state.busy.add(worker)
         try:
             result = worker.run(job, limits, self._nproc_base(worker))
+        except WorkerSilent:
+            self._discard(worker, replace=not key)  # kills every process of the job with it
+            return _silent_worker_result(limits)
         except WorkerCrashed as why:
             self._discard(worker, replace=not key)
             return failed_result(f"the sandbox worker died during the job ({why}); it was replaced")
@@ -651,6 +659,9 @@ class PooledSandbox:
             self._state.busy.add(worker)
         try:
             result = worker.run(job, limits, self._nproc_base(worker))
+        except WorkerSilent:
+            worker.kill()
+            return _silent_worker_result(limits, (time.monotonic() - started) * 1000)
         except WorkerCrashed as why:
             return failed_result(
                 f"the sandbox worker died during the job ({why})",
@@ -662,6 +673,17 @@ class PooledSandbox:
             worker.close()
         result.duration_ms = (time.monotonic() - started) * 1000
         return result
+
+
+def _silent_worker_result(limits: Limits, duration_ms: float = 0.0) -> ExecResult:
+    result = failed_result(
+        f"timed out after {limits.timeout_s:g} s (wall clock) and the sandbox's supervisor did "
+        "not report (the job may have stopped it): the whole worker was killed, with every "
+        "process of the job",
+        duration_ms,
+    )
+    result.timed_out = True
+    return result
 
 
 def ensure_packages(cache: PackageCache | None, names: tuple[str, ...]) -> str | None:

@@ -486,7 +486,7 @@ class Supervisor:
             _write_all(data_w, bytes(job_data))
         os.close(data_w)
         streams = _Streams(out_r, err_r, cap)
-        timed_out = _supervise(pid, streams, started + timeout_s)
+        timed_out, killed = _supervise(pid, streams, started + timeout_s)
         status = self._exit_status(pid)
         duration_ms = (time.monotonic() - started) * 1000
         healthy = kill_everything_else()
@@ -507,6 +507,7 @@ class Supervisor:
             "stderr_bytes": streams.totals[1],
             "outputs": names,
             "outputs_cut": files_cut,
+            "killed": killed,
         }
         return reply, [streams.buffers[0], streams.buffers[1], *files], healthy
 
@@ -568,24 +569,26 @@ class _Streams:
         self.open.clear()
 
 
-def _supervise(pid: int, streams: _Streams, deadline: float) -> bool:
-    """Read the job's output until it exits or its deadline passes (then kill it); whether the
-    deadline passed. The zygote, its parent, reaps it."""
+def _supervise(pid: int, streams: _Streams, deadline: float) -> tuple[bool, int | None]:
+    """Read the job's output until it exits or its deadline passes (then kill it). Returns
+    whether the deadline passed and, if so, how many processes of the job were running then
+    (everything in the namespace but init and this supervisor). The zygote reaps the job."""
     try:
         pidfd = os.pidfd_open(pid)
     except ProcessLookupError:
-        return False  # already gone
+        return False, None  # already gone
     try:
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
+                running = len([p for p in _live_pids() if p not in (1, os.getpid())])
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-                return True
+                return True, running
             ready, _, _ = select.select([*streams.open, pidfd], [], [], remaining)
             streams.read_ready(ready)
             if pidfd in ready:
-                return False
+                return False, None
     finally:
         os.close(pidfd)
 

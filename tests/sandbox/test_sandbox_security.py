@@ -576,6 +576,10 @@ time.sleep(60)
 """
     result = run(sandbox, code, timeout_s=1.5)
     assert result.timed_out and "started" in result.stdout, result
+    # what was killed and why: the job and its two sleepers (the middle fork had exited)
+    assert "timed out after 1.5 s (wall clock); killed its 3 running processes" in (
+        result.error or ""
+    ), result.error
     assert host_processes_with(marker) == []
     # ... and the same after a job that exits normally with children still running
     normal = (
@@ -586,6 +590,32 @@ time.sleep(60)
     assert host_processes_with(marker) == []
     listing = run(sandbox, "import os\nprint(sum(p.isdigit() for p in os.listdir('/proc')))")
     assert int(listing.stdout) == 3  # the zygote, the supervisor and this job
+
+
+@pytest.mark.parametrize("target", ["everything", "itself"])
+def test_a_job_that_stops_its_supervisor_or_itself_is_still_killed(
+    sandbox: Sandbox, target: str
+) -> None:
+    """SIGSTOP reaches every process of the job's uid: a stopped supervisor cannot enforce the
+    deadline, so the host kills the whole worker instead."""
+    marker = f"kgot-stopper-{uuid.uuid4().hex}"
+    code = f"""
+import os, signal, subprocess, time
+subprocess.Popen(["{marker}", "300"], executable="sleep", start_new_session=True)
+if {target == "everything"!r}:
+    for pid in sorted(int(p) for p in os.listdir("/proc") if p.isdigit()):
+        if pid not in (1, os.getpid()):  # init ignores it anyway
+            os.kill(pid, signal.SIGSTOP)
+    time.sleep(300)
+os.kill(os.getpid(), signal.SIGSTOP)
+"""
+    result = run(sandbox, code, timeout_s=1.0)
+    assert result.timed_out and result.exit_code is None, result
+    assert "timed out after 1 s" in (result.error or ""), result.error
+    if target == "everything":
+        assert "the whole worker was killed" in (result.error or ""), result.error
+    assert host_processes_with(marker) == []
+    assert_still_healthy(sandbox)
 
 
 # ----------------------------------------------------------------------------- kernel surface
