@@ -545,6 +545,11 @@ def specs_from_document(data: Any, origin: str) -> list[TypeSpec]:
             f"{origin} holds no type definitions (expected an object, a list, or "
             "node_types/edge_types lists)"
         )
+    if not items:  # adding "nothing" successfully would hide a wrong or truncated file
+        raise UsageError(
+            f"{origin} holds no type definitions (expected an object, a list, or "
+            "node_types/edge_types lists)"
+        )
     specs: list[TypeSpec] = []
     for item, item_kind in items:
         try:

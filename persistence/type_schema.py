@@ -31,6 +31,11 @@ from jsonschema.exceptions import SchemaError, ValidationError
 
 from kgot.errors import KgotError
 
+# The `$schema` values a properties schema may declare: the one dialect it is validated with.
+DIALECT_URIS = (
+    "https://json-schema.org/draft/2020-12/schema",
+    "https://json-schema.org/draft/2020-12/schema#",
+)
 MAX_SCHEMA_DEPTH = 40  # nesting of objects/arrays in a properties schema
 MAX_VALUE_DEPTH = 32  # nesting of objects/arrays in one fact's properties
 ACCEPTED_FORMATS = (
@@ -237,11 +242,7 @@ def schema_problems(schema: Mapping[str, Any], kind: str | None = None) -> list[
                 f"properties schema at {path}: unknown format {value!r} would never be "
                 f"checked (use one of: {', '.join(ACCEPTED_FORMATS)})"
             )
-        elif key == "$id" and path != "$.$id":
-            problems.append(
-                f"properties schema at {path}: nested `$id` is not supported (put shared parts "
-                "under $defs and refer to them with '#/$defs/…')"
-            )
+    problems.extend(_identity_problems(schema))
     problems.extend(_ref_problems(schema))
     reserved = RESERVED_PROPERTY_NAMES.get(kind or "", frozenset())
     for name in _declared_property_names(schema):
@@ -258,6 +259,30 @@ def schema_problems(schema: Mapping[str, Any], kind: str | None = None) -> list[
             )
     if not problems:
         problems.extend(_runtime_problems(schema))
+    return problems
+
+
+def _identity_problems(schema: Mapping[str, Any]) -> list[str]:
+    """``$schema`` and ``$id`` of every subschema (keywords, not property names that happen to
+    be spelled like them)."""
+    problems: list[str] = []
+    for _pointer, where, subschema in _subschemas(schema, "", "$"):
+        if not isinstance(subschema, Mapping):
+            continue
+        if "$schema" in subschema and subschema["$schema"] not in DIALECT_URIS:
+            # Validation is always Draft 2020-12: a schema written for another draft would be
+            # read with other meanings (Draft 4's `dependencies` silently checks nothing).
+            problems.append(
+                f"properties schema at {_child_path(where, '$schema')}: declares the dialect "
+                f"{subschema['$schema']!r}, but kgot validates with Draft 2020-12 (rule: "
+                f"dialect); remove `$schema` or set it to {DIALECT_URIS[0]!r} and use that "
+                "draft's keywords"
+            )
+        if "$id" in subschema and where != "$":
+            problems.append(
+                f"properties schema at {_child_path(where, '$id')}: nested `$id` is not "
+                "supported (put shared parts under $defs and refer to them with '#/$defs/…')"
+            )
     return problems
 
 

@@ -12,6 +12,7 @@ needs the database (the name is free, edge ends exist, the type is not in use).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -93,8 +94,21 @@ def precheck(specs: Sequence[TypeSpec], *, created_by: Creator, justification: s
     """The rules each spec must pass by itself, checked before any lock is taken.
 
     Raises:
-        TypeRejectedError: for the first spec that breaks a rule (naming every rule it breaks).
+        TypeRejectedError: for the first spec that breaks a rule (naming every rule it breaks),
+            or a name defined more than once in ``specs``.
     """
+    # A batch is stored all or nothing, so a repeated name would otherwise be refused by the
+    # database check as "exists" — pointing at a type that was never stored.
+    counts = Counter((spec.kind, spec.name) for spec in specs)
+    for (kind, name), count in counts.items():
+        if count > 1:
+            raise TypeRejectedError(
+                name,
+                [
+                    f"{kind} type {name!r} is defined {count} times in one batch; keep one "
+                    "definition (use `kgot types update` to change a stored type)"
+                ],
+            )
     for spec in specs:
         problems = spec_problems(spec)
         if created_by == "agent" and not justification.strip():
