@@ -196,6 +196,14 @@ def extract_member(session: ToolSession, archive_path: Path, member: str, *, nam
     """
     cap = session.settings.max_download_mb * 1024 * 1024
     wanted = member.strip().lstrip("/")
+    if not _looks_like_zip(archive_path):
+        # The file may be perfectly good: "damaged archive" would send the model to fetch it
+        # again, when what is wrong is the member= argument.
+        raise ToolFailure(
+            f"{name} is not a ZIP archive, so it has no member {member!r}; call "
+            f"inspect_file(path={quoted(name)}) without member= to read it",
+            kind="input",
+        )
     try:
         with zipfile.ZipFile(archive_path) as archive:
             infos = {i.filename: i for i in archive.infolist() if not i.is_dir()}
@@ -243,6 +251,18 @@ def extract_member(session: ToolSession, archive_path: Path, member: str, *, nam
             "look for another copy",
             kind="corrupt",
         ) from None
+
+
+def _looks_like_zip(path: Path) -> bool:
+    """A ZIP by its first bytes (damaged ones included) or its central directory (archives
+    with a prefix, such as self-extracting ones)."""
+    try:
+        with path.open("rb") as handle:
+            if handle.read(2) == b"PK":
+                return True
+        return zipfile.is_zipfile(path)
+    except OSError:
+        return True  # let the extraction report the read error
 
 
 def _copy_member(

@@ -164,6 +164,17 @@ def test_missing_member_names_the_fix(runner_for):
     assert "did you mean 'tables/people.csv'" in outcome.output
 
 
+def test_a_member_of_a_file_that_is_no_archive_is_an_input_error(runner_for):
+    # The file is fine: calling it a damaged archive would send the model to fetch it again.
+    outcome = call(runner_for("notes.txt"), "inspect_file", path="notes.txt", member="x.csv")
+    assert not outcome.ok and outcome.error_kind == "input", outcome.output
+    assert "notes.txt is not a ZIP archive" in outcome.output
+    assert "without member=" in outcome.output and "damaged" not in outcome.output
+    # A damaged archive is still reported as one.
+    broken = call(runner_for("broken.zip"), "inspect_file", path="broken.zip", member="x.csv")
+    assert not broken.ok and broken.error_kind == "corrupt", broken.output
+
+
 @pytest.mark.parametrize(
     ("name", "kind", "words", "next_step"),
     [
