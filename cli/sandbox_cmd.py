@@ -147,6 +147,54 @@ def check(
         raise typer.Exit(1)
 
 
+@app.command("packages")
+def packages(
+    ctx: typer.Context,
+    clear: Annotated[
+        bool, typer.Option("--clear", help="Remove every package from the sandbox's cache.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the listing as JSON.")] = False,
+) -> None:
+    """List the allow-listed packages and what the sandbox's package cache holds (--clear
+    empties it; allowed packages are installed again when a job next asks for them)."""
+    from kgot.sandbox.packages import PackageCache
+
+    cache = PackageCache(settings_from(ctx, {}).sandbox)
+    removed = cache.clear() if clear else 0
+    installed = cache.installed()
+    rows = []
+    for name, requirement in sorted(cache.allowed.items()):
+        version = installed.get(name)
+        if version is None:
+            state = "not installed (installed when a job asks for it)"
+        elif cache.satisfied(requirement, installed):
+            state = "installed"
+        else:
+            state = f"stale: {version} does not satisfy {requirement}; reinstalled on next use"
+        rows.append({"requirement": str(requirement), "version": version, "state": state})
+    others = sorted(set(installed) - set(cache.allowed))  # dependencies pip brought along
+    if as_json:
+        print_json(
+            {
+                "directory": str(cache.directory),
+                "allowed": rows,
+                "dependencies": {name: installed[name] for name in others},
+                "removed": removed,
+            }
+        )
+        return
+    if clear:
+        typer.echo(f"removed {removed} package(s) from {cache.directory}")
+    typer.echo(f"cache: {cache.directory}")
+    if not rows:
+        typer.echo("allowed: none (set [sandbox] allow_packages to let jobs ask for packages)")
+    for row in rows:
+        typer.echo(f"  {row['requirement']}: {row['state']}")
+    if others:
+        listed = ", ".join(f"{name} {installed[name]}" for name in others)
+        typer.echo(f"dependencies in the cache: {listed}")
+
+
 def _overrides(kind: str | None, timeout: float | None, memory_mb: int | None) -> dict[str, Any]:
     return {"sandbox.kind": kind, "sandbox.timeout": timeout, "sandbox.memory_mb": memory_mb}
 

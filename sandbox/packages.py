@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -28,6 +29,7 @@ from kgot.config import SandboxSettings, default_data_dir
 from kgot.errors import ConfigError
 
 INSTALL_TIMEOUT_S = 600.0
+_LOCK_NAME = ".kgot-install.lock"
 
 
 class PackageRefused(Exception):
@@ -75,15 +77,38 @@ class PackageCache:
         self.directory.mkdir(parents=True, exist_ok=True)
         return self.directory
 
-    def installed(self) -> set[str]:
-        """Canonical names of the distributions already in the cache."""
+    def installed(self) -> dict[str, str]:
+        """The distributions already in the cache: canonical name → version."""
         if not self.directory.is_dir():
-            return set()
+            return {}
         return {
-            canonicalize_name(name)
+            canonicalize_name(name): dist.version
             for dist in metadata.distributions(path=[str(self.directory)])
             if (name := dist.metadata["Name"])
         }
+
+    def satisfied(self, requirement: Requirement, installed: dict[str, str]) -> bool:
+        """Whether the cache holds a version the allow-list entry accepts (an entry changed
+        from ``scipy`` to ``scipy>=1.14`` no longer accepts a cached 1.13)."""
+        version = installed.get(canonicalize_name(requirement.name))
+        return version is not None and requirement.specifier.contains(version, prereleases=True)
+
+    def clear(self) -> int:
+        """Remove every installed package from the cache (under the install lock, so no install
+        is half-removed); returns how many distributions were removed. Running sandboxes see
+        the cache empty from their next job."""
+        if not self.directory.is_dir():
+            return 0
+        with self._lock, self._installing():
+            removed = len(self.installed())
+            for entry in self.directory.iterdir():
+                if entry.name == _LOCK_NAME:
+                    continue
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry)
+                else:
+                    entry.unlink()
+        return removed
 
     def ensure(self, names: tuple[str, ...] | list[str]) -> None:
         """Install the requested packages unless already cached.
@@ -102,18 +127,40 @@ class PackageCache:
                     "sandbox.allow_packages"
                 )
             wanted.append(self.allowed[canonical])
-        if all(canonicalize_name(r.name) in self.installed() for r in wanted):
+        if all(self.satisfied(r, self.installed()) for r in wanted):
             return
         with self._lock, self._installing():
-            missing = [r for r in wanted if canonicalize_name(r.name) not in self.installed()]
+            installed = self.installed()
+            missing = [r for r in wanted if not self.satisfied(r, installed)]
             if missing:
+                # pip --target leaves an old version's metadata beside the new one: remove the
+                # stale distribution first, so the cache holds one version of each package.
+                self._remove({canonicalize_name(r.name) for r in missing} & set(installed))
                 self._install(missing)
+
+    def _remove(self, names: set[str]) -> None:
+        """Delete the files of these cached distributions (from their RECORD), then the
+        directories left empty."""
+        root = self.directory.resolve()
+        for dist in metadata.distributions(path=[str(self.directory)]):
+            if canonicalize_name(dist.metadata["Name"] or "") not in names:
+                continue
+            parents: set[Path] = set()
+            for file in dist.files or ():
+                path = (self.directory / file).resolve()
+                if root not in path.parents:  # a RECORD entry pointing outside the cache
+                    continue
+                path.unlink(missing_ok=True)
+                parents.update(p for p in path.parents if root in p.parents)
+            for directory in sorted(parents, key=lambda p: len(p.parts), reverse=True):
+                with contextlib.suppress(OSError):  # not empty: other packages' files
+                    directory.rmdir()
 
     @contextlib.contextmanager
     def _installing(self) -> Iterator[None]:
         """Hold the cache's install lock (blocks while another process installs)."""
         self.prepare()
-        fd = os.open(self.directory / ".kgot-install.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(self.directory / _LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
@@ -126,6 +173,7 @@ class PackageCache:
             sys.executable, "-m", "pip", "install",
             "--target", str(self.directory),
             "--only-binary=:all:",  # wheels only: no package's build script runs on the host
+            "--upgrade",  # replaces a cached version the allow-list no longer accepts
             "--no-input", "--disable-pip-version-check", "--quiet",
             *self.settings.pip_args,
             *(str(r) for r in requirements),

@@ -211,6 +211,60 @@ def test_packages_not_allowed_are_refused(tmp_path: Path) -> None:
         cache.ensure(["requests"])
 
 
+def test_cached_version_the_allow_list_no_longer_accepts_is_replaced(tmp_path: Path) -> None:
+    old, new = build_wheel(tmp_path), build_wheel(tmp_path, version="2.0", answer=43)
+    cache_dir = tmp_path / "cache"
+
+    def cache(requirement: str) -> PackageCache:
+        links = ["--find-links", str(old), "--find-links", str(new)]
+        return PackageCache(
+            SandboxSettings(
+                allow_packages=[requirement],
+                packages_dir=str(cache_dir),
+                pip_args=["--no-index", *links],
+            )
+        )
+
+    cache("kgot-tinypkg==1.0").ensure(["kgot-tinypkg"])
+    assert cache("kgot-tinypkg").installed() == {"kgot-tinypkg": "1.0"}
+    cache("kgot-tinypkg").ensure(["kgot-tinypkg"])  # any version accepted: kept
+    assert cache("kgot-tinypkg").installed() == {"kgot-tinypkg": "1.0"}
+    cache("kgot-tinypkg>=2").ensure(["kgot-tinypkg"])
+    assert cache("kgot-tinypkg").installed() == {"kgot-tinypkg": "2.0"}
+    assert (cache_dir / "kgot_tinypkg" / "__init__.py").read_text() == "ANSWER = 43\n"
+
+
+def test_cli_packages_lists_and_clears_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wheels = build_wheel(tmp_path)
+    config = tmp_path / "config.toml"
+    config.write_text(
+        "[sandbox]\n"
+        'allow_packages = ["kgot-tinypkg>=1", "other-pkg"]\n'
+        f"packages_dir = {json.dumps(str(tmp_path / 'cache'))}\n"
+        f"pip_args = {json.dumps(['--no-index', '--find-links', str(wheels)])}\n"
+    )
+    monkeypatch.setenv("KGOT_CONFIG", str(config))
+    settings = SandboxSettings(
+        allow_packages=["kgot-tinypkg"],
+        packages_dir=str(tmp_path / "cache"),
+        pip_args=["--no-index", "--find-links", str(wheels)],
+    )
+    PackageCache(settings).ensure(["kgot-tinypkg"])
+
+    assert main(["sandbox", "packages", "--json"]) == 0
+    listing = json.loads(capsys.readouterr().out)
+    states = {row["requirement"]: (row["version"], row["state"]) for row in listing["allowed"]}
+    assert states["kgot-tinypkg>=1"] == ("1.0", "installed")
+    assert states["other-pkg"][0] is None and states["other-pkg"][1].startswith("not installed")
+
+    assert main(["sandbox", "packages", "--clear"]) == 0
+    assert "removed 1 package(s)" in capsys.readouterr().out
+    assert PackageCache(settings).installed() == {}
+    assert (tmp_path / "cache" / ".kgot-install.lock").exists()  # the lock others may hold
+
+
 @needs_bwrap
 @pytest.mark.slow
 def test_allowed_package_is_installed_on_the_host_and_importable(tmp_path: Path) -> None:

@@ -12,15 +12,16 @@ PACKAGE = "kgot-tinypkg"
 MODULE = "kgot_tinypkg"
 
 
-def build_wheel(directory: Path) -> Path:
-    """Write ``kgot_tinypkg-1.0-py3-none-any.whl`` (``ANSWER = 42``) into a new folder under
-    ``directory``; returns the folder, for ``pip --find-links``."""
-    wheels = directory / "wheels"
+def build_wheel(directory: Path, version: str = "1.0", answer: int = 42) -> Path:
+    """Write ``kgot_tinypkg-VERSION-py3-none-any.whl`` (``ANSWER = answer``) into a folder
+    under ``directory`` (``wheels``, ``wheels-VERSION`` for other versions); returns the folder,
+    for ``pip --find-links``."""
+    wheels = directory / ("wheels" if version == "1.0" else f"wheels-{version}")
     wheels.mkdir()
-    info = "kgot_tinypkg-1.0.dist-info"
+    info = f"kgot_tinypkg-{version}.dist-info"
     files = {
-        f"{MODULE}/__init__.py": "ANSWER = 42\n",
-        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {PACKAGE}\nVersion: 1.0\n",
+        f"{MODULE}/__init__.py": f"ANSWER = {answer}\n",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {PACKAGE}\nVersion: {version}\n",
         f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: kgot-tests\nRoot-Is-Purelib: true\n"
         "Tag: py3-none-any\n",
     }
@@ -29,7 +30,7 @@ def build_wheel(directory: Path) -> Path:
         for name, content in files.items()
     ]
     files[f"{info}/RECORD"] = "\n".join([*record, f"{info}/RECORD,,"]) + "\n"
-    with zipfile.ZipFile(wheels / "kgot_tinypkg-1.0-py3-none-any.whl", "w") as archive:
+    with zipfile.ZipFile(wheels / f"kgot_tinypkg-{version}-py3-none-any.whl", "w") as archive:
         for name, content in files.items():
             archive.writestr(name, content)
     return wheels
