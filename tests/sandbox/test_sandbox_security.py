@@ -335,13 +335,15 @@ for pid in [int(p) for p in os.listdir("/proc") if p.isdigit()]:
     if pid not in (1, os.getpid()):
         os.kill(pid, signal.SIGKILL)  # the supervisor, the same user as the job
 import time
-time.sleep(5)
+time.sleep(120)
 print('alive')
 """
     result = run(sandbox, code)
     assert not result.ok and "alive" not in result.stdout
     assert "the sandbox worker died during the job" in (result.error or ""), result
-    assert result.duration_ms < 4000
+    # Not a speed check: the job would sleep 120 s, so this shows the death was noticed and
+    # the job ended, instead of the caller waiting for the job or for the timeout.
+    assert result.duration_ms < 60_000
     assert_still_healthy(sandbox)
 
 
@@ -549,7 +551,6 @@ def test_busy_and_sleep_loops_time_out(sandbox: Sandbox, code: str) -> None:
     assert result.timed_out, result
     assert result.exit_code is None
     assert "timed out after 1 s" in (result.error or "")
-    assert result.duration_ms < 4000
     assert_still_healthy(sandbox)
 
 
