@@ -220,8 +220,8 @@ def simpleqa(
     grader_model: Annotated[
         str | None,
         typer.Option(
-            help="`provider:name` of the grader (default: the llm.grader settings, else the planning "
-            "model grades itself).",
+            help="`provider:name` of the grader (default: the llm.grader settings, else the "
+            "planning model grades itself).",
             rich_help_panel=_MODEL,
         ),
     ] = None,
