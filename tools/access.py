@@ -10,10 +10,12 @@ files to every account on the machine. Where the file system has no ACLs, what k
 opened with mode bits instead, and the private 0700 directory around the default workspace (the
 sandbox mounts the workspace itself, not its parent) keeps other users out.
 
-kgot changes the permissions only of what it made itself (in this process): a workspace the
-user chose (``--workspace DIR``, an existing directory) keeps its mode and ACL, and so does every
-file in it that kgot did not write. Such a directory must already let the sandbox's uid in;
-otherwise :func:`share_with_sandbox` refuses with the command that grants it.
+kgot changes the permissions only of what it made itself: what this process created, and the
+tree of a workspace directory an earlier kgot process created (it holds a ``.kgot-workspace``
+marker file, owned like the directory by kgot's user), so ``--workspace DIR`` can be used again
+by a later command. A workspace the user chose that kgot did not create keeps its mode and ACL,
+and so does every file in it that kgot did not write. Such a directory must already let the
+sandbox's uid in; otherwise :func:`share_with_sandbox` refuses with the command that grants it.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ _USER_OBJ, _USER, _GROUP_OBJ, _GROUP, _MASK, _OTHER = 0x01, 0x02, 0x04, 0x08, 0x
 _UNDEFINED_ID = 0xFFFFFFFF
 _NO_ACL = frozenset({errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS, errno.EINVAL, errno.ENODATA})
 _READ_ENTER = 0o5  # r-x: what the sandbox needs on a directory
+WORKSPACE_MARKER = ".kgot-workspace"
 
 # Paths kgot created in this process: the only ones whose permissions it may change.
 _made: set[str] = set()
@@ -59,6 +62,16 @@ def make_private_dir(path: Path) -> Path:
         except FileExistsError:  # another thread made it meanwhile
             continue
         _remember(directory)
+    return path
+
+
+def make_workspace_dir(path: Path) -> Path:
+    """Create the workspace ``path`` like :func:`make_private_dir` and mark it as kgot's, so a
+    later kgot process may share it with the sandbox again (see the module's docstring)."""
+    make_private_dir(path)
+    marker = path / WORKSPACE_MARKER
+    with contextlib.suppress(FileExistsError):
+        write_private(marker, b"This directory was created by kgot as a tools workspace.\n")
     return path
 
 
@@ -126,10 +139,24 @@ def _remember(path: Path) -> None:
 
 
 def _was_made(path: Path) -> bool:
-    """Whether kgot created ``path`` or a directory above it (in this process)."""
+    """Whether kgot created ``path`` or a directory above it: in this process, or as a
+    workspace marked by an earlier kgot process."""
     real = Path(os.path.realpath(path))
     with _made_lock:
-        return any(str(p) in _made for p in (real, *real.parents))
+        if any(str(p) in _made for p in (real, *real.parents)):
+            return True
+    return any(_is_marked_workspace(directory) for directory in (real, *real.parents))
+
+
+def _is_marked_workspace(directory: Path) -> bool:
+    """A directory holding kgot's workspace marker, both owned by kgot's user (a marker
+    someone else planted, or a link, does not count)."""
+    try:
+        marker = (directory / WORKSPACE_MARKER).lstat()
+        owner = directory.lstat().st_uid
+    except OSError:
+        return False
+    return stat.S_ISREG(marker.st_mode) and marker.st_uid == owner == os.getuid()
 
 
 def _grants(path: Path, uid: int, wanted: int) -> bool:

@@ -20,7 +20,8 @@ from typing import Any
 
 from kgot.sandbox.base import MOUNT_DIR
 from kgot.tools.access import (
-    make_private_dir,
+    WORKSPACE_MARKER,
+    make_workspace_dir,
     sandbox_file_uid,
     share_with_sandbox,
     write_private,
@@ -70,7 +71,7 @@ class ToolSession:
             if self._workspace is None:
                 self._workspace = self._private() / WORKSPACE_NAME
             if not self._workspace.is_dir():
-                make_private_dir(self._workspace)
+                make_workspace_dir(self._workspace)
             return self._workspace
 
     def _private(self) -> Path:
@@ -85,7 +86,7 @@ class ToolSession:
         return (
             self._workspace is not None
             and self._workspace.is_dir()
-            and any(self._workspace.iterdir())
+            and any(p.name != WORKSPACE_MARKER for p in self._workspace.iterdir())
         )
 
     def save_bytes(self, name: str, data: bytes) -> Path:
@@ -234,7 +235,7 @@ class ToolSession:
             names += [
                 f"{WORKSPACE_NAME}/{p.relative_to(self._workspace)}"
                 for p in sorted(self._workspace.rglob("*"))
-                if p.is_file()
+                if p.is_file() and p.name != WORKSPACE_MARKER
             ][:30]
         if not names:
             return "this run has no files (no attachments, nothing downloaded yet)"

@@ -233,3 +233,48 @@ def test_vision_and_transcription_use_their_own_endpoint_and_key(server, samples
     keys = {r.path: r.headers.get("authorization") for r in server.requests}
     assert keys["/vision/v1/chat/completions"] == "Bearer vision-key"
     assert keys["/audio/v1/audio/transcriptions"] == "Bearer audio-key"
+
+
+def test_a_workspace_kgot_created_earlier_is_shared_again(tmp_path, monkeypatch):
+    """A later kgot process recognises the workspace an earlier one created (its marker file)
+    and shares that process's files with the sandbox too."""
+    from kgot.tools import access
+
+    workspace = access.make_workspace_dir(tmp_path / "ws")
+    write_private(workspace / "earlier.txt", b"x")
+    monkeypatch.setattr(access, "_made", set())  # what a new process remembers: nothing
+    share_with_sandbox(workspace, SANDBOX_TEST_UID)
+    for path in (workspace, workspace / "earlier.txt"):
+        assert _named_acl_users(path) in ([SANDBOX_TEST_UID], None), path
+    assert _mode(workspace) & 0o007 == 0 and _mode(workspace / "earlier.txt") & 0o007 == 0
+
+
+def test_a_marker_that_is_a_link_does_not_make_a_directory_kgots(tmp_path, monkeypatch):
+    from kgot.tools import access
+
+    users = tmp_path / "closed"
+    users.mkdir(mode=0o700)
+    (tmp_path / "elsewhere").write_text("")
+    (users / access.WORKSPACE_MARKER).symlink_to(tmp_path / "elsewhere")
+    monkeypatch.setattr(access, "_made", set())
+    with pytest.raises(ToolFailure, match="setfacl"):
+        share_with_sandbox(users, SANDBOX_TEST_UID)
+    assert _mode(users) == 0o700 and not _named_acl_users(users)
+
+
+def test_two_commands_share_one_workspace(tmp_path):
+    """`kgot tools run python … --workspace DIR` twice: the second reads what the first left,
+    in a process of its own (the docs' "reuse DIR" workflow)."""
+    import subprocess
+    import sys
+
+    def run(code: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "kgot.cli.main", "tools", "run", "python"]
+        argv += ["--arg", f"code={code}", "--workspace", str(tmp_path / "ws")]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+
+    first = run("open('/work/out/kept.txt', 'w').write('from the first command')")
+    assert first.returncode == 0, first.stderr
+    second = run("print(open('/mnt/inputs/workspace/kept.txt').read())")
+    assert second.returncode == 0, second.stderr
+    assert "from the first command" in second.stdout
