@@ -6,7 +6,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from annotated_types import MinLen
+from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
 from kgot.tools.base import MORE_HINT_KEY, ToolResult
 
@@ -22,9 +23,22 @@ ToolFunction = Callable[..., Awaitable[ToolResult]]
 
 
 class ToolArgs(BaseModel):
-    """Base of every tool's arguments: unknown arguments are errors the model gets to see."""
+    """Base of every tool's arguments: unknown arguments are errors the model gets to see, and
+    so is a text that must not be empty but holds only whitespace (a search for "   " would
+    otherwise go out to the network)."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*")
+    @classmethod
+    def _not_blank(cls, value: Any, info: ValidationInfo) -> Any:
+        field = cls.model_fields[info.field_name] if info.field_name else None
+        must_hold_text = field is not None and any(
+            isinstance(rule, MinLen) and rule.min_length > 0 for rule in field.metadata
+        )
+        if must_hold_text and isinstance(value, str) and not value.strip():
+            raise ValueError("holds only whitespace; give the text itself")
+        return value
 
 
 @dataclass(frozen=True)

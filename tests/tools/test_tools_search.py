@@ -198,3 +198,14 @@ def test_bad_arguments_name_the_fix():
     assert not outcome.ok and outcome.error_kind == "input"
     assert "`max_results`" in outcome.output and "`engine`: unknown argument" in outcome.output
     assert "query (string, required)" in outcome.output
+
+
+def test_a_blank_query_is_refused_before_any_search():
+    ddgs = RecordingDdgs(HERON_ROWS)
+    tools = make_runner(ToolContext(settings=tools_settings(), ddgs=ddgs))
+    outcome = call(tools, "web_search", query=" \n\t ")
+    assert not outcome.ok and outcome.error_kind == "input"
+    assert "`query`" in outcome.output and "only whitespace" in outcome.output
+    assert ddgs.calls == []  # nothing went out
+    wiki = call(tools, "wikipedia", query="   ")
+    assert not wiki.ok and wiki.error_kind == "input" and "only whitespace" in wiki.output
