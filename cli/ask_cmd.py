@@ -152,12 +152,8 @@ def ask(
                 )
             )
     except KeyboardInterrupt:
-        err.print(
-            f"\ninterrupted: run {the_run_id} is checkpointed; continue it with\n"
-            f"  kgot ask --resume {the_run_id}",
-            soft_wrap=True,
-            markup=False,
-        )
+        message = _interrupted(the_run_id, settings_from(ctx, store_flag))
+        err.print(message, soft_wrap=True, markup=False)
         raise typer.Exit(130) from None
     except GraphFileError as error:  # the graph to start from is bad input, like any argument
         raise UsageError(str(error)) from None
@@ -178,6 +174,22 @@ def ask(
                 markup=False,
             )
         raise typer.Exit(1)
+
+
+def _interrupted(run_id: str, settings: Any) -> str:
+    """What to say after Ctrl-C: how to resume, or that nothing was saved yet."""
+    from kgot.controller import is_resumable
+
+    try:
+        resumable = asyncio.run(is_resumable(run_id, settings))
+    except (KeyboardInterrupt, Exception):
+        resumable = True  # cannot tell while exiting: keep the hint; --resume explains
+    if not resumable:
+        return "\ninterrupted before the run's first checkpoint: nothing to resume"
+    return (
+        f"\ninterrupted: run {run_id} is checkpointed; continue it with\n"
+        f"  kgot ask --resume {run_id}"
+    )
 
 
 def _summary(result: Any) -> str:

@@ -7,13 +7,14 @@ compiled LangGraph for inspection.
 
 from kgot.controller.graph import build_controller_graph, recursion_limit
 from kgot.controller.result import AskResult
-from kgot.controller.run import ask, ask_async, resume, resume_async
+from kgot.controller.run import ask, ask_async, is_resumable, resume, resume_async
 
 __all__ = [
     "AskResult",
     "ask",
     "ask_async",
     "build_controller_graph",
+    "is_resumable",
     "recursion_limit",
     "resume",
     "resume_async",

@@ -110,6 +110,15 @@ async def ask_async(
     )
 
 
+async def is_resumable(run_id: str, settings: Settings | None = None) -> bool:
+    """Whether ``run_id`` has a checkpoint :func:`resume_async` can continue (a run stopped
+    before its first checkpoint has none: nothing of it was saved)."""
+    settings = settings or load_settings()
+    async with _opened(settings, None, None) as (_store, saver):
+        snapshot = await build_controller_graph(saver).aget_state(_config(run_id, settings))
+    return bool((snapshot.values or {}).get("question")) and bool(snapshot.next)
+
+
 async def resume_async(
     run_id: str,
     *,

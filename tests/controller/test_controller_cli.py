@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import select
@@ -232,6 +233,17 @@ def test_ctrl_c_checkpoints_and_resume_finishes(tmp_path: Path) -> None:
     assert process.returncode == 130
     assert "Traceback" not in stderr
     assert "kgot ask --resume ctrl-c-run" in stderr
+    from kgot.config import load_settings
+    from kgot.controller import is_resumable
+
+    settings = load_settings({"store.db": str(tmp_path / "kgot.db")}, environ={})
+    assert asyncio.run(is_resumable("ctrl-c-run", settings))
+    # A run interrupted before its first checkpoint left nothing: no resume hint for it.
+    assert not asyncio.run(is_resumable("never-started", settings))
+    from kgot.cli.ask_cmd import _interrupted
+
+    assert "nothing to resume" in _interrupted("never-started", settings)
+    assert "kgot ask --resume ctrl-c-run" in _interrupted("ctrl-c-run", settings)
 
     resumed = kgot(
         tmp_path,
