@@ -12,15 +12,23 @@ START ─▶ decide ──INSERT──▶ use_tools ──results──▶ updat
 One node is one checkpoint: ``use_tools`` chooses the tool calls and runs them (an
 interruption there costs one model call to choose again), ``update_graph`` turns their results
 into graph changes.
+
+Routing is done by the node itself: a routed node returns a LangGraph ``Command`` naming the
+next node along with its state update. A conditional edge would do the same job as a separate
+runnable per step, with its own callbacks and a fresh read of the state — measured at about a
+third of a millisecond per step, twice per INSERT round.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
+from langgraph.types import Command
 
 from kgot.config import ControllerSettings
 from kgot.controller.context import RunContext
@@ -51,25 +59,52 @@ def build_controller_graph(
     checkpointer: BaseCheckpointSaver | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     builder = StateGraph(RunState, context_schema=RunContext)
-    builder.add_node("decide", decide)
-    builder.add_node("use_tools", use_tools)
+    builder.add_node(
+        "decide", _routed(decide, _route_after_decide), destinations=("use_tools", "retrieve")
+    )
+    builder.add_node(
+        "use_tools", _routed(use_tools, _route_after_tools), destinations=("update_graph", "decide")
+    )
     builder.add_node("update_graph", update_graph)
-    builder.add_node("retrieve", retrieve)
-    builder.add_node("math_check", math_check)
+    builder.add_node(
+        "retrieve",
+        _routed(retrieve, route_after_retrieve),
+        destinations=("math_check", "solve", "decide"),
+    )
+    builder.add_node(
+        "math_check", _routed(math_check, route_after_math_check), destinations=("math", "solve")
+    )
     builder.add_node("math", math)
     builder.add_node("solve", solve)
 
     builder.add_edge(START, "decide")
-    builder.add_conditional_edges("decide", _route_after_decide, ["use_tools", "retrieve"])
-    builder.add_conditional_edges("use_tools", _route_after_tools, ["update_graph", "decide"])
     builder.add_edge("update_graph", "decide")
-    builder.add_conditional_edges(
-        "retrieve", route_after_retrieve, ["math_check", "solve", "decide"]
-    )
-    builder.add_conditional_edges("math_check", route_after_math_check, ["math", "solve"])
     builder.add_edge("math", "solve")
     builder.add_edge("solve", END)
     return builder.compile(checkpointer=checkpointer, name="kgot")
+
+
+class _Step(Protocol):
+    def __call__(
+        self, state: RunState, runtime: Runtime[RunContext]
+    ) -> Awaitable[dict[str, Any]]: ...
+
+
+class _RoutedStep(Protocol):
+    def __call__(self, state: RunState, *, runtime: Runtime[RunContext]) -> Awaitable[Any]: ...
+
+
+def _routed(node: _Step, route: Callable[[RunState], str]) -> _RoutedStep:
+    """``node`` followed by ``route``, applied to the state as the node's update leaves it
+    (routes read only plain fields, which an update replaces)."""
+
+    async def routed(state: RunState, *, runtime: Runtime[RunContext]) -> Any:
+        update = await node(state, runtime)
+        return Command(update=update, goto=route({**state, **update}))  # type: ignore[typeddict-item]
+
+    routed.__name__ = routed.__qualname__ = getattr(node, "__name__", "node")
+    routed.__doc__ = node.__doc__
+    return routed
 
 
 def _route_after_decide(state: RunState) -> str:
