@@ -100,7 +100,7 @@ def _routed(node: _Step, route: Callable[[RunState], str]) -> _RoutedStep:
 
     async def routed(state: RunState, *, runtime: Runtime[RunContext]) -> Any:
         update = await node(state, runtime)
-        return Command(update=update, goto=route({**state, **update}))  # type: ignore[typeddict-item]
+        return Command(update=update, goto=route({**state, **(update or {})}))  # type: ignore[typeddict-item]
 
     routed.__name__ = routed.__qualname__ = getattr(node, "__name__", "node")
     routed.__doc__ = node.__doc__
