@@ -348,46 +348,33 @@ class ViewIndex:
         header_cost = count_tokens(_header(n_nodes, n_edges, n_nodes, n_edges))
         footer_cost = FOOTER_SLACK + self._footer_bound(stats)
         room = budget - header_cost - count_tokens(" ".join(headings)) - footer_cost
-        nodes: list[tuple[str, int, str]] = []
-        edges: list[tuple[str, int, str]] = []
-        misfits = 0
-        for kind, item in self._ranked(graph, request):
-            if room < 3 or misfits > MAX_MISFITS:
-                break
-            entry = self._node_line(graph, item) if kind == "n" else self._edge_line(graph, item)
-            if entry[1] > room:
-                misfits += 1
-                continue
-            room -= entry[1]
-            (nodes if kind == "n" else edges).append(entry)
+        chosen = self._choose_lines(graph, request, room)
+        nodes, edges = chosen.nodes, chosen.edges
         while True:
-            omitted_nodes = _omitted(stats.nodes_by_label, (label for *_, label in nodes))
-            omitted_edges = _omitted(stats.edges_by_relationship, (rel for *_, rel in edges))
+            omitted_nodes = _omitted(stats.nodes_by_label, chosen.labels)
+            omitted_edges = _omitted(stats.edges_by_relationship, chosen.relationships)
             header = _header(n_nodes, n_edges, len(nodes), len(edges))
             footer = _footer(omitted_nodes, omitted_edges)
             parts = [header]
             if nodes:
-                parts += [headings[0], *(line for line, *_ in nodes)]
+                parts.append(headings[0])
+                parts += [entry[0] for entry in nodes]
             if edges:
-                parts += [headings[1], *(line for line, *_ in edges)]
+                parts.append(headings[1])
+                parts += [entry[0] for entry in edges]
             parts.append(footer)
             text = "\n".join(parts)
             if newline_additive():
                 # Lines were counted when cached; only the parts around them are new.
-                tokens = sum(count_tokens(p) for p in (header, footer))
+                tokens = count_tokens(header) + count_tokens(footer) + chosen.tokens
                 tokens += count_tokens(headings[0]) if nodes else 0
                 tokens += count_tokens(headings[1]) if edges else 0
-                tokens += sum(cost for _, cost, _ in nodes) + sum(cost for _, cost, _ in edges)
             else:
                 tokens = count_tokens(text)
             if tokens <= budget:
                 break
             # The estimate was short (another tokenizer, an unusual footer): drop the last line.
-            if edges:
-                edges.pop()
-            elif nodes:
-                nodes.pop()
-            else:
+            if not chosen.drop_last():
                 text = _tiny(n_nodes, n_edges, budget)
                 tokens = count_tokens(text)
                 break
@@ -401,6 +388,40 @@ class ViewIndex:
             omitted_nodes,
             omitted_edges,
         )
+
+    def _choose_lines(
+        self, graph: nx.MultiDiGraph, request: ViewRequest, room: int
+    ) -> _ChosenLines:
+        """The most relevant lines that fit in ``room`` tokens (the hot path of every prompt
+        over a graph too large to show whole: cache lookups are inlined)."""
+        chosen = _ChosenLines()
+        nodes, edges, labels, relationships = (
+            chosen.nodes,
+            chosen.edges,
+            chosen.labels,
+            chosen.relationships,
+        )
+        node_lines, edge_lines = self._node_lines, self._edge_lines
+        misfits = tokens = 0
+        for kind, item in self._ranked(graph, request):
+            if room < 3 or misfits > MAX_MISFITS:
+                break
+            if kind == "n":
+                entry = node_lines.get(item) or self._node_line(graph, item)
+                lines, counts = nodes, labels
+            else:
+                entry = edge_lines.get(item) or self._edge_line(graph, item)
+                lines, counts = edges, relationships
+            cost = entry[1]
+            if cost > room:
+                misfits += 1
+                continue
+            room -= cost
+            tokens += cost
+            lines.append(entry)
+            counts[entry[2]] = counts.get(entry[2], 0) + 1
+        chosen.tokens = tokens
+        return chosen
 
     def _footer_bound(self, stats: GraphStats) -> int:
         """Tokens of the longest footer these counts could produce (cached per count set)."""
@@ -565,6 +586,30 @@ class ViewIndex:
         return rank
 
 
+class _ChosenLines:
+    """Lines picked for a view, with their token total and counts per type, kept while they
+    are picked (so the footer's counts need no second pass over the lines)."""
+
+    def __init__(self) -> None:
+        self.nodes: list[tuple[str, int, str]] = []
+        self.edges: list[tuple[str, int, str]] = []
+        self.labels: dict[str, int] = {}
+        self.relationships: dict[str, int] = {}
+        self.tokens = 0
+
+    def drop_last(self) -> bool:
+        """Drop the last edge line, else the last node line; False when none is left."""
+        if self.edges:
+            entry, counts = self.edges.pop(), self.relationships
+        elif self.nodes:
+            entry, counts = self.nodes.pop(), self.labels
+        else:
+            return False
+        counts[entry[2]] -= 1
+        self.tokens -= entry[1]
+        return True
+
+
 @functools.cache
 def newline_additive() -> bool:
     """Whether joining texts with newlines adds their token counts exactly.
@@ -666,11 +711,10 @@ def _worst_case(counts: Mapping[str, int]) -> dict[str, int]:
     return worst
 
 
-def _omitted(totals: Mapping[str, int], shown: Iterable[Any]) -> dict[str, int]:
-    counts = dict(totals)
-    for name in shown:
-        counts[name] = counts.get(name, 0) - 1
-    return {name: count for name, count in counts.items() if count > 0}
+def _omitted(totals: Mapping[str, int], shown: Mapping[str, int]) -> dict[str, int]:
+    """What is left of each type's count once ``shown`` (type -> lines shown) is taken off."""
+    left = {name: total - shown.get(name, 0) for name, total in totals.items()}
+    return {name: count for name, count in left.items() if count > 0}
 
 
 def _tiny(n_nodes: int, n_edges: int, budget: int) -> str:
