@@ -59,7 +59,7 @@ def opened_store(
     ``entity`` names the entity the command needs, for the message when there is no store.
     """
     from kgot.persistence import StoreNotFoundError, open_store
-    from kgot.persistence.target import parse_target
+    from kgot.persistence.target import no_store_for_entity
 
     location = settings_from(ctx, {"store.db": db}).store.db
     try:
@@ -67,13 +67,7 @@ def opened_store(
     except StoreNotFoundError as missing:
         if entity is None:
             raise
-        from kgot.errors import EntityNotFoundError
-
-        raise EntityNotFoundError(
-            f"no entity named {entity!r}: there is no kgot database at "
-            f"{parse_target(location).display} yet; create it with `kgot entities create "
-            f"{entity}` (or check KGOT_DB / --db if you expected one there)"
-        ) from missing
+        raise no_store_for_entity(entity, location) from missing
     try:
         yield store
     finally:

@@ -197,7 +197,7 @@ async def _execute(
     roles = build_llm_clients(settings, ledger, models=models)  # fails early without a model
     async with contextlib.AsyncExitStack() as stack:
         opened_store, saver = await stack.enter_async_context(
-            _opened(settings, store, checkpointer)
+            _opened(settings, store, checkpointer, entity=spec.entity)
         )
         session = opened_store.session(spec.entity) if spec.entity else None
         controller = build_controller_graph(saver)
@@ -352,14 +352,27 @@ def _initial_state(spec: _RunSpec, options: dict[str, Any]) -> RunState:
 
 @contextlib.asynccontextmanager
 async def _opened(
-    settings: Settings, store: Store | None, checkpointer: BaseCheckpointSaver | None
+    settings: Settings,
+    store: Store | None,
+    checkpointer: BaseCheckpointSaver | None,
+    *,
+    entity: str | None = None,
 ) -> AsyncIterator[tuple[Store, BaseCheckpointSaver]]:
-    """The given store and checkpointer, or ones opened (and closed) from the settings."""
-    from kgot.persistence import open_checkpointer, open_store
+    """The given store and checkpointer, or ones opened (and closed) from the settings.
+
+    A run on an ``entity`` needs the entity's store to exist: a missing one is reported like
+    a missing entity, and nothing (database, checkpoint file) is created for it.
+    """
+    from kgot.persistence import StoreNotFoundError, open_checkpointer, open_store
 
     async with contextlib.AsyncExitStack() as stack:
         if store is None:
-            store = open_store(settings.store.db)
+            try:
+                store = open_store(settings.store.db, create=entity is None)
+            except StoreNotFoundError as missing:
+                from kgot.persistence.target import no_store_for_entity
+
+                raise no_store_for_entity(entity or "", settings.store.db) from missing
             stack.callback(store.close)
         if checkpointer is None:
             checkpointer = await stack.enter_async_context(open_checkpointer(settings.store.db))

@@ -22,7 +22,7 @@ from pathlib import Path
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
-from kgot.errors import StoreError
+from kgot.errors import EntityNotFoundError, StoreError
 
 _POSTGRES_SCHEMES = ("postgresql", "postgres", "postgresql+psycopg")
 
@@ -32,6 +32,15 @@ class StoreNotFoundError(StoreError):
     mistyped ``KGOT_DB`` / ``--db`` is bad input, exit code 2."""
 
     exit_code = 2
+
+
+def no_store_for_entity(entity: str, location: str) -> EntityNotFoundError:
+    """The error for an entity asked for where there is no kgot database at all."""
+    return EntityNotFoundError(
+        f"no entity named {entity!r}: there is no kgot database at "
+        f"{parse_target(location).display} yet; create it with `kgot entities create "
+        f"{entity}` (or check KGOT_DB / --db if you expected one there)"
+    )
 
 
 _SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")

@@ -46,6 +46,7 @@ def test_entities_list_on_a_missing_store_creates_nothing(kgot) -> None:
         ("graph", "import", "--entity", "acme", "IN"),
         ("types", "list", "--entity", "acme"),
         ("types", "add", "TYPES", "--entity", "acme"),
+        ("ask", "--model", "MODEL", "--entity", "acme", "What is known?"),
     ],
 )
 def test_entity_commands_on_a_missing_store(kgot, tmp_path: Path, args: tuple[str, ...]) -> None:
@@ -53,7 +54,13 @@ def test_entity_commands_on_a_missing_store(kgot, tmp_path: Path, args: tuple[st
     graph_file.write_text('{"directed": true, "multigraph": true, "nodes": [], "edges": []}')
     types_file = tmp_path / "types.yaml"
     types_file.write_text("{kind: node, name: Fund, description: A fund.}")
-    replaced = {"OUT": str(tmp_path / "out.json"), "IN": str(graph_file), "TYPES": str(types_file)}
+    model = Path(__file__).resolve().parents[2] / "examples" / "quickstart.json"
+    replaced = {
+        "OUT": str(tmp_path / "out.json"),
+        "IN": str(graph_file),
+        "TYPES": str(types_file),
+        "MODEL": f"scripted:{model}",
+    }
     code, _out, err = kgot(*(replaced.get(a, a) for a in args))
     assert code == 2, err
     assert err.count("\n") == 1 and "no entity named 'acme'" in err
