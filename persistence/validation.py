@@ -48,6 +48,7 @@ READ_ONLY_META = (
     "_canonical_id",
 )
 MAX_ID_LENGTH = 512  # PostgreSQL b-tree entries cap near 2.7 kB; ids are keys, not documents
+MAX_SOURCE_REF_LENGTH = 2048  # a URL, path or short citation; not the source's text
 MAX_PROBLEMS = 40
 
 
@@ -121,6 +122,12 @@ def _parse_meta(meta: Mapping[str, Any], where: str, problems: list[str]) -> Fac
     source_ref = meta.get("_source_ref")
     if source_ref is not None and not isinstance(source_ref, str):
         problems.append(f"{where}: `_source_ref` must be a string, got {source_ref!r}")
+        source_ref = None
+    elif source_ref is not None and len(source_ref) > MAX_SOURCE_REF_LENGTH:
+        problems.append(
+            f"{where}: `_source_ref` is {len(source_ref):,} characters; give the URL, file or a "
+            f"short citation (at most {MAX_SOURCE_REF_LENGTH:,}), not the source's text"
+        )
         source_ref = None
     expires_at = None
     if meta.get("_expires_at") is not None:

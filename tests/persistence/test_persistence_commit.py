@@ -236,10 +236,12 @@ def test_reserved_metadata_maps_to_columns(store: Store) -> None:
                         "_expires_at": "tomorrow",
                     },
                 ),
+                Node("long", "Concept", {"name": "y", "_source_ref": "page text " * 300}),
             )
         )
     )
-    assert len(problems) == 4
+    assert len(problems) == 5
+    assert any("`_source_ref` is 3,000 characters" in p for p in problems)
     assert any("`_confidence` must be a number from 0 to 1" in p for p in problems)
     assert any("`_source_kind` must be one of" in p for p in problems)
     assert any("'_secret' uses the reserved '_' prefix" in p for p in problems)
