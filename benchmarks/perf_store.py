@@ -35,10 +35,11 @@ SEED = 5
 INGEST_CHUNK = 10_000
 COMMITS = 25
 DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
-_WORDS = (
-    "river stone market energy ocean vector matrix theory network atlas climate genome crystal "
-    "orbit fusion carbon memory language vision circuit harbour forest glacier volcano enzyme"
-).split()
+_WORDS = [
+    *("river", "stone", "market", "energy", "ocean", "vector", "matrix", "theory", "network"),
+    *("atlas", "climate", "genome", "crystal", "orbit", "fusion", "carbon", "memory"),
+    *("language", "vision", "circuit", "harbour", "forest", "glacier", "volcano", "enzyme"),
+]
 _RELATIONS = ("related_to", "part_of", "instance_of")
 
 
