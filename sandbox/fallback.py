@@ -14,11 +14,14 @@ capabilities and
 loaded. Limits are the same rlimits and cgroups as the bwrap kind. The worker starts with an
 environment of :data:`~kgot.sandbox.common.JOB_ENV` only.
 
-**Weaker than bwrap**: the rest of the host file system stays visible, read-only to a job only
-through ordinary permissions (it runs as an unprivileged uid, so world-readable files are
-readable), and
-the host's ``/proc`` details of other namespaces are hidden only by the pid namespace. Use it when
-bubblewrap is impossible, and prefer bwrap everywhere else.
+Every other mount of the namespace (the host's root, ``/dev``, ``/sys``…) is then remounted
+read-only, so a directory of the host that anyone may write (``/var/crash``, ``/dev/mqueue``)
+takes nothing from a job.
+
+**Weaker than bwrap**: the rest of the host file system stays visible (it runs as an
+unprivileged uid, so world-readable files are readable), and the host's ``/proc`` details of
+other namespaces are hidden only by the pid namespace. Use it when bubblewrap is impossible,
+and prefer bwrap everywhere else.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import functools
 import inspect
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -201,6 +205,10 @@ class FallbackLauncher:
         modes = {d: "1777" for d in SCRATCH_DIRS}
         modes[self.work] = "0755"
         lines = staging.staging_script(keep, hidden, size_bytes=size, modes=modes)
+        # Ordinary permissions are not enough: a host directory anyone may write (Ubuntu's
+        # /var/crash, systemd's /dev/mqueue of the host's IPC namespace) would take a job's
+        # files, outlive it and reach the host. Every other mount ends read-only.
+        lines += _read_only_lines(skip=[*hidden, "/proc"])
         if not work_on_host:
             lines += _new_root_lines(self.work, size)
         if os.getuid() == 0:
@@ -208,6 +216,34 @@ class FallbackLauncher:
         lines.append("cd /")
         lines.append('exec "$@"')
         return "\n".join(lines)
+
+
+def _read_only_lines(skip: list[str]) -> list[str]:
+    """Shell lines remounting read-only every mount of this namespace but those at or under
+    ``skip`` (covered directories get their own modes; /proc must stay writable for the
+    worker's own settings). Flags a mount already has are kept: in a user namespace a
+    remount that drops an inherited nosuid, nodev or noexec is refused."""
+    mount = staging.tool("mount") or "mount"
+    lines = []
+    for point, options in _mounts():
+        if any(staging.is_under(point, directory) for directory in skip):
+            continue
+        kept = [o for o in options if o not in {"rw", "ro"}]
+        flags = ",".join(["remount", "bind", "ro", *kept])
+        lines.append(f"{mount} -o {flags} {shlex.quote(point)}")
+    return lines
+
+
+def _mounts() -> list[tuple[str, list[str]]]:
+    """Each mount point of this process's namespace (once, outermost first) with its
+    per-mount options, from /proc/self/mountinfo."""
+    found: dict[str, list[str]] = {}
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as table:
+        for line in table:
+            fields = line.split()
+            point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
+            found[point] = fields[5].split(",")  # a later mount on the same point is on top
+    return sorted(found.items(), key=lambda item: len(Path(item[0]).parts))
 
 
 def _is_real_dir(path: str) -> bool:

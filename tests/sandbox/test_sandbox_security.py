@@ -209,6 +209,51 @@ def test_fallback_without_a_host_work_dir_leaves_nothing_behind(
     assert_previous_job_leaves_nothing(fallback_without_work[0])
 
 
+@pytest.fixture
+def world_writable_host_dir() -> Iterator[Path]:
+    """A directory anyone may write on the host's own disk, outside every directory the
+    sandboxes cover (like Ubuntu's /var/crash, or systemd's /dev/mqueue)."""
+    parent = Path("/var")
+    if not os.access(parent, os.W_OK):
+        pytest.skip("needs write access to /var to make a world-writable host directory")
+    directory = parent / f"kgot-test-open-{uuid.uuid4().hex[:8]}"
+    directory.mkdir()
+    try:
+        directory.chmod(0o1777)
+        yield directory
+    finally:
+        for leftover in directory.iterdir():
+            leftover.unlink()
+        directory.rmdir()
+
+
+def assert_host_dir_not_writable(sandbox: Sandbox, directory: Path) -> None:
+    code = f"""
+import os
+try:
+    open({str(directory / "left-by-a-job")!r}, "w").write("for the next job")
+    print("WROTE")
+except OSError as error:
+    print("REFUSED", error.errno)
+"""
+    result = run(sandbox, code)
+    assert result.ok, result
+    assert result.stdout.startswith("REFUSED"), result.stdout
+    assert list(directory.iterdir()) == []
+
+
+def test_world_writable_host_directories_are_read_only(
+    sandbox: Sandbox, world_writable_host_dir: Path
+) -> None:
+    assert_host_dir_not_writable(sandbox, world_writable_host_dir)
+
+
+def test_fallback_without_a_host_work_dir_keeps_host_directories_read_only(
+    fallback_without_work: tuple[Sandbox, str], world_writable_host_dir: Path
+) -> None:
+    assert_host_dir_not_writable(fallback_without_work[0], world_writable_host_dir)
+
+
 # A later job scans every anonymous and heap page of its own memory (it is forked from the same
 # processes earlier jobs were) for an earlier job's code, input file, stdout and output file. The
 # needles are built at run time, so the probe's own source never holds them whole; the one copy
