@@ -30,6 +30,9 @@ from kgot.errors import ConfigError
 
 INSTALL_TIMEOUT_S = 600.0
 _LOCK_NAME = ".kgot-install.lock"
+# Entries pip --target makes that no RECORD lists inside the cache (console scripts are recorded
+# relative to the temporary prefix pip installed into).
+_PIP_TARGET_EXTRAS = ("bin", "__pycache__")
 
 
 class PackageRefused(Exception):
@@ -96,11 +99,27 @@ class PackageCache:
     def clear(self) -> int:
         """Remove every installed package from the cache (under the install lock, so no install
         is half-removed); returns how many distributions were removed. Running sandboxes see
-        the cache empty from their next job."""
+        the cache empty from their next job.
+
+        Raises:
+            ConfigError: the directory holds something no cached package installed
+                (``packages_dir`` names a directory of the user's own): nothing is removed.
+        """
         if not self.directory.is_dir():
             return 0
         with self._lock, self._installing():
             removed = len(self.installed())
+            owned = self._owned_entries()
+            foreign = sorted(e.name for e in self.directory.iterdir() if e.name not in owned)
+            if foreign:
+                shown = ", ".join(repr(name) for name in foreign[:5])
+                more = f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
+                raise ConfigError(
+                    f"sandbox.packages_dir {self.directory} holds {shown}{more}, which no "
+                    "package in the cache installed; kgot empties only a directory of its own "
+                    "and removed nothing: point packages_dir at an empty directory, or remove "
+                    "what is there yourself"
+                )
             for entry in self.directory.iterdir():
                 if entry.name == _LOCK_NAME:
                     continue
@@ -137,6 +156,18 @@ class PackageCache:
                 # stale distribution first, so the cache holds one version of each package.
                 self._remove({canonicalize_name(r.name) for r in missing} & set(installed))
                 self._install(missing)
+
+    def _owned_entries(self) -> set[str]:
+        """The top-level names in the cache that its distributions installed (from their
+        RECORD files), plus the lock and what ``pip --target`` adds beside them."""
+        owned = {_LOCK_NAME, *_PIP_TARGET_EXTRAS}
+        root = self.directory.resolve()
+        for dist in metadata.distributions(path=[str(self.directory)]):
+            for file in dist.files or ():
+                path = (self.directory / file).resolve()
+                if root in path.parents:
+                    owned.add(path.relative_to(root).parts[0])
+        return owned
 
     def _remove(self, names: set[str]) -> None:
         """Delete the files of these cached distributions (from their RECORD), then the

@@ -265,6 +265,38 @@ def test_cli_packages_lists_and_clears_the_cache(
     assert (tmp_path / "cache" / ".kgot-install.lock").exists()  # the lock others may hold
 
 
+def test_cli_packages_clear_leaves_a_directory_that_is_not_only_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """packages_dir pointed at a directory of the user's own: --clear removes nothing."""
+    wheels = build_wheel(tmp_path)
+    cache = tmp_path / "my-project"
+    (cache / "notes").mkdir(parents=True)
+    (cache / "notes" / "draft.txt").write_text("precious")
+    (cache / "thesis.tex").write_text("precious too")
+    config = tmp_path / "config.toml"
+    config.write_text(
+        "[sandbox]\n"
+        'allow_packages = ["kgot-tinypkg"]\n'
+        f"packages_dir = {json.dumps(str(cache))}\n"
+        f"pip_args = {json.dumps(['--no-index', '--find-links', str(wheels)])}\n"
+    )
+    monkeypatch.setenv("KGOT_CONFIG", str(config))
+    settings = SandboxSettings(
+        allow_packages=["kgot-tinypkg"],
+        packages_dir=str(cache),
+        pip_args=["--no-index", "--find-links", str(wheels)],
+    )
+    PackageCache(settings).ensure(["kgot-tinypkg"])
+
+    assert main(["sandbox", "packages", "--clear"]) == 2
+    error = capsys.readouterr().err
+    assert "'notes', 'thesis.tex'" in error and "removed nothing" in error
+    assert (cache / "notes" / "draft.txt").read_text() == "precious"
+    assert (cache / "thesis.tex").exists()
+    assert PackageCache(settings).installed() == {"kgot-tinypkg": "1.0"}
+
+
 @needs_bwrap
 @pytest.mark.slow
 def test_allowed_package_is_installed_on_the_host_and_importable(tmp_path: Path) -> None:
