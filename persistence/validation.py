@@ -302,15 +302,7 @@ def node_problems(node: Node, catalog: TypeCatalog) -> list[str]:
             "(rule: id length; put long text in a property)"
         )
     plain, _meta = split_properties(node.properties, where, problems, "node")
-    type_def = catalog.node_types.get(node.label)
-    if type_def is None:
-        problems.append(unknown_type_message(where, "node", node.label, catalog.node_types))
-        return problems
-    if encode_properties(plain, where, problems):
-        problems.extend(
-            f"{where} at {path}: {message} (rule: {rule})"
-            for path, message, rule in type_def.property_problems(plain)
-        )
+    _check_against_type(plain, where, "node", node.label, catalog.node_types, problems=problems)
     return problems
 
 
@@ -325,16 +317,32 @@ def edge_content_problems(edge: Edge, catalog: TypeCatalog) -> list[str]:
             "characters (rule: key)"
         )
     plain, _meta = split_properties(edge.properties, where, problems, "edge")
-    type_def = catalog.edge_types.get(edge.relationship)
+    _check_against_type(
+        plain, where, "edge", edge.relationship, catalog.edge_types, problems=problems
+    )
+    return problems
+
+
+def _check_against_type(
+    plain: dict[str, Any],
+    where: str,
+    kind: str,
+    type_name: str,
+    types: Mapping[str, Any],
+    *,
+    problems: list[str],
+) -> None:
+    """Add what ``plain`` (properties without metadata) breaks: an unknown type, values that
+    are not JSON, or the type's schema (each schema problem with its JSON path and rule)."""
+    type_def = types.get(type_name)
     if type_def is None:
-        problems.append(unknown_type_message(where, "edge", edge.relationship, catalog.edge_types))
-        return problems
+        problems.append(unknown_type_message(where, kind, type_name, types))
+        return
     if encode_properties(plain, where, problems):
         problems.extend(
             f"{where} at {path}: {message} (rule: {rule})"
             for path, message, rule in type_def.property_problems(plain)
         )
-    return problems
 
 
 def edge_link_problems(
