@@ -150,13 +150,19 @@ def _was_made(path: Path) -> bool:
 
 def _is_marked_workspace(directory: Path) -> bool:
     """A directory holding kgot's workspace marker, both owned by kgot's user (a marker
-    someone else planted, or a link, does not count)."""
+    someone else planted, a symbolic or a hard link, does not count)."""
     try:
         marker = (directory / WORKSPACE_MARKER).lstat()
         owner = directory.lstat().st_uid
     except OSError:
         return False
-    return stat.S_ISREG(marker.st_mode) and marker.st_uid == owner == os.getuid()
+    # One link only: a hard link to some file of kgot's user, planted by another user where
+    # the kernel allows that (fs.protected_hardlinks=0), must not pass for a marker.
+    return (
+        stat.S_ISREG(marker.st_mode)
+        and marker.st_nlink == 1
+        and marker.st_uid == owner == os.getuid()
+    )
 
 
 def _grants(path: Path, uid: int, wanted: int) -> bool:

@@ -278,3 +278,15 @@ def test_two_commands_share_one_workspace(tmp_path):
     second = run("print(open('/mnt/inputs/workspace/kept.txt').read())")
     assert second.returncode == 0, second.stderr
     assert "from the first command" in second.stdout
+
+
+def test_a_hard_linked_marker_does_not_make_a_directory_kgots(tmp_path, monkeypatch):
+    from kgot.tools import access
+
+    users = tmp_path / "closed"
+    users.mkdir(mode=0o700)
+    (tmp_path / "some-file").write_text("")
+    os.link(tmp_path / "some-file", users / access.WORKSPACE_MARKER)
+    monkeypatch.setattr(access, "_made", set())
+    with pytest.raises(ToolFailure, match="setfacl"):
+        share_with_sandbox(users, SANDBOX_TEST_UID)
