@@ -118,6 +118,16 @@ class FallbackLauncher:
         # The uid jobs have on the host, for reading mounted files: ours, unless kgot is root.
         self.file_uid = staging.host_uid(settings) if os.getuid() == 0 else None
 
+    def hides_from_jobs(self, path: Path) -> bool:
+        """Whether jobs cannot see ``path`` on the host (it lies under a directory this
+        launcher covers), apart from what a job gets mounted."""
+        covered = [d for d in (*_HIDDEN_DIRS, WORK_DIR, self.work) if _is_real_dir(d)]
+        source = _kgot_source_tree(python_roots())
+        if source is not None:
+            covered.append(source)
+        real = os.path.realpath(path)
+        return any(staging.is_under(real, directory) for directory in covered)
+
     def plan(
         self,
         *,

@@ -403,6 +403,12 @@ class PooledSandbox:
         """The host uid jobs read mounted files as, when it is not kgot's own (or root's)."""
         return getattr(self.launcher, "file_uid", None)
 
+    def hides_from_jobs(self, path: Path) -> bool:
+        """Whether jobs cannot see the host path ``path`` unless it is mounted for them (true
+        for bubblewrap, which shows only system directories; the fallback shows the host)."""
+        hides = getattr(self.launcher, "hides_from_jobs", None)
+        return True if hides is None else bool(hides(path))
+
     @property
     def idle_workers(self) -> int:
         """How many warm workers wait for a job right now (mount-less ones)."""

@@ -130,7 +130,19 @@ class ToolSession:
         """
         mounts = [p for p in self.attachments if p.exists()]
         if self.has_workspace_files():
-            share_with_sandbox(self.workspace, sandbox_file_uid(self.ctx.sandbox))
+            uid = sandbox_file_uid(self.ctx.sandbox)
+            hides = getattr(self.ctx.sandbox, "hides_from_jobs", None)
+            if uid is not None and hides is not None and not hides(self.workspace):
+                # Every run's jobs share that uid: the grant would open this run's files to
+                # the jobs of all runs, which this sandbox lets see the host's directories.
+                raise ToolFailure(
+                    f"the workspace {self.workspace} lies where every sandbox job can see it, "
+                    f"and sharing it with the sandbox's uid {uid} would let other runs' jobs "
+                    "read it; choose a workspace under /home, /root, /srv or /mnt (hidden from "
+                    "jobs), or install bubblewrap",
+                    kind="unavailable",
+                )
+            share_with_sandbox(self.workspace, uid)
             mounts.append(self._workspace_mount())
         return tuple(mounts)
 

@@ -290,3 +290,47 @@ def test_a_hard_linked_marker_does_not_make_a_directory_kgots(tmp_path, monkeypa
     monkeypatch.setattr(access, "_made", set())
     with pytest.raises(ToolFailure, match="setfacl"):
         share_with_sandbox(users, SANDBOX_TEST_UID)
+
+
+class _SeeingSandbox:
+    """Stands in for a sandbox whose jobs read files as another uid and see the host's
+    directories except some (the fallback run by root)."""
+
+    name = "fallback"
+    file_uid = SANDBOX_TEST_UID
+
+    def __init__(self, hidden: Path) -> None:
+        self.hidden = hidden
+
+    def hides_from_jobs(self, path: Path) -> bool:
+        return Path(path).resolve().is_relative_to(self.hidden)
+
+
+def test_a_workspace_every_job_could_see_is_not_shared(tmp_path):
+    """Sharing with the uid all runs' jobs use would open the workspace to other runs."""
+    visible = tmp_path / "visible-ws"
+    sandbox = _SeeingSandbox(tmp_path / "hidden")
+    session = ToolSession(
+        ToolContext(settings=tools_settings(), sandbox=sandbox, workspace=visible)
+    )
+    session.save_bytes("notes.txt", b"private")
+    with pytest.raises(ToolFailure, match="other runs' jobs") as refused:
+        session.sandbox_mounts()
+    assert refused.value.kind == "unavailable"
+    assert _named_acl_users(visible) in (None, [])  # nothing was granted
+    inside = tmp_path / "hidden" / "ws"
+    hidden = ToolSession(ToolContext(settings=tools_settings(), sandbox=sandbox, workspace=inside))
+    hidden.save_bytes("notes.txt", b"private")
+    assert hidden.sandbox_mounts()  # under a hidden directory: shared and mounted
+
+
+def test_the_fallback_launcher_knows_what_it_hides():
+    from kgot.config import SandboxSettings
+    from kgot.sandbox.fallback import FallbackLauncher
+
+    launcher = FallbackLauncher(SandboxSettings(), None)
+    for hidden in ("/tmp/x", "/home/someone/ws", "/root/ws", "/work/x"):
+        if Path("/", Path(hidden).parts[1]).is_dir():  # covered when the host has it
+            assert launcher.hides_from_jobs(Path(hidden)), hidden
+    assert not launcher.hides_from_jobs(Path("/var/lib/some-workspace"))
+    assert not launcher.hides_from_jobs(Path("/opt/some-workspace"))
