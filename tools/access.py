@@ -133,6 +133,22 @@ def share_with_sandbox(root: Path, uid: int | None) -> None:
             path.chmod(0o755 if is_dir else 0o644)
 
 
+def readable_by(path: Path, uid: int) -> bool:
+    """Whether ``uid`` can read the file ``path``, or list and read everything in the
+    directory ``path`` (what a read-only bind mount of it needs; the directories above do not
+    matter there)."""
+    try:
+        if not path.is_dir():
+            return _grants(path, uid, 0o4)
+        return _grants(path, uid, _READ_ENTER) and all(
+            _grants(p, uid, _READ_ENTER if p.is_dir() else 0o4)
+            for p in path.rglob("*")
+            if not p.is_symlink()
+        )
+    except OSError:
+        return False
+
+
 def _remember(path: Path) -> None:
     with _made_lock:
         _made.add(os.path.realpath(path))

@@ -21,7 +21,9 @@ from typing import Any
 from kgot.sandbox.base import MOUNT_DIR
 from kgot.tools.access import (
     WORKSPACE_MARKER,
+    make_private_dir,
     make_workspace_dir,
+    readable_by,
     sandbox_file_uid,
     share_with_sandbox,
     write_private,
@@ -57,6 +59,7 @@ class ToolSession:
         self._path_locks: dict[Path, threading.Lock] = {}
         self._path_locks_guard = threading.Lock()
         self._setup_lock = threading.RLock()
+        self._attachment_copies: dict[Path, Path] = {}
 
     # -- workspace ------------------------------------------------------------------------------
 
@@ -128,9 +131,9 @@ class ToolSession:
             ToolFailure: ``unavailable`` when the sandbox's uid cannot read a workspace the
                 user chose (kgot leaves the permissions of such a directory alone).
         """
-        mounts = [p for p in self.attachments if p.exists()]
+        uid = sandbox_file_uid(self.ctx.sandbox)
+        mounts = [self._readable_attachment(p, uid) for p in self.attachments if p.exists()]
         if self.has_workspace_files():
-            uid = sandbox_file_uid(self.ctx.sandbox)
             hides = getattr(self.ctx.sandbox, "hides_from_jobs", None)
             if uid is not None and hides is not None and not hides(self.workspace):
                 # Every run's jobs share that uid: the grant would open this run's files to
@@ -145,6 +148,29 @@ class ToolSession:
             share_with_sandbox(self.workspace, uid)
             mounts.append(self._workspace_mount())
         return tuple(mounts)
+
+    def _readable_attachment(self, attachment: Path, uid: int | None) -> Path:
+        """``attachment``, or a private copy of it (same name) that the sandbox's ``uid`` may
+        read: the user attached a file only its owner can read (``0600`` as root), and kgot
+        does not change the permissions of the user's files. Copied once per session."""
+        if uid is None or readable_by(attachment, uid):
+            return attachment
+        with self._setup_lock:
+            copy = self._attachment_copies.get(attachment)
+            if copy is None or not copy.exists():
+                folder = make_private_dir(
+                    self._private() / "attachments" / str(len(self._attachment_copies))
+                )
+                copy = folder / attachment.name
+                # Inside the 0700 folder kgot just made, so nobody else can reach the copy
+                # while it is written; the folder's tree counts as kgot's for the grant.
+                if attachment.is_dir():
+                    shutil.copytree(attachment, copy, symlinks=True)
+                else:
+                    shutil.copyfile(attachment, copy)
+                share_with_sandbox(folder, uid)
+                self._attachment_copies[attachment] = copy
+            return copy
 
     def _workspace_mount(self) -> Path:
         if self.workspace.name == WORKSPACE_NAME:

@@ -334,3 +334,52 @@ def test_the_fallback_launcher_knows_what_it_hides():
             assert launcher.hides_from_jobs(Path(hidden)), hidden
     assert not launcher.hides_from_jobs(Path("/var/lib/some-workspace"))
     assert not launcher.hides_from_jobs(Path("/opt/some-workspace"))
+
+
+def test_an_attachment_only_its_owner_may_read_is_given_to_the_sandbox_as_a_copy(tmp_path):
+    """kgot leaves the user's file as it is and mounts a private copy the sandbox uid reads."""
+    from kgot.tools.access import readable_by
+
+    private = tmp_path / "data.csv"
+    private.write_text("secret,1\n")
+    os.chmod(private, 0o600)
+    folder = tmp_path / "papers"
+    folder.mkdir(mode=0o700)
+    (folder / "a.txt").write_text("a")
+    open_file = tmp_path / "open.txt"
+    open_file.write_text("x")
+    os.chmod(open_file, 0o644)
+    sandbox = _SeeingSandbox(tmp_path)  # hides everything here: only the uid matters
+    session = ToolSession(
+        ToolContext(
+            settings=tools_settings(), sandbox=sandbox, attachments=(private, folder, open_file)
+        )
+    )
+    mounts = session.sandbox_mounts()
+    assert [m.name for m in mounts] == ["data.csv", "papers", "open.txt"]  # names kept
+    assert mounts[2] == open_file  # readable already: mounted as it is
+    for copy, original in zip(mounts[:2], (private, folder), strict=True):
+        assert copy != original and not copy.is_relative_to(tmp_path)
+        if _named_acl_users(copy) is not None:  # the file system has ACLs
+            assert readable_by(copy, SANDBOX_TEST_UID), copy
+    assert (mounts[0]).read_text() == "secret,1\n" and (mounts[1] / "a.txt").read_text() == "a"
+    assert _mode(private) == 0o600 and _named_acl_users(private) in (None, [])
+    assert _mode(folder) == 0o700
+    assert session.sandbox_mounts() == mounts  # copied once per session
+
+
+def test_a_private_attachment_reaches_the_python_tool_as_root(tmp_path):
+    import subprocess
+    import sys
+
+    if os.getuid() != 0:
+        pytest.skip("only root runs sandbox code as another uid; otherwise no copy is needed")
+    private = tmp_path / "data.csv"
+    private.write_text("secret,1\n")
+    os.chmod(private, 0o600)
+    argv = [sys.executable, "-m", "kgot.cli.main", "tools", "run", "python", "--attach"]
+    argv += [str(private), "--arg", "code=print(open('/mnt/inputs/data.csv').read())"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "secret,1" in done.stdout
+    assert _mode(private) == 0o600
