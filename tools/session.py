@@ -127,9 +127,12 @@ class ToolSession:
         The workspace is shared with the sandbox user first (see :mod:`kgot.tools.access`),
         and always appears as ``/mnt/inputs/workspace`` whatever its directory is called.
 
+        Attachments the sandbox's uid cannot read are mounted as private copies.
+
         Raises:
             ToolFailure: ``unavailable`` when the sandbox's uid cannot read a workspace the
-                user chose (kgot leaves the permissions of such a directory alone).
+                user chose (kgot leaves the permissions of such a directory alone), or when
+                every job of the sandbox could see the workspace (the fallback run by root).
         """
         uid = sandbox_file_uid(self.ctx.sandbox)
         mounts = [self._readable_attachment(p, uid) for p in self.attachments if p.exists()]
