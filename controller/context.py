@@ -75,7 +75,7 @@ class RunContext:
             tool_calls=(state_usage or carried)["tool_calls"] + tool_calls_delta,
             # Checkpoints written before durations were tracked have none: count from zero.
             duration_s=carried.get("duration_s", 0.0) + time.perf_counter() - self.started,
-            by_step=_merge_steps(carried.get("by_step", {}), self.ledger.calls),
+            by_step=_merge_steps(carried.get("by_step", {}), self.ledger.by_step()),
         )
         return self.last_usage
 
@@ -92,17 +92,17 @@ class RunContext:
             )
 
 
-def _merge_steps(carried: dict[str, dict[str, int]], calls: list[Any]) -> dict[str, dict[str, int]]:
+def _merge_steps(
+    carried: dict[str, dict[str, int]], current: dict[str, dict[str, int]]
+) -> dict[str, dict[str, int]]:
     """Requests and tokens per step: those carried over plus this invocation's ledger."""
     merged = {step: dict(figures) for step, figures in carried.items()}
-    for call in calls:
-        figures = merged.setdefault(
-            call.step, {"calls": 0, "failed": 0, "input_tokens": 0, "output_tokens": 0}
+    for step, figures in current.items():
+        into = merged.setdefault(
+            step, {"calls": 0, "failed": 0, "input_tokens": 0, "output_tokens": 0}
         )
-        figures["calls"] += 1
-        figures["failed"] += 0 if call.ok else 1
-        figures["input_tokens"] += call.input_tokens
-        figures["output_tokens"] += call.output_tokens
+        for name, value in figures.items():
+            into[name] = into.get(name, 0) + value
     return merged
 
 

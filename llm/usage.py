@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 CallListener = Callable[["LLMCall"], None]
@@ -91,11 +91,24 @@ class UsageLedger:
         self._lock = threading.Lock()
         self._calls: list[LLMCall] = []
         self._listeners: list[CallListener] = []
+        # Kept as calls arrive: the controller asks for totals after every step, and summing
+        # the whole list each time grows with the run.
+        self._totals: dict[str | None, UsageTotals] = {None: UsageTotals()}
+        self._by_step: dict[str, dict[str, int]] = {}
 
     def record(self, call: LLMCall) -> None:
         """Append one request and notify listeners."""
         with self._lock:
             self._calls.append(call)
+            for key in (None, call.role):
+                _add(self._totals.setdefault(key, UsageTotals()), call)
+            figures = self._by_step.setdefault(
+                call.step, {"calls": 0, "failed": 0, "input_tokens": 0, "output_tokens": 0}
+            )
+            figures["calls"] += 1
+            figures["failed"] += 0 if call.ok else 1
+            figures["input_tokens"] += call.input_tokens
+            figures["output_tokens"] += call.output_tokens
             listeners = list(self._listeners)
         for listener in listeners:
             listener(call)
@@ -124,19 +137,23 @@ class UsageLedger:
         Args:
             role: ``planning`` / ``execution``; ``None`` sums both.
         """
-        totals = UsageTotals()
-        cost: float | None = 0.0
-        for call in self.calls:
-            if role is not None and call.role != role:
-                continue
-            totals.calls += 1
-            totals.failed_calls += not call.ok
-            totals.input_tokens += call.input_tokens
-            totals.output_tokens += call.output_tokens
-            cost = None if cost is None or call.cost_usd is None else cost + call.cost_usd
-        totals.cost_usd = cost
-        return totals
+        with self._lock:
+            return replace(self._totals.get(role) or UsageTotals())
+
+    def by_step(self) -> dict[str, dict[str, int]]:
+        """Requests, failures and tokens per step (``decide``, ``solve``, …)."""
+        with self._lock:
+            return {step: dict(figures) for step, figures in self._by_step.items()}
 
     def __len__(self) -> int:
         with self._lock:
             return len(self._calls)
+
+
+def _add(totals: UsageTotals, call: LLMCall) -> None:
+    totals.calls += 1
+    totals.failed_calls += not call.ok
+    totals.input_tokens += call.input_tokens
+    totals.output_tokens += call.output_tokens
+    if totals.cost_usd is not None:  # unknown stays unknown: never a silent 0
+        totals.cost_usd = None if call.cost_usd is None else totals.cost_usd + call.cost_usd
