@@ -22,11 +22,11 @@ import fcntl
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from kgot.atomic_file import current_umask, replace_file
 from kgot.errors import DatasetError, UsageError
 
 __all__ = [
@@ -128,33 +128,8 @@ def write_atomic(path: Path, content: str | bytes) -> None:
     """Replace ``path`` with ``content`` so readers see the old file or the new, never a mix."""
     path.parent.mkdir(parents=True, exist_ok=True)
     data = content.encode("utf-8") if isinstance(content, str) else content
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        # mkstemp creates the file 0600; give it the mode any other new file in the folder gets.
-        os.fchmod(descriptor, _FILE_MODE & ~_umask())
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
-def _umask() -> int:
-    """The process umask, read without changing it (``os.umask`` can only swap it, which would
-    race with threads creating files meanwhile)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    current = os.umask(0o022)
-    os.umask(current)
-    return current
+    # The mode any other new file in the folder gets.
+    replace_file(path, data, _FILE_MODE & ~current_umask())
 
 
 def check_out_dir(out_dir: Path) -> None:

@@ -16,16 +16,14 @@ the target directory is renamed over the target once complete.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import networkx as nx
 
+from kgot.atomic_file import current_umask, replace_file
 from kgot.errors import ChangesetError, GraphFileError
 from kgot.graph_backends.jobs.graphdata import MAX_VALUE_DEPTH
 from kgot.graph_backends.jobs.outcome import collector_paused
@@ -133,36 +131,12 @@ def _write_atomically(path: Path, content: bytes) -> None:
     directory = path.parent if str(path.parent) else Path(".")
     if not directory.is_dir():
         raise GraphFileError(f"{path}: directory {directory} does not exist")
-    temporary: str | None = None
+    # Keep the mode of the file replaced, else what a new file gets.
     try:
-        descriptor, temporary = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.")
-        # mkstemp creates 0600: keep the mode of the file replaced, else what a new file gets.
         mode = path.stat().st_mode & 0o777 if path.exists() else 0o666 & ~current_umask()
-        os.fchmod(descriptor, mode)
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(content)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
+        replace_file(directory / path.name, content, mode)
     except OSError as error:
-        if temporary is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
         raise GraphFileError(f"{path}: cannot write: {error.strerror or error}") from None
-
-
-def current_umask() -> int:
-    """The process umask, read without changing it where Linux reports it."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    mask = os.umask(0o022)  # elsewhere: set and restore (not atomic, hence the last resort)
-    os.umask(mask)
-    return mask
 
 
 # -- node-link JSON ---------------------------------------------------------------------------
