@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from kgot.controller.events import Event, EventSink
 from kgot.controller.state import Usage
+from kgot.llm.usage import empty_step_figures
 
 log = logging.getLogger(__name__)
 
@@ -98,9 +99,7 @@ def _merge_steps(
     """Requests and tokens per step: those carried over plus this invocation's ledger."""
     merged = {step: dict(figures) for step, figures in carried.items()}
     for step, figures in current.items():
-        into = merged.setdefault(
-            step, {"calls": 0, "failed": 0, "input_tokens": 0, "output_tokens": 0}
-        )
+        into = merged.setdefault(step, empty_step_figures())
         for name, value in figures.items():
             into[name] = into.get(name, 0) + value
     return merged

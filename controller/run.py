@@ -113,10 +113,19 @@ async def ask_async(
 async def is_resumable(run_id: str, settings: Settings | None = None) -> bool:
     """Whether ``run_id`` has a checkpoint :func:`resume_async` can continue (a run stopped
     before its first checkpoint has none: nothing of it was saved)."""
-    settings = settings or load_settings()
-    async with _opened(settings, None, None) as (_store, saver):
-        snapshot = await build_controller_graph(saver).aget_state(_config(run_id, settings))
+    snapshot = await _last_checkpoint(run_id, settings or load_settings(), None, None)
     return bool((snapshot.values or {}).get("question")) and bool(snapshot.next)
+
+
+async def _last_checkpoint(
+    run_id: str,
+    settings: Settings,
+    store: Store | None,
+    checkpointer: BaseCheckpointSaver | None,
+) -> Any:
+    """The run's latest LangGraph state snapshot (empty values when it has none)."""
+    async with _opened(settings, store, checkpointer) as (_store, saver):
+        return await build_controller_graph(saver).aget_state(_config(run_id, settings))
 
 
 async def resume_async(
@@ -140,9 +149,8 @@ async def resume_async(
         UsageError: no run with that id has a checkpoint.
     """
     settings = settings or load_settings()
-    async with _opened(settings, store, checkpointer) as (_store, saver):
-        snapshot = await build_controller_graph(saver).aget_state(_config(run_id, settings))
-        values: dict[str, Any] = dict(snapshot.values or {})
+    snapshot = await _last_checkpoint(run_id, settings, store, checkpointer)
+    values: dict[str, Any] = dict(snapshot.values or {})
     if not values.get("question"):
         raise UsageError(f"no run {run_id!r} to resume; list runs with `kgot runs list`")
     spec = _RunSpec(

@@ -102,9 +102,7 @@ class UsageLedger:
             self._calls.append(call)
             for key in (None, call.role):
                 _add(self._totals.setdefault(key, UsageTotals()), call)
-            figures = self._by_step.setdefault(
-                call.step, {"calls": 0, "failed": 0, "input_tokens": 0, "output_tokens": 0}
-            )
+            figures = self._by_step.setdefault(call.step, empty_step_figures())
             figures["calls"] += 1
             figures["failed"] += 0 if call.ok else 1
             figures["input_tokens"] += call.input_tokens
@@ -157,3 +155,8 @@ def _add(totals: UsageTotals, call: LLMCall) -> None:
     totals.output_tokens += call.output_tokens
     if totals.cost_usd is not None:  # unknown stays unknown: never a silent 0
         totals.cost_usd = None if call.cost_usd is None else totals.cost_usd + call.cost_usd
+
+
+def empty_step_figures() -> dict[str, int]:
+    """What is counted per step: requests, failed ones, input and output tokens."""
+    return {"calls": 0, "failed": 0, "input_tokens": 0, "output_tokens": 0}
