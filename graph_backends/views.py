@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+import itertools
 import math
 import re
 import threading
@@ -133,6 +134,7 @@ class ViewIndex:
         self._edge_lines: dict[tuple[str, str, str], tuple[str, int, str]] = {}
         self._full: tuple[str, int] | None = None
         self._footer_cost: tuple[tuple[int, int, int, int], int] | None = None
+        self._tail = _RecentTail()
         # Views already rendered for this version of the graph, by request.
         self._rendered: OrderedDict[tuple[str, tuple[str, ...], int], GraphView] = OrderedDict()
 
@@ -147,6 +149,7 @@ class ViewIndex:
             self._terms, self._names, self._postings = {}, {}, {}
             self._recent = dict.fromkeys(graph.nodes)
             self._node_lines, self._edge_lines, self._full = {}, {}, None
+            self._tail = _RecentTail()
             # A small graph is indexed on its first partial render (which may never come: it
             # fits whole); a large one starts now, so the first prompt does not wait for it.
             self._building = graph.number_of_nodes() >= BACKGROUND_INDEX_NODES
@@ -167,6 +170,7 @@ class ViewIndex:
             self._full = None
             self._rendered.clear()
             indexing = self._indexed or self._building
+            self._tail.follow(changeset)
             for node_id in changeset.removed_nodes:
                 self._unindex(node_id)
                 self._recent.pop(node_id, None)
@@ -392,8 +396,13 @@ class ViewIndex:
     def _choose_lines(
         self, graph: nx.MultiDiGraph, request: ViewRequest, room: int
     ) -> _ChosenLines:
-        """The most relevant lines that fit in ``room`` tokens (the hot path of every prompt
-        over a graph too large to show whole: cache lookups are inlined)."""
+        """The most relevant lines that fit in ``room`` tokens: the candidates in rank order, then
+        the most recently changed nodes with a few of their edges, each line at most once.
+
+        This is the hot path of every prompt over a graph too large to show whole, so cache
+        lookups are inlined and the recent nodes come from :class:`_RecentTail`, kept from one
+        render (and one graph version) to the next.
+        """
         chosen = _ChosenLines()
         nodes, edges, labels, relationships = (
             chosen.nodes,
@@ -403,7 +412,8 @@ class ViewIndex:
         )
         node_lines, edge_lines = self._node_lines, self._edge_lines
         misfits = tokens = 0
-        for kind, item in self._ranked(graph, request):
+        items, candidates = self._candidates(graph, request)
+        for _, _, kind, item in items:
             if room < 3 or misfits > MAX_MISFITS:
                 break
             if kind == "n":
@@ -420,8 +430,76 @@ class ViewIndex:
             tokens += cost
             lines.append(entry)
             counts[entry[2]] = counts.get(entry[2], 0) + 1
+        else:
+            seen_edges = {item for _, _, kind, item in items if kind == "e"}
+            tokens += self._fill_from_tail(
+                graph,
+                chosen,
+                room=room,
+                misfits=misfits,
+                candidates=candidates,
+                seen_edges=seen_edges,
+            )
         chosen.tokens = tokens
         return chosen
+
+    def _fill_from_tail(
+        self,
+        graph: nx.MultiDiGraph,
+        chosen: _ChosenLines,
+        *,
+        room: int,
+        misfits: int,
+        candidates: Mapping[str, float],
+        seen_edges: set[tuple[str, str, str]],
+    ) -> int:
+        """Spend what is left of ``room`` on the most recently changed nodes (other than the
+        candidates) with a few of their edges; returns the tokens added to ``chosen``."""
+        nodes, edges, labels, relationships = (
+            chosen.nodes,
+            chosen.edges,
+            chosen.labels,
+            chosen.relationships,
+        )
+        tokens = 0
+        for node_id, node_entry, incident in self._tail.blocks(self, graph):
+            if room < 3 or misfits > MAX_MISFITS:
+                break
+            if node_id in candidates:
+                continue
+            cost = node_entry[1]
+            if cost > room:
+                misfits += 1
+            else:
+                room -= cost
+                tokens += cost
+                nodes.append(node_entry)
+                labels[node_entry[2]] = labels.get(node_entry[2], 0) + 1
+            for ident, entry in incident:
+                if room < 3 or misfits > MAX_MISFITS:
+                    break
+                if ident in seen_edges:
+                    continue
+                seen_edges.add(ident)
+                cost = entry[1]
+                if cost > room:
+                    misfits += 1
+                    continue
+                room -= cost
+                tokens += cost
+                edges.append(entry)
+                relationships[entry[2]] = relationships.get(entry[2], 0) + 1
+        return tokens
+
+    def _tail_block(self, graph: nx.MultiDiGraph, node_id: str) -> _TailBlock:
+        """A recent node's line with the lines of its first incident edges."""
+        entry = self._node_lines.get(node_id) or self._node_line(graph, node_id)
+        edge_lines = self._edge_lines
+        incident = tuple(
+            (ident, edge_lines.get(ident) or self._edge_line(graph, ident))
+            for ident in _incident(graph, node_id, RECENT_EDGES_PER_NODE)
+        )
+        return node_id, entry, incident
 
     def _footer_bound(self, stats: GraphStats) -> int:
         """Tokens of the longest footer these counts could produce (cached per count set)."""
@@ -437,23 +515,6 @@ class ViewIndex:
             )
             self._footer_cost = (key, count_tokens(text))
         return self._footer_cost[1]
-
-    def _ranked(self, graph: nx.MultiDiGraph, request: ViewRequest) -> Iterator[tuple[str, Any]]:
-        """Nodes ("n", id) and edges ("e", (source, target, key)), most relevant first, then
-        the most recently changed nodes with their edges; each at most once."""
-        items, candidates = self._candidates(graph, request)
-        for _, _, kind, item in items:
-            yield kind, item
-        # Budget left: the most recently changed nodes, with a few of their edges.
-        seen_edges = {item for _, _, kind, item in items if kind == "e"}
-        for node_id in reversed(self._recent):
-            if node_id in candidates:
-                continue
-            yield "n", node_id
-            for ident in _incident(graph, node_id, RECENT_EDGES_PER_NODE):
-                if ident not in seen_edges:
-                    seen_edges.add(ident)
-                    yield "e", ident
 
     def _candidates(
         self, graph: nx.MultiDiGraph, request: ViewRequest
@@ -584,6 +645,87 @@ class ViewIndex:
             if value > 0.0:
                 rank[node_id] = rank.get(node_id, 0.0) + value
         return rank
+
+
+# A recent node: its id, its line entry, and its first incident edges with their line entries.
+_TailBlock = tuple[
+    str, tuple[str, int, str], tuple[tuple[tuple[str, str, str], tuple[str, int, str]], ...]
+]
+TAIL_CHUNK = 64  # blocks added to the tail at a time when a render reads past its end
+
+
+class _RecentTail:
+    """The most recently changed nodes as render-ready blocks, kept across graph versions.
+
+    Most views end with recent nodes (a question's candidates rarely fill the budget), and
+    rebuilding that tail walked several hundred nodes and their edges on every render. Here it
+    is built once, only as far as renders read, and a changeset only rebuilds the blocks of the
+    nodes it touched: they move to the front (a change makes a node the most recent), nodes
+    that lost edges have their block rebuilt in place, and everything else is kept.
+
+    Invariant: ``_blocks`` holds, in order, the blocks of the ``len(_blocks)`` most recently
+    changed nodes as of the last :meth:`blocks` call; ``_moved`` are the nodes made recent since
+    (always the newest entries of the index's recency order), ``_stale`` the nodes whose edges
+    changed in place. A removed node drops the whole tail (removals are rare; its neighbours'
+    blocks would have to be found).
+    """
+
+    def __init__(self) -> None:
+        self._blocks: list[_TailBlock] = []
+        self._moved: set[str] = set()
+        self._stale: set[str] = set()
+
+    def follow(self, changeset: Changeset) -> None:
+        """Note what ``changeset`` (just applied) changes in the tail."""
+        if changeset.removed_nodes:
+            self._blocks, self._moved, self._stale = [], set(), set()
+            return
+        moved, stale = self._moved, self._stale
+        for source, target, _ in changeset.removed_edges:
+            stale.add(source)
+            stale.add(target)
+        for node in (*changeset.added_nodes, *changeset.changed_nodes):
+            moved.add(node.id)
+        for edge in (*changeset.added_edges, *changeset.changed_edges):
+            moved.add(edge.source)
+            moved.add(edge.target)
+
+    def blocks(self, index: ViewIndex, graph: nx.MultiDiGraph) -> Iterator[_TailBlock]:
+        """The blocks, most recent node first, built as far as the caller reads."""
+        self._catch_up(index, graph)
+        blocks = self._blocks
+        yield from blocks  # (delegated: no Python-level step per block)
+        position = len(blocks)
+        while self._extend(index, graph):
+            yield from blocks[position:]
+            position = len(blocks)
+
+    def _catch_up(self, index: ViewIndex, graph: nx.MultiDiGraph) -> None:
+        moved, stale = self._moved, self._stale
+        if not moved and not stale:
+            return
+        recent = index._recent
+        front = [
+            index._tail_block(graph, node_id)
+            for node_id in itertools.islice(reversed(recent), len(moved))
+        ]
+        kept = [
+            index._tail_block(graph, block[0]) if block[0] in stale else block
+            for block in self._blocks
+            if block[0] not in moved
+        ]
+        self._blocks = front + kept
+        self._moved, self._stale = set(), set()
+
+    def _extend(self, index: ViewIndex, graph: nx.MultiDiGraph) -> bool:
+        """Add the next blocks in recency order; False when every node has one."""
+        start = len(self._blocks)
+        more = [
+            index._tail_block(graph, node_id)
+            for node_id in itertools.islice(reversed(index._recent), start, start + TAIL_CHUNK)
+        ]
+        self._blocks.extend(more)
+        return bool(more)
 
 
 class _ChosenLines:

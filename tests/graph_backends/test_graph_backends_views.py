@@ -225,3 +225,60 @@ def test_loading_another_graph_abandons_a_running_index_build(sandbox):
     assert backend._view.wait_for_index(timeout=60)
     view = backend.render(ViewRequest("Citizen 3", 8_000))
     assert view.complete and "Citizen 9" in view.text and "Citizen 11" not in view.text
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_recent_tail_kept_across_changes_matches_one_built_afresh(seed):
+    """Views reuse the recent nodes' lines from one graph version to the next; after any mix
+    of changes they must equal views whose recent part is rebuilt from scratch."""
+    import random
+
+    from kgot.graph_backends.state import GraphState
+    from kgot.graph_backends.views import ViewIndex, _RecentTail
+
+    rng = random.Random(seed)
+    kept, fresh = ViewIndex(PythonLines()), ViewIndex(PythonLines())
+    states = [GraphState([kept]), GraphState([fresh])]
+    start = nx.MultiDiGraph()
+    for i in range(300):
+        start.add_node(f"n{i}", label="Thing", name=f"thing {i}")
+    for i in range(300):
+        target = f"n{rng.randrange(300)}"
+        start.add_edge(f"n{i}", target, key="LINKS", relationship="LINKS")
+    for state in states:
+        state.load(start)
+    requests = [ViewRequest("zzz", 400), ViewRequest("thing 7", 900), ViewRequest("qqq", 2_500)]
+    for step in range(40):
+        graph = states[0].graph
+        ids = list(graph.nodes)
+        edges = list(graph.edges(keys=True))
+        kind = rng.choice(["add", "link", "change", "unlink", "relink", "remove"])
+        fresh_id = f"new{step}"
+        if kind == "add":
+            change = Changeset(added_nodes=(Node(fresh_id, "Note", {"text": f"note {step}"}),))
+        elif kind == "link":
+            source, target = rng.sample(ids, 2)
+            change = Changeset(added_edges=(Edge(source, target, "MENTIONS", f"m{step}"),))
+        elif kind == "change":
+            node_id = rng.choice(ids)
+            change = Changeset(changed_nodes=(Node(node_id, "Thing", {"name": f"renamed {step}"}),))
+        elif kind == "unlink" and edges:
+            change = Changeset(removed_edges=(rng.choice(edges),))
+        elif kind == "relink" and edges:
+            source, target, key = rng.choice(edges)
+            relationship = graph.edges[source, target, key]["relationship"]
+            change = Changeset(
+                changed_edges=(Edge(source, target, relationship, key, {"weight": step}),)
+            )
+        else:
+            node_id = rng.choice(ids)
+            incident = [*graph.out_edges(node_id, keys=True), *graph.in_edges(node_id, keys=True)]
+            change = Changeset(removed_nodes=(node_id,), removed_edges=tuple(incident))
+        for state in states:
+            state.apply(change)
+        for request in rng.sample(requests, 2):
+            fresh._tail = _RecentTail()  # rebuilt from the recency order alone
+            fresh._rendered.clear()
+            expected = fresh.render(states[1].graph, request, states[1].stats())
+            got = kept.render(states[0].graph, request, states[0].stats())
+            assert got.text == expected.text, (step, kind, request)
