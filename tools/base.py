@@ -37,6 +37,9 @@ ErrorKind = Literal[
 
 # Metadata keys on a BaseTool that the runner reads.
 MORE_HINT_KEY = "kgot_more_hint"  # how to get the rest of a truncated output
+# Set on kgot's own tools (a StructuredTool whose coroutine returns (text, artifact)): the
+# runner calls that coroutine itself with the arguments it has validated.
+NATIVE_KEY = "kgot_native"
 
 
 class ToolFailure(ToolError):

@@ -16,14 +16,14 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from langchain_core.tools import BaseTool, ToolException
+from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from pydantic import BaseModel, ValidationError
 
 from kgot.errors import ToolError
-from kgot.tools.base import MORE_HINT_KEY, ToolFailure, ToolOutcome
+from kgot.tools.base import MORE_HINT_KEY, NATIVE_KEY, ToolFailure, ToolOutcome
 from kgot.tools.flight import SingleFlight, interrupted_from_outside
 from kgot.tools.schema import explain_validation, signature
 
@@ -136,14 +136,10 @@ class ToolRunner:
         self, tool: BaseTool, name: str, given: dict[str, Any], canonical: dict[str, Any]
     ) -> ToolOutcome:
         started = time.perf_counter()
-        call = {
-            "name": name,
-            "args": canonical,
-            "id": f"kgot-{uuid.uuid4().hex[:12]}",
-            "type": "tool_call",
-        }
         try:
-            message = await asyncio.wait_for(tool.ainvoke(call), timeout=self.timeout)
+            text, artifact = await asyncio.wait_for(
+                _invoke(tool, name, canonical), timeout=self.timeout
+            )
         except TimeoutError:
             return self._failure(
                 name,
@@ -177,8 +173,6 @@ class ToolRunner:
                 "internal",
                 started=started,
             )
-        text = message.content if isinstance(message.content, str) else str(message.content)
-        artifact = getattr(message, "artifact", None) or {}
         output, cut = self._cap(text, tool)
         return ToolOutcome(
             name=name,
@@ -225,6 +219,41 @@ class ToolRunner:
             error_kind=kind,
             source_ref=source_ref,
         )
+
+
+async def _invoke(tool: BaseTool, name: str, canonical: dict[str, Any]) -> tuple[str, Any]:
+    """Run ``tool`` on validated arguments: its text and its artifact (``None`` if none).
+
+    kgot's own tools are called directly: the arguments were validated already, and LangChain's
+    ``ainvoke`` inspects the function's signature and type hints on every call, which cost more
+    than the runner itself. (Those tools therefore send no LangChain callback events; kgot's
+    trace records every call.) Other tools go through ``ainvoke`` with all it supports.
+    """
+    native = _native(tool)
+    if native is not None:
+        coroutine, schema = native
+        values = schema.model_validate(canonical)
+        text, artifact = await coroutine(**{key: getattr(values, key) for key in canonical})
+    else:
+        call = {
+            "name": name,
+            "args": canonical,
+            "id": f"kgot-{uuid.uuid4().hex[:12]}",
+            "type": "tool_call",
+        }
+        message = await tool.ainvoke(call)
+        text, artifact = message.content, getattr(message, "artifact", None)
+    return (text if isinstance(text, str) else str(text)), artifact
+
+
+def _native(tool: BaseTool) -> tuple[Callable[..., Awaitable[Any]], type[BaseModel]] | None:
+    """The coroutine and argument schema of one of kgot's own tools; ``None`` for others."""
+    if not (tool.metadata or {}).get(NATIVE_KEY) or not isinstance(tool, StructuredTool):
+        return None
+    schema = tool.args_schema
+    if tool.coroutine is None or not (isinstance(schema, type) and issubclass(schema, BaseModel)):
+        return None
+    return tool.coroutine, schema
 
 
 def _validate(tool: BaseTool, args: dict[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from annotated_types import MinLen
 from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
-from kgot.tools.base import MORE_HINT_KEY, ToolResult
+from kgot.tools.base import MORE_HINT_KEY, NATIVE_KEY, ToolResult
 
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
@@ -87,5 +87,5 @@ class ToolSpec:
             + (self.context_note(session) if self.context_note else ""),
             args_schema=self.args_schema,
             response_format="content_and_artifact",
-            metadata={MORE_HINT_KEY: self.more_hint},
+            metadata={MORE_HINT_KEY: self.more_hint, NATIVE_KEY: True},
         )

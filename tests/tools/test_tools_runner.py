@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Annotated
 
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import StructuredTool
+from pydantic import Field
 
 from kgot.tests.tools.tool_fixtures import (
     ARTICLE_TEXT,
@@ -15,6 +18,8 @@ from kgot.tests.tools.tool_fixtures import (
     tools_settings,
 )
 from kgot.tools import ToolContext, ToolRunner, build_tools
+from kgot.tools.base import ToolResult
+from kgot.tools.spec import ToolArgs, ToolSpec
 
 
 def test_unknown_tool_lists_the_available_ones():
@@ -175,3 +180,38 @@ def test_abandoned_blocking_work_does_not_hold_up_exit():
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "abandoned"
+
+
+def test_kgot_tools_get_validated_values_and_foreign_tools_keep_langchain_injection():
+    """kgot's own tools are called directly with the validated values; a foreign tool still
+    goes through LangChain, which injects what the tool asks for (here its run config)."""
+
+    class CountArgs(ToolArgs):
+        word: Annotated[str, Field(min_length=1)]
+        times: int = 2
+
+    seen: list[tuple[object, object]] = []
+
+    def build(session: object):
+        async def repeat(word: str, times: int) -> ToolResult:
+            seen.append((word, times))
+            return ToolResult(" ".join([word] * times), source_ref="memo:1")
+
+        return repeat
+
+    native = ToolSpec(
+        name="repeat", description="x", args_schema=CountArgs, more_hint="-", build=build
+    ).make(None)  # type: ignore[arg-type]
+
+    def configured(text: str, config: RunnableConfig) -> str:
+        return f"{text} via {type(config).__name__}"
+
+    foreign = StructuredTool.from_function(func=configured, name="configured", description="x")
+    runner = ToolRunner([native, foreign], timeout=5, max_output_chars=1000)
+    outcome = call(runner, "repeat", word="ab", times="3")
+    assert outcome.ok and outcome.output == "ab ab ab" and outcome.source_ref == "memo:1"
+    assert seen == [("ab", 3)]  # the string "3" arrived as the integer 3
+    assert call(runner, "repeat", word="cd").output == "cd cd"  # the schema's default
+    blank = call(runner, "repeat", word="  ")
+    assert not blank.ok and blank.error_kind == "input" and len(seen) == 2
+    assert call(runner, "configured", text="hi").output == "hi via dict"
