@@ -14,6 +14,9 @@ then a RETRIEVE round. It reports:
   round is left out: it also waits for the sandbox's warm workers to start. Each figure is the
   median over the measured rounds of three such questions (one with ``--quick``);
 * LLM calls per question;
+* LangGraph's floor on this machine: an INSERT round's three steps as no-op nodes over the same
+  state type with the same SQLite checkpoints, i.e. what any controller built this way pays
+  before doing any work (machines differ by 2x and more, so compare the overhead with it);
 * the wall time of one round of 5 votes when every model call takes 500 ms: votes run
   concurrently, so the round should take about one call, not five.
 """
@@ -60,6 +63,14 @@ def run(quick: bool = False) -> list[Figure]:
                 Figure(AREA, f"  … with the LLM layer's own time, {nodes:,} nodes", with_llm, "ms"),
                 Figure(AREA, f"LLM calls per question, {nodes:,} nodes", calls, "calls"),
             ]
+        figures.append(
+            Figure(
+                AREA,
+                "LangGraph floor: 3 no-op steps with SQLite checkpoints",
+                _langgraph_floor(Path(tmp)),
+                "ms",
+            )
+        )
         own, with_llm, _ = _overhead(Path(tmp), 2000, rounds, questions, entity=True)
         figures += [
             Figure(AREA, "overhead per iteration, 2,000-node entity", own, "ms"),
@@ -288,6 +299,53 @@ def _covered(intervals: Sequence[_Interval], start: float, end: float) -> float:
     if current_end is not None and current_start is not None:
         total += current_end - current_start
     return total
+
+
+def _langgraph_floor(tmp: Path, rounds: int = 40, repeats: int = 5) -> float:
+    """Median ms per round of three no-op steps shaped like an INSERT round (same state type,
+    similar updates, routing by ``Command``, a checkpoint after every step)."""
+    from langgraph.graph import StateGraph
+    from langgraph.types import Command
+
+    from kgot.controller.state import RunState
+    from kgot.persistence import open_checkpointer
+
+    async def decide(state: RunState) -> Command[Any]:
+        iteration = state.get("iteration", 0) + 1
+        update = {"iteration": iteration, "decision": "INSERT", "missing": ["m"]}
+        return Command(update=update, goto="use_tools" if iteration <= rounds else "__end__")
+
+    async def use_tools(state: RunState) -> Command[Any]:
+        record = {"name": "t", "args": {}, "ok": True, "iteration": 1, "summary": "s"}
+        pending = [{"name": "t", "args": {}, "output": "o", "source_ref": None}]
+        return Command(
+            update={"tool_history": [record], "pending_results": pending}, goto="update_graph"
+        )
+
+    async def update_graph(state: RunState) -> Command[Any]:
+        change = {"added_nodes": [{"id": "n", "label": "Thing", "properties": {}}]}
+        return Command(update={"pending_results": [], "changesets": [change]}, goto="decide")
+
+    async def measure() -> list[float]:
+        builder = StateGraph(RunState)
+        builder.add_node("decide", decide, destinations=("use_tools", "__end__"))
+        builder.add_node("use_tools", use_tools, destinations=("update_graph",))
+        builder.add_node("update_graph", update_graph, destinations=("decide",))
+        builder.set_entry_point("decide")
+        per_round = []
+        async with open_checkpointer(str(tmp / "floor.db")) as saver:
+            graph = builder.compile(checkpointer=saver)
+            for repeat in range(repeats):
+                config = {"configurable": {"thread_id": f"floor-{repeat}"}, "recursion_limit": 999}
+                started = time.perf_counter()
+                async for _ in graph.astream(
+                    {"question": "q"}, config, durability="sync", stream_mode="updates"
+                ):
+                    pass
+                per_round.append((time.perf_counter() - started) / rounds * 1000)
+        return per_round
+
+    return statistics.median(asyncio.run(measure()))
 
 
 def _measure_vote_round(tmp: Path) -> float:

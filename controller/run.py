@@ -254,7 +254,13 @@ async def _execute(
         )
         try:
             first = None if resume else _initial_state(spec, public_dump(settings))
-            final = await controller.ainvoke(first, config, context=ctx, durability="sync")
+            # Steps report through ctx.emit; the state is read once, at the end. (ainvoke streams
+            # the whole state after every step, measured at ~0.15 ms per step.)
+            async for _ in controller.astream(
+                first, config, context=ctx, durability="sync", stream_mode="updates"
+            ):
+                pass
+            final = (await controller.aget_state(config)).values
         except (asyncio.CancelledError, KeyboardInterrupt):
             opened_store.finish_run(spec.run_id, "interrupted", None, _totals(ctx, values))
             raise
