@@ -304,10 +304,11 @@ def _covered(intervals: Sequence[_Interval], start: float, end: float) -> float:
 def _langgraph_floor(tmp: Path, rounds: int = 40, repeats: int = 5) -> float:
     """Median ms per round of three no-op steps shaped like an INSERT round (same state type,
     similar updates, routing by ``Command``, a checkpoint after every step)."""
+    from langchain_core.runnables import RunnableConfig
     from langgraph.graph import StateGraph
     from langgraph.types import Command
 
-    from kgot.controller.state import RunState
+    from kgot.controller.state import PendingResult, RunState, ToolCallRecord
     from kgot.persistence import open_checkpointer
 
     async def decide(state: RunState) -> Command[Any]:
@@ -316,8 +317,10 @@ def _langgraph_floor(tmp: Path, rounds: int = 40, repeats: int = 5) -> float:
         return Command(update=update, goto="use_tools" if iteration <= rounds else "__end__")
 
     async def use_tools(state: RunState) -> Command[Any]:
-        record = {"name": "t", "args": {}, "ok": True, "iteration": 1, "summary": "s"}
-        pending = [{"name": "t", "args": {}, "output": "o", "source_ref": None}]
+        record = ToolCallRecord(
+            name="t", args={}, ok=True, iteration=1, source_ref=None, summary="s"
+        )
+        pending = [PendingResult(name="t", args={}, output="o", source_ref=None)]
         return Command(
             update={"tool_history": [record], "pending_results": pending}, goto="update_graph"
         )
@@ -332,11 +335,14 @@ def _langgraph_floor(tmp: Path, rounds: int = 40, repeats: int = 5) -> float:
         builder.add_node("use_tools", use_tools, destinations=("update_graph",))
         builder.add_node("update_graph", update_graph, destinations=("decide",))
         builder.set_entry_point("decide")
-        per_round = []
+        per_round: list[float] = []
         async with open_checkpointer(str(tmp / "floor.db")) as saver:
             graph = builder.compile(checkpointer=saver)
             for repeat in range(repeats):
-                config = {"configurable": {"thread_id": f"floor-{repeat}"}, "recursion_limit": 999}
+                config: RunnableConfig = {
+                    "configurable": {"thread_id": f"floor-{repeat}"},
+                    "recursion_limit": 999,
+                }
                 started = time.perf_counter()
                 async for _ in graph.astream(
                     {"question": "q"}, config, durability="sync", stream_mode="updates"
