@@ -74,7 +74,7 @@ class ToolRunner:
         if tool is None:
             return self._unknown(name, given)
         try:
-            canonical = _validate(tool, given)
+            canonical, values = _validate(tool, given)
         except ValidationError as error:
             return self._failure(name, given, _explain_validation(tool, error), "input")
 
@@ -85,7 +85,7 @@ class ToolRunner:
             return _served_from_cache(cached, given)
 
         async def execute() -> ToolOutcome:
-            outcome = await self._execute(tool, name, given, canonical)
+            outcome = await self._execute(tool, name, given, canonical, values)
             if outcome.ok:
                 with self._lock:
                     self._cache[key] = outcome
@@ -120,7 +120,7 @@ class ToolRunner:
         if tool is None:
             return 0
         try:
-            return self._flights.waiting(_key(name, _validate(tool, dict(args or {}))))
+            return self._flights.waiting(_key(name, _validate(tool, dict(args or {}))[0]))
         except ValidationError:
             return 0
 
@@ -133,12 +133,17 @@ class ToolRunner:
         )
 
     async def _execute(
-        self, tool: BaseTool, name: str, given: dict[str, Any], canonical: dict[str, Any]
+        self,
+        tool: BaseTool,
+        name: str,
+        given: dict[str, Any],
+        canonical: dict[str, Any],
+        values: BaseModel | None,
     ) -> ToolOutcome:
         started = time.perf_counter()
         try:
             text, artifact = await asyncio.wait_for(
-                _invoke(tool, name, canonical), timeout=self.timeout
+                _invoke(tool, name, canonical, values), timeout=self.timeout
             )
         except TimeoutError:
             return self._failure(
@@ -221,8 +226,11 @@ class ToolRunner:
         )
 
 
-async def _invoke(tool: BaseTool, name: str, canonical: dict[str, Any]) -> tuple[str, Any]:
-    """Run ``tool`` on validated arguments: its text and its artifact (``None`` if none).
+async def _invoke(
+    tool: BaseTool, name: str, canonical: dict[str, Any], values: BaseModel | None
+) -> tuple[str, Any]:
+    """Run ``tool`` on validated arguments (``canonical``, their JSON form; ``values``, the
+    validated schema instance when the tool has one): its text and artifact (``None`` if none).
 
     kgot's own tools are called directly: the arguments were validated already, and LangChain's
     ``ainvoke`` inspects the function's signature and type hints on every call, which cost more
@@ -230,10 +238,8 @@ async def _invoke(tool: BaseTool, name: str, canonical: dict[str, Any]) -> tuple
     trace records every call.) Other tools go through ``ainvoke`` with all it supports.
     """
     native = _native(tool)
-    if native is not None:
-        coroutine, schema = native
-        values = schema.model_validate(canonical)
-        text, artifact = await coroutine(**{key: getattr(values, key) for key in canonical})
+    if native is not None and values is not None:
+        text, artifact = await native(**{key: getattr(values, key) for key in canonical})
     else:
         call = {
             "name": name,
@@ -246,21 +252,21 @@ async def _invoke(tool: BaseTool, name: str, canonical: dict[str, Any]) -> tuple
     return (text if isinstance(text, str) else str(text)), artifact
 
 
-def _native(tool: BaseTool) -> tuple[Callable[..., Awaitable[Any]], type[BaseModel]] | None:
-    """The coroutine and argument schema of one of kgot's own tools; ``None`` for others."""
+def _native(tool: BaseTool) -> Callable[..., Awaitable[Any]] | None:
+    """The coroutine of one of kgot's own tools; ``None`` for others."""
     if not (tool.metadata or {}).get(NATIVE_KEY) or not isinstance(tool, StructuredTool):
         return None
-    schema = tool.args_schema
-    if tool.coroutine is None or not (isinstance(schema, type) and issubclass(schema, BaseModel)):
-        return None
-    return tool.coroutine, schema
+    return tool.coroutine
 
 
-def _validate(tool: BaseTool, args: dict[str, Any]) -> dict[str, Any]:
+def _validate(tool: BaseTool, args: dict[str, Any]) -> tuple[dict[str, Any], BaseModel | None]:
+    """The arguments in canonical JSON form (defaults filled in), and the validated schema
+    instance (``None`` for a tool without a Pydantic schema)."""
     schema = tool.args_schema
     if isinstance(schema, type) and issubclass(schema, BaseModel):
-        return schema.model_validate(args).model_dump(mode="json")
-    return args
+        values = schema.model_validate(args)
+        return values.model_dump(mode="json"), values
+    return args, None
 
 
 def _served_from_cache(outcome: ToolOutcome, args: dict[str, Any]) -> ToolOutcome:
