@@ -60,7 +60,7 @@ from kgot.persistence.types_store import (
     type_history,
     update_type,
 )
-from kgot.persistence.validation import content_problems
+from kgot.persistence.validation import capped, content_problems
 
 __all__ = [
     "ANALYZE_EVERY",
@@ -313,7 +313,7 @@ class EntitySession:
         with self._read() as connection:
             self._entity_version(connection)
             planner = self._planner(connection, catalog, view, None)
-            return [*content, *planner.plan(changeset).problems]
+            return capped([*content, *planner.plan(changeset).problems])
 
     def commit(
         self, changeset: Changeset, provenance: Provenance, *, base: int | None = None
@@ -377,7 +377,7 @@ class EntitySession:
             planner = self._planner(connection, locked, view, provenance)
             plan = planner.plan(changeset)
             if plan.problems:
-                raise ChangesetError(plan.problems + plan.conflicts)
+                raise ChangesetError(capped(plan.problems) + plan.conflicts)
             if plan.conflicts:
                 raise CommitConflictError(plan.conflicts, version)
             if plan.is_noop:

@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kgot.graph_backends.base import Changeset, Edge, Node
+from kgot.graph_backends.jobs.graphdata import cap_problems
 from kgot.persistence.catalog import TypeCatalog
 from kgot.persistence.schema import SOURCE_KINDS
 from kgot.persistence.type_schema import (
@@ -197,20 +198,6 @@ def edge_where(edge: Edge) -> str:
     return f"edge {source!r} -[{edge.relationship}]-> {target!r}{suffix}"
 
 
-def check_changeset(
-    changeset: Changeset,
-    catalog: TypeCatalog,
-    existing_labels: Mapping[str, str],
-) -> list[str]:
-    """Every rule the changeset breaks: :func:`content_problems` plus :func:`link_problems`."""
-    return _capped(
-        [
-            *content_problems(changeset, catalog),
-            *link_problems(changeset, catalog, existing_labels),
-        ]
-    )
-
-
 def content_problems(changeset: Changeset, catalog: TypeCatalog) -> list[str]:
     """What the changeset breaks by itself, given the types: structure, ids, metadata,
     property values and their JSON Schemas. Needs no database access, so commits run it
@@ -221,7 +208,7 @@ def content_problems(changeset: Changeset, catalog: TypeCatalog) -> list[str]:
         problems.extend(node_problems(node, catalog))
     for edge in (*changeset.added_edges, *changeset.changed_edges):
         problems.extend(edge_content_problems(edge, catalog))
-    return _capped(problems)
+    return capped(problems)
 
 
 def link_problems(
@@ -229,17 +216,18 @@ def link_problems(
     catalog: TypeCatalog,
     existing_labels: Mapping[str, str],
     *,
-    missing: list[tuple[str, str]] | None = None,
+    missing: list[tuple[str, str]],
 ) -> list[str]:
-    """Edge ends that do not exist or have a type the edge type does not allow.
+    """Edge ends that have a type the edge type does not allow; ends that do not exist are
+    collected in ``missing``.
 
     Args:
         changeset: the proposed change.
         catalog: the types visible to the entity.
         existing_labels: label of each current node the changeset's edges refer to but does not
             itself add, change or remove.
-        missing: when given, missing endpoints are collected here as ``(where, node id)``
-            instead of being reported (the caller decides whether each is a conflict).
+        missing: missing endpoints are collected here as ``(where, node id)`` (the caller
+            decides whether each is a conflict or a mistake).
     """
     problems: list[str] = []
     labels = dict(existing_labels)
@@ -252,11 +240,9 @@ def link_problems(
     return problems
 
 
-def _capped(problems: list[str]) -> list[str]:
-    if len(problems) > MAX_PROBLEMS:
-        hidden = len(problems) - MAX_PROBLEMS
-        return [*problems[:MAX_PROBLEMS], f"… and {hidden} more problems of the same kinds"]
-    return problems
+def capped(problems: list[str]) -> list[str]:
+    """At most ``MAX_PROBLEMS`` problems, then a line counting the rest."""
+    return cap_problems(problems, MAX_PROBLEMS)
 
 
 def _structure_problems(changeset: Changeset) -> list[str]:
@@ -350,21 +336,15 @@ def edge_link_problems(
     catalog: TypeCatalog,
     labels: Mapping[str, str],
     *,
-    missing: list[tuple[str, str]] | None = None,
+    missing: list[tuple[str, str]],
 ) -> list[str]:
-    """Ends of ``edge`` missing from ``labels`` or of a node type its type does not allow."""
+    """Ends of ``edge`` of a node type its type does not allow; ends missing from ``labels``
+    are collected in ``missing``."""
     where = edge_where(edge)
     problems: list[str] = []
     for role, node_id in (("source", edge.source), ("target", edge.target)):
-        if node_id in labels:
-            continue
-        if missing is not None:
+        if node_id not in labels:
             missing.append((f"{where}: {role} node {node_id!r}", node_id))
-        else:
-            problems.append(
-                f"{where}: {role} node {node_id!r} does not exist in this graph "
-                "(rule: edge endpoints; add the node first)"
-            )
     type_def = catalog.edge_types.get(edge.relationship)
     if type_def is None:
         return problems
@@ -380,11 +360,6 @@ def edge_link_problems(
                 f"{' or '.join(allowed)} (rule: {role} types)"
             )
     return problems
-
-
-def edge_problems(edge: Edge, catalog: TypeCatalog, labels: Mapping[str, str]) -> list[str]:
-    """Everything ``edge`` breaks (content and links)."""
-    return [*edge_content_problems(edge, catalog), *edge_link_problems(edge, catalog, labels)]
 
 
 def unknown_type_message(where: str, kind: str, name: str, known: Iterable[str]) -> str:

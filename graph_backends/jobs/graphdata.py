@@ -465,8 +465,9 @@ def _duplicate_id_problems(after_nodes: Mapping[Any, Any]) -> list[str]:
     return problems
 
 
-def cap_problems(problems: list[str]) -> list[str]:
-    if len(problems) <= MAX_PROBLEMS:
+def cap_problems(problems: list[str], limit: int = MAX_PROBLEMS) -> list[str]:
+    """At most ``limit`` problems, then a line counting the rest."""
+    if len(problems) <= limit:
         return problems
-    extra = len(problems) - MAX_PROBLEMS
-    return [*problems[:MAX_PROBLEMS], f"… and {extra} more problems of the same kinds"]
+    extra = len(problems) - limit
+    return [*problems[:limit], f"… and {extra} more problems of the same kinds"]

@@ -114,3 +114,22 @@ def test_an_import_racing_another_writer_starts_over_once(
     assert graph.nodes["c"]["value"] == 10 and "n" in graph
     assert session.version == 1  # the tracked view is untouched: refresh brings the import
     assert {n.id for n in session.refresh().added_nodes} == {"n"}
+
+
+def test_many_missing_edge_ends_are_reported_in_a_capped_list(store: Store) -> None:
+    from kgot.persistence.validation import MAX_PROBLEMS
+
+    store.create_entity("e")
+    session = store.session("e")
+    session.commit(Changeset(added_nodes=(Node("y", "Concept", {"name": "y"}),)), PROV)
+    dangling = Changeset(
+        added_edges=tuple(Edge("y", f"ghost{i}", "related_to", f"r{i}") for i in range(200))
+    )
+    for problems in (session.check(dangling), None):
+        if problems is None:
+            with pytest.raises(ChangesetError) as raised:
+                session.commit(dangling, PROV)
+            problems = raised.value.problems
+        assert len(problems) == MAX_PROBLEMS + 1
+        assert "target node 'ghost0' does not exist in this graph" in problems[0]
+        assert problems[-1] == f"… and {200 - MAX_PROBLEMS} more problems of the same kinds"
