@@ -359,7 +359,13 @@ def _child_path(path: str, key: Any) -> str:
 
 
 def _too_deep(value: Any, path: str, limit: int) -> str | None:
-    """The path of the first value nested deeper than ``limit`` (iterative: no recursion)."""
+    """The path of the first value nested deeper than ``limit`` (iterative: no recursion).
+
+    Paths are only spelled out when some value is too deep: this runs on every fact written,
+    and building a path per key cost several times the check itself.
+    """
+    if not _deeper_than(value, limit):
+        return None
     stack: list[tuple[Any, str, int]] = [(value, path, 0)]
     while stack:
         item, where, depth = stack.pop()
@@ -370,6 +376,19 @@ def _too_deep(value: Any, path: str, limit: int) -> str | None:
         elif isinstance(item, list):
             stack.extend((child, f"{where}[{i}]", depth + 1) for i, child in enumerate(item))
     return None
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(item, Mapping):
+            stack.extend((child, depth + 1) for child in item.values())
+        elif isinstance(item, list):
+            stack.extend((child, depth + 1) for child in item)
+    return False
 
 
 def value_depth_exceeds(value: Any, limit: int = MAX_VALUE_DEPTH) -> str | None:
