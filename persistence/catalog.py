@@ -540,12 +540,8 @@ def specs_from_document(data: Any, origin: str) -> list[TypeSpec]:
         items.append((data, None))
     elif isinstance(data, list):
         items.extend((item, None) for item in data)
-    else:
-        raise UsageError(
-            f"{origin} holds no type definitions (expected an object, a list, or "
-            "node_types/edge_types lists)"
-        )
-    if not items:  # adding "nothing" successfully would hide a wrong or truncated file
+    # Neither, or empty: adding "nothing" successfully would hide a wrong or truncated file.
+    if not items:
         raise UsageError(
             f"{origin} holds no type definitions (expected an object, a list, or "
             "node_types/edge_types lists)"
