@@ -239,14 +239,12 @@ def _normalized_copy(graph: nx.MultiDiGraph) -> nx.MultiDiGraph:
             del attrs["id"]
         nodes.append((node_id, attrs))
     edges = []
-    for source, neighbours in graph._succ.items():
-        for target, keyed in neighbours.items():
-            for key, original in keyed.items():
-                attrs = dict(original)
-                for name, actual in (("source", source), ("target", target), ("key", key)):
-                    if name in attrs and attrs[name] == actual:
-                        del attrs[name]
-                edges.append((source, target, key if isinstance(key, str) else None, attrs))
+    for source, target, key, original in _edges(graph):
+        attrs = dict(original)
+        for name, actual in (("source", source), ("target", target), ("key", key)):
+            if name in attrs and attrs[name] == actual:
+                del attrs[name]
+        edges.append((source, target, key if isinstance(key, str) else None, attrs))
     fresh = fill_graph(nodes, edges)
     raise_problems(fresh)
     return fresh
@@ -447,6 +445,7 @@ def _edge_changes_problems(
         *((e, False) for e in changeset.changed_edges),
     ):
         ident = edge.ident
+        # A None key would pass check_edge: the identity falls back to the relationship.
         if not isinstance(edge.key, str):
             problems.append(f"{describe_edge(*ident)}: edge keys must be strings")
         problems.extend(check_edge(*ident, edge.relationship, edge.properties))
