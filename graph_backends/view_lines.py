@@ -10,11 +10,10 @@ queries always see whole values.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from kgot.graph_backends.jobs.graphdata import LABEL, RELATIONSHIP
+from kgot.graph_backends.jobs.graphdata import LABEL, RELATIONSHIP, TYPE_NAME
 from kgot.graph_backends.jobs.rdf_model import (
     compact,
     edge_iri,
@@ -60,13 +59,10 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-_BARE_NAME = re.compile(r"[\w.:-]+")
-
-
 def _name(name: str) -> str:
     """A property name as a view shows it: bare when it is one word, else JSON-quoted, so no
     name (a newline, a quote) can make the line read as something else."""
-    return name if _BARE_NAME.fullmatch(name) else _json(name)
+    return name if TYPE_NAME.fullmatch(name) else _json(name)  # bare as labels are
 
 
 class PythonLines:
