@@ -123,8 +123,7 @@ class ViewIndex:
         # is loaded; this lock keeps it and changes to the index apart.
         self._index_lock = threading.Lock()
         self._generation = 0  # which reset a running build belongs to
-        self._building = False
-        self._built = threading.Event()
+        self._built = threading.Event()  # cleared while a background build runs
         self._built.set()
         self._terms: dict[str, tuple[str, ...]] = {}
         self._names: dict[str, frozenset[str]] = {}
@@ -152,8 +151,7 @@ class ViewIndex:
             self._tail = _RecentTail()
             # A small graph is indexed on its first partial render (which may never come: it
             # fits whole); a large one starts now, so the first prompt does not wait for it.
-            self._building = graph.number_of_nodes() >= BACKGROUND_INDEX_NODES
-            if self._building:
+            if graph.number_of_nodes() >= BACKGROUND_INDEX_NODES:
                 self._built.clear()
                 threading.Thread(
                     target=self._build_index,
@@ -169,7 +167,7 @@ class ViewIndex:
             self._graph = graph
             self._full = None
             self._rendered.clear()
-            indexing = self._indexed or self._building
+            indexing = self._indexed or not self._built.is_set()  # or a build is running
             self._tail.follow(changeset)
             for node_id in changeset.removed_nodes:
                 self._unindex(node_id)
@@ -211,7 +209,6 @@ class ViewIndex:
         finally:
             with self._index_lock:
                 if generation == self._generation:
-                    self._building = False
                     self._built.set()
 
     def _index_some(self, graph: nx.MultiDiGraph, node_ids: Iterable[str]) -> None:
@@ -540,12 +537,10 @@ class ViewIndex:
             adjacency = succ[source]
             if len(adjacency) <= count:
                 pairs: Iterable[tuple[str, Any]] = adjacency.items()
-                lookup = candidates
             else:
                 pairs = ((t, adjacency[t]) for t in candidates if t in adjacency)
-                lookup = candidates
             for target, keyed in pairs:
-                other = lookup.get(target)
+                other = candidates.get(target)
                 if other is None:
                     continue
                 weight = -sqrt(own * other)
