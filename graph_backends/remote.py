@@ -16,7 +16,7 @@ not match lexically) and inserts their new triples; endpoints apply one request 
 from __future__ import annotations
 
 import re
-from typing import Any, Literal, overload
+from typing import Any
 
 import networkx as nx
 
@@ -77,7 +77,7 @@ class SparqlEndpoint:
         """
         import pyoxigraph as ox
 
-        response = self._post_query(
+        response, _ = self._post_query(
             "CONSTRUCT { ?s ?p ?o } WHERE { ?s ?p ?o }", "application/n-triples", for_model=False
         )
         try:
@@ -108,9 +108,7 @@ class SparqlEndpoint:
         """
         import json
 
-        body, kind = self._post_query(
-            with_prefixes(query), _RESULT_TYPES, for_model=True, with_type=True
-        )
+        body, kind = self._post_query(with_prefixes(query), _RESULT_TYPES, for_model=True)
         if kind in ("application/n-triples", "text/plain"):
             return _triple_rows(body, max_items)
         try:
@@ -221,20 +219,8 @@ class SparqlEndpoint:
 
     # -- transport ----------------------------------------------------------------------------
 
-    @overload
-    def _post_query(
-        self, query: str, accept: str, *, for_model: bool, with_type: Literal[False] = False
-    ) -> bytes: ...
-
-    @overload
-    def _post_query(
-        self, query: str, accept: str, *, for_model: bool, with_type: Literal[True]
-    ) -> tuple[bytes, str]: ...
-
-    def _post_query(
-        self, query: str, accept: str, *, for_model: bool, with_type: bool = False
-    ) -> bytes | tuple[bytes, str]:
-        """The body of the endpoint's answer (and its media type, ``with_type``)."""
+    def _post_query(self, query: str, accept: str, *, for_model: bool) -> tuple[bytes, str]:
+        """The body of the endpoint's answer and its media type."""
         import httpx
 
         params = {"default-graph-uri": self.graph_iri} if self.graph_iri else None
@@ -265,10 +251,8 @@ class SparqlEndpoint:
                 f"SPARQL endpoint {self.query_url} answered HTTP {response.status_code}: "
                 f"{_excerpt(response.text)}"
             )
-        if with_type:
-            kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
-            return response.content, kind
-        return response.content
+        kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        return response.content, kind
 
 
 def with_prefixes(query: str) -> str:
