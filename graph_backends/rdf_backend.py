@@ -23,8 +23,9 @@ from kgot.errors import ChangesetError
 from kgot.graph_backends.base import Changeset, QueryResult
 from kgot.graph_backends.common import PropertyGraphBackend, query_result
 from kgot.graph_backends.jobs.graphdata import LABEL, RELATIONSHIP
-from kgot.graph_backends.jobs.outcome import MAX_ITEMS, is_empty
+from kgot.graph_backends.jobs.outcome import MAX_ITEMS
 from kgot.graph_backends.jobs.rdf_model import edge_group_ntriples, node_ntriples
+from kgot.graph_backends.jobs.sparql_job import result_is_empty
 from kgot.graph_backends.languages import SPARQL
 from kgot.graph_backends.view_lines import TurtleLines
 from kgot.sandbox.base import Sandbox
@@ -160,8 +161,7 @@ class RdfBackend(PropertyGraphBackend):
         outcome, _ = self._run("check", query, with_graph=False)
         limit = max_items or MAX_ITEMS
         value, truncated = self.endpoint.select(str(outcome.get("text", "")), max_items=limit)
-        empty = is_empty(value) or (isinstance(value, list) and all(not row for row in value))
-        return query_result(value, empty, truncated, limit)
+        return query_result(value, result_is_empty(value), truncated, limit)
 
     def apply(self, changeset: Changeset) -> None:
         if self.endpoint is None:

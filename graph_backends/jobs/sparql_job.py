@@ -177,8 +177,12 @@ def _read(store: Any, text: str, ox: Any, max_items: int) -> dict[str, Any]:
         return _syntax_failure(error, text, "query", ox)
     except (OSError, RuntimeError, ValueError) as error:
         return failure("exception", f"the query failed: {error}")
-    empty = is_empty(value) or (isinstance(value, list) and all(not row for row in value))
-    return {"ok": True, "value": value, "empty": empty, "truncated": truncated}
+    return {"ok": True, "value": value, "empty": result_is_empty(value), "truncated": truncated}
+
+
+def result_is_empty(value: Any) -> bool:
+    """Nothing found: no rows, or only rows whose every variable is unbound."""
+    return is_empty(value) or (isinstance(value, list) and all(not row for row in value))
 
 
 def _write(store: Any, text: str, ox: Any) -> dict[str, Any]:
