@@ -62,7 +62,6 @@ MAX_FD = 1 << 20
 _PR_SET_DUMPABLE = 4
 _PR_SET_SECCOMP = 22
 _PR_SET_NO_NEW_PRIVS = 38
-_PR_SET_CHILD_SUBREAPER = 36
 _SECCOMP_MODE_FILTER = 2
 
 _SUPERVISOR_OOM_SCORE = 500  # the memory cgroup kills the job first, then the supervisor,
@@ -222,17 +221,12 @@ def _live_pids() -> list[int]:
     return alive
 
 
-def _reap() -> None:
-    with contextlib.suppress(ChildProcessError):
-        while os.waitpid(-1, os.WNOHANG)[0] > 0:
-            pass
-
-
 def kill_everything_else(grace_s: float = 3.0) -> bool:
     """SIGKILL every process of the namespace but init and ourselves; wait until all are gone.
 
-    ``kill(-1)`` reaches every process we may signal except init and the caller; orphans are
-    re-parented to us (a subreaper, or init itself), so we reap them and know they are gone.
+    ``kill(-1)`` reaches every process we may signal except init and the caller. The
+    supervisor has no children: jobs and their orphans belong to the zygote (the namespace's
+    init), which reaps them, so a killed process that is only a zombie counts as gone.
 
     Returns:
         True when none is left; False if some survived ``grace_s`` (the worker must then quit).
@@ -242,9 +236,7 @@ def kill_everything_else(grace_s: float = 3.0) -> bool:
     while True:
         with contextlib.suppress(ProcessLookupError):
             os.kill(-1, signal.SIGKILL)
-        _reap()
         if not [pid for pid in _live_pids() if pid not in keep]:
-            _reap()
             return True
         if time.monotonic() > deadline:
             return False
