@@ -111,12 +111,14 @@ def _check_python_location() -> None:
     import site
     import sys
 
+    from kgot.sandbox.staging import is_under
+
     # The interpreter itself may live elsewhere than the environment (a venv's base Python,
     # a link to it): any of them inside a replaced directory vanishes.
     places = (sys.executable, sys.prefix, sys.base_prefix, *site.getsitepackages())
     for path in places:
         real = os.path.realpath(path)
-        scratch = next((d for d in _SCRATCH if real == d or real.startswith(d + "/")), None)
+        scratch = next((d for d in _SCRATCH if is_under(real, d)), None)
         if scratch is not None:
             raise SandboxUnavailableError(
                 f"the Python environment at {real} is inside {scratch}, which every sandbox "
