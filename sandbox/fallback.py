@@ -121,12 +121,20 @@ class FallbackLauncher:
     def hides_from_jobs(self, path: Path) -> bool:
         """Whether jobs cannot see ``path`` on the host (it lies under a directory this
         launcher covers), apart from what a job gets mounted."""
-        covered = [d for d in (*_HIDDEN_DIRS, WORK_DIR, self.work) if _is_real_dir(d)]
-        source = _kgot_source_tree(python_roots())
-        if source is not None:
-            covered.append(source)
         real = os.path.realpath(path)
-        return any(staging.is_under(real, directory) for directory in covered)
+        return any(staging.is_under(real, d) for d in self._covered_dirs(python_roots()))
+
+    def _covered_dirs(self, roots: list[str]) -> list[str]:
+        """Host directories jobs get an empty tmpfs over: the hidden ones the host has, the
+        work directories and kgot's own source tree (a checkout, for an editable install, holds
+        the project's files and often its data: hidden like home directories, wherever it
+        lives)."""
+        covered = [d for d in (*_HIDDEN_DIRS, WORK_DIR, self.work) if _is_real_dir(d)]
+        covered = list(dict.fromkeys(covered))
+        source = _kgot_source_tree(roots)
+        if source is not None and not any(staging.is_under(source, d) for d in covered):
+            covered.append(source)
+        return covered
 
     def plan(
         self,
@@ -188,9 +196,9 @@ class FallbackLauncher:
         """Shell run as (namespace) root before privileges are dropped; ends by exec'ing "$@"."""
         size = self.settings.work_dir_mb * 1024 * 1024
         q = shlex.quote
+        roots = python_roots()
         # The host's /work (often project files) is covered whichever directory jobs work in.
-        hidden = [d for d in (*_HIDDEN_DIRS, WORK_DIR, self.work) if _is_real_dir(d)]
-        hidden = list(dict.fromkeys(hidden))
+        hidden = self._covered_dirs(roots)
         # A work directory the host has is covered like the others; one it lacks is made in a
         # new root (below), never on the host's disk.
         work_on_host = self.work in hidden
@@ -202,12 +210,6 @@ class FallbackLauncher:
         # Job mounts may live under hidden directories too (a checkout under /work).
         for mount in mounts:
             keep.append((os.path.realpath(mount), f"/mnt/inputs/{Path(mount).name}"))
-        roots = python_roots()
-        # kgot's own source tree (a checkout, for an editable install) holds the project's
-        # files and often its data: hidden like home directories, wherever it lives.
-        source = _kgot_source_tree(roots)
-        if source is not None and not any(staging.is_under(source, h) for h in hidden):
-            hidden.append(source)
         # The interpreter must stay reachable for the unprivileged uid: directories above it
         # that others may not enter (pyenv under /root) are hidden too, and it is put back.
         hidden += [d for d in staging.hidden_ancestors(roots) if d not in hidden]
