@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
 from importlib import metadata
 from pathlib import Path
 
@@ -146,7 +147,8 @@ class PackageCache:
                     "sandbox.allow_packages"
                 )
             wanted.append(self.allowed[canonical])
-        if all(self.satisfied(r, self.installed()) for r in wanted):
+        present = self.installed()
+        if all(self.satisfied(r, present) for r in wanted):
             return
         with self._lock, self._installing():
             installed = self.installed()
@@ -163,13 +165,19 @@ class PackageCache:
         owned = {_LOCK_NAME, *_PIP_TARGET_EXTRAS}
         root = self.directory.resolve()
         for dist in metadata.distributions(path=[str(self.directory)]):
-            for file in dist.files or ():
-                path = (self.directory / file).resolve()
-                if root in path.parents:
-                    owned.add(path.relative_to(root).parts[0])
+            owned.update(path.relative_to(root).parts[0] for path in self._record_paths(dist))
         return owned
 
-    def _remove(self, names: set[str]) -> None:
+    def _record_paths(self, dist: metadata.Distribution) -> Iterator[Path]:
+        """The resolved paths of ``dist``'s RECORD entries that lie inside the cache (an entry
+        pointing outside it is never touched)."""
+        root = self.directory.resolve()
+        for file in dist.files or ():
+            path = (self.directory / file).resolve()
+            if root in path.parents:
+                yield path
+
+    def _remove(self, names: AbstractSet[str]) -> None:
         """Delete the files of these cached distributions (from their RECORD), then the
         directories left empty."""
         root = self.directory.resolve()
@@ -177,10 +185,7 @@ class PackageCache:
             if canonicalize_name(dist.metadata["Name"] or "") not in names:
                 continue
             parents: set[Path] = set()
-            for file in dist.files or ():
-                path = (self.directory / file).resolve()
-                if root not in path.parents:  # a RECORD entry pointing outside the cache
-                    continue
+            for path in self._record_paths(dist):
                 path.unlink(missing_ok=True)
                 parents.update(p for p in path.parents if root in p.parents)
             for directory in sorted(parents, key=lambda p: len(p.parts), reverse=True):
