@@ -161,6 +161,14 @@ def cap_text(raw: bytes, cap: int, total: int | None = None) -> tuple[str, bool]
     return f"{kept}\n[output truncated: {total - cap} more bytes]", True
 
 
+def memory_exceeded(limits: Limits) -> str:
+    """What a job that hit its memory cgroup's limit is told."""
+    return (
+        f"memory limit of {limits.memory_mb} MB exceeded (files in /work, /tmp and /dev/shm "
+        "count too)"
+    )
+
+
 def describe_failure(
     exit_code: int | None,
     timed_out: bool,
@@ -193,10 +201,7 @@ def describe_failure(
         return f"file size limit of {limits.max_file_mb} MB exceeded"
     if signal_number == signal.SIGKILL:
         if memory_hit:
-            return (
-                f"killed: memory limit of {limits.memory_mb} MB exceeded (files in /work, /tmp "
-                "and /dev/shm count too)"
-            )
+            return f"killed: {memory_exceeded(limits)}"
         return "killed (most likely the memory or CPU limit)"
     if signal_number == signal.SIGSYS:
         return "killed for making a forbidden system call"

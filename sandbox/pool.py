@@ -34,6 +34,7 @@ from kgot.sandbox.cgroups import Cgroup, open_cgroup
 from kgot.sandbox.common import (
     failed_result,
     job_frame,
+    memory_exceeded,
     resolve_limits,
     result_from_reply,
     validate_job,
@@ -208,10 +209,7 @@ class WorkerProcess:
             reply, blobs = self._receive(deadline, max_total=3 * cap + (1 << 16))
         except WorkerCrashed as why:
             if self.cgroup is not None and self.cgroup.oom_kills() > kills_before:
-                raise WorkerCrashed(
-                    f"memory limit of {limits.memory_mb} MB exceeded (files in /work, /tmp and "
-                    "/dev/shm count too)"
-                ) from None
+                raise WorkerCrashed(memory_exceeded(limits)) from None
             raise why from None
         self.jobs_done += 1
         memory_hit = bool(self.cgroup and self.cgroup.oom_kills() > kills_before)
