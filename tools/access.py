@@ -75,6 +75,11 @@ def make_workspace_dir(path: Path) -> Path:
     return path
 
 
+def workspace_has_files(path: Path) -> bool:
+    """Whether the workspace ``path`` holds anything besides kgot's marker."""
+    return path.is_dir() and any(p.name != WORKSPACE_MARKER for p in path.iterdir())
+
+
 def write_private(path: Path, data: bytes, *, exclusive: bool = True) -> None:
     """Write ``data`` to a new file readable by its owner only (``O_EXCL`` by default).
 
@@ -100,7 +105,8 @@ def share_with_sandbox(root: Path, uid: int | None) -> None:
     """
     if uid is None or uid == os.getuid() or not root.exists():
         return
-    if not _was_made(root) and not _grants(root, uid, _READ_ENTER):
+    root_made = _was_made(root)
+    if not root_made and not _grants(root, uid, _READ_ENTER):
         raise ToolFailure(
             f"the sandbox (uid {uid}) cannot read the workspace {root}, and kgot does not "
             "change the permissions of a directory it did not create: grant it read access "
@@ -110,7 +116,9 @@ def share_with_sandbox(root: Path, uid: int | None) -> None:
         )
     use_acl = True
     for path in [root, *root.rglob("*")]:
-        if not _was_made(path):
+        # Under a root kgot made everything is its own (rglob does not enter linked
+        # directories, and links are skipped below): no per-entry look-up up to /.
+        if not root_made and not _was_made(path):
             continue
         try:
             mode = path.lstat().st_mode
