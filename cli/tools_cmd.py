@@ -116,6 +116,7 @@ def run_tool(
     )
     args, attachments = _request(name, settings, arg or [], attach or [])
     from kgot.tools import ToolContext, ToolRunner, build_tools
+    from kgot.tools.access import workspace_has_files
 
     with contextlib.ExitStack() as cleanup:
         if workspace is not None:
@@ -133,7 +134,7 @@ def run_tool(
             max_output_chars=settings.tools.max_output_chars,
         )
         outcome = asyncio.run(runner.run(name, args))
-        lost = temporary and kept.is_dir() and any(kept.iterdir())
+        lost = temporary and workspace_has_files(kept)
     if as_json:
         print_json(outcome.to_dict())
     elif outcome.ok:

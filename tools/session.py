@@ -26,6 +26,7 @@ from kgot.tools.access import (
     readable_by,
     sandbox_file_uid,
     share_with_sandbox,
+    workspace_has_files,
     write_private,
 )
 from kgot.tools.base import ToolContext, ToolFailure
@@ -86,11 +87,7 @@ class ToolSession:
             return self._private_root
 
     def has_workspace_files(self) -> bool:
-        return (
-            self._workspace is not None
-            and self._workspace.is_dir()
-            and any(p.name != WORKSPACE_MARKER for p in self._workspace.iterdir())
-        )
+        return self._workspace is not None and workspace_has_files(self._workspace)
 
     def save_bytes(self, name: str, data: bytes) -> Path:
         """Store ``data`` under a fresh workspace file name based on ``name`` (owner-only)."""
