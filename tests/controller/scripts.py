@@ -55,5 +55,18 @@ def inspect_call(path: Path) -> dict[str, Any]:
     return {"$tool_calls": [{"name": "inspect_file", "args": {"path": str(path)}}]}
 
 
+def paris_in_one_round(facts_file: Path) -> dict[str, list[Any]]:
+    """A script per step: one INSERT round that reads ``facts_file`` and adds Paris, then a
+    RETRIEVE round answering its population (2102650)."""
+    return {
+        "decide": [votes("IIIII", "RRRRR")],
+        "define_tool_calls": [inspect_call(facts_file)],
+        "update_graph": [ADD_PARIS],
+        "query": [QUERY_PARIS],
+        "math_check": [{"needs_math": False, "reason": "stated"}],
+        "solve": [solution("2102650")],
+    }
+
+
 def event_types(result: AskResult) -> list[str]:
     return [event["type"] for event in result.trace]

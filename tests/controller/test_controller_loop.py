@@ -19,6 +19,7 @@ from kgot.tests.controller.scripts import (
     QUERY_PARIS,
     event_types,
     inspect_call,
+    paris_in_one_round,
     solution,
     votes,
 )
@@ -36,14 +37,7 @@ def events(result: AskResult, kind: str) -> list[dict[str, Any]]:
 
 
 def test_insert_then_retrieve(run: Run, facts_file: Path) -> None:
-    scripted = model(
-        decide=[votes("IIIII", "RRRRR")],
-        define_tool_calls=[inspect_call(facts_file)],
-        update_graph=[ADD_PARIS],
-        query=[QUERY_PARIS],
-        math_check=[NO_MATH],
-        solve=[solution("2102650")],
-    )
+    scripted = model(**paris_in_one_round(facts_file))
     result = run(scripted)
 
     assert result.status == "answered"
@@ -434,14 +428,7 @@ def test_gaia_format_rules_reach_the_solution_prompt(
     gaia = settings.model_copy(
         update={"controller": settings.controller.model_copy(update={"gaia_format": True})}
     )
-    script = {
-        "decide": [votes("IIIII", "RRRRR")],
-        "define_tool_calls": [inspect_call(facts_file)],
-        "update_graph": [ADD_PARIS],
-        "query": [QUERY_PARIS],
-        "math_check": [NO_MATH],
-        "solve": [solution("2102650")],
-    }
+    script = paris_in_one_round(facts_file)
     with_rules = model(**script)
     run(with_rules, settings=gaia)
     without_rules = model(**script)

@@ -13,7 +13,14 @@ from kgot.controller import ask_async, resume_async
 from kgot.errors import UsageError
 from kgot.llm.scripted import ScriptedChatModel
 from kgot.persistence import open_store
-from kgot.tests.controller.scripts import ADD_PARIS, QUERY_PARIS, inspect_call, solution, votes
+from kgot.tests.controller.scripts import (
+    ADD_PARIS,
+    QUERY_PARIS,
+    inspect_call,
+    paris_in_one_round,
+    solution,
+    votes,
+)
 
 NO_MATH = {"needs_math": False, "reason": "stated"}
 
@@ -81,16 +88,7 @@ def test_interrupted_run_resumes_from_its_last_checkpoint(
 def test_resuming_a_finished_run_reports_it_without_model_calls(
     settings: Settings, facts_file: Path
 ) -> None:
-    model = ScriptedChatModel(
-        script={
-            "decide": [votes("IIIII", "RRRRR")],
-            "define_tool_calls": [inspect_call(facts_file)],
-            "update_graph": [ADD_PARIS],
-            "query": [QUERY_PARIS],
-            "math_check": [NO_MATH],
-            "solve": [solution("2102650")],
-        }
-    )
+    model = ScriptedChatModel(script=paris_in_one_round(facts_file))
     done = asyncio.run(
         ask_async(
             "What is the population of Paris?",
