@@ -34,12 +34,13 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
 
 from kgot.llm.tokens import count_tokens
+from kgot.tests.support.loopback_http import LoopbackHTTPServer
 
 _ids = itertools.count(1)
 
@@ -317,9 +318,7 @@ class OpenAIServer:
         return not self._closing.wait(seconds)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
+class _Server(LoopbackHTTPServer):
     owner: OpenAIServer
 
 

@@ -19,7 +19,7 @@ import zipfile
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -27,6 +27,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from kgot.config import ToolsSettings
+from kgot.tests.support.loopback_http import LoopbackHTTPServer
 from kgot.tools import ToolContext, ToolOutcome, ToolRunner, build_tools
 
 # -- the loopback server ---------------------------------------------------------------------------
@@ -99,8 +100,7 @@ class FixtureServer:
             do_GET = _serve  # noqa: N815  (http.server names)
             do_POST = _serve  # noqa: N815
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        self.httpd.daemon_threads = True
+        self.httpd = LoopbackHTTPServer(("127.0.0.1", 0), _Handler)
         self.port = self.httpd.server_address[1]
         self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
         self.thread.start()
