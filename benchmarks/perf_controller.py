@@ -14,7 +14,7 @@ then a RETRIEVE round. It reports:
   round is left out: it also waits for the sandbox's warm workers to start. Each figure is the
   median over the measured rounds of three such questions (one with ``--quick``);
 * LLM calls per question;
-* LangGraph's floor on this machine: an INSERT round's three steps as no-op nodes over the same
+* LangGraph's floor on this machine: an INSERT round's two steps as no-op nodes over the same
   state type with the same SQLite checkpoints, i.e. what any controller built this way pays
   before doing any work (machines differ by 2x and more, so compare the overhead with it);
 * the wall time of one round of 5 votes when every model call takes 500 ms: votes run
@@ -66,7 +66,7 @@ def run(quick: bool = False) -> list[Figure]:
         figures.append(
             Figure(
                 AREA,
-                "LangGraph floor: 3 no-op steps with SQLite checkpoints",
+                "LangGraph floor: 2 no-op steps with SQLite checkpoints",
                 _langgraph_floor(Path(tmp)),
                 "ms",
             )
@@ -302,7 +302,7 @@ def _covered(intervals: Sequence[_Interval], start: float, end: float) -> float:
 
 
 def _langgraph_floor(tmp: Path, rounds: int = 40, repeats: int = 5) -> float:
-    """Median ms per round of three no-op steps shaped like an INSERT round (same state type,
+    """Median ms per round of two no-op steps shaped like an INSERT round (same state type,
     similar updates, routing by ``Command``, a checkpoint after every step)."""
     from langchain_core.runnables import RunnableConfig
     from langgraph.graph import StateGraph
@@ -313,17 +313,20 @@ def _langgraph_floor(tmp: Path, rounds: int = 40, repeats: int = 5) -> float:
 
     async def decide(state: RunState) -> Command[Any]:
         iteration = state.get("iteration", 0) + 1
-        update = {"iteration": iteration, "decision": "INSERT", "missing": ["m"]}
-        return Command(update=update, goto="use_tools" if iteration <= rounds else "__end__")
-
-    async def use_tools(state: RunState) -> Command[Any]:
+        if iteration > rounds:
+            return Command(update={"iteration": iteration}, goto="__end__")
         record = ToolCallRecord(
             name="t", args={}, ok=True, iteration=1, source_ref=None, summary="s"
         )
         pending = [PendingResult(name="t", args={}, output="o", source_ref=None)]
-        return Command(
-            update={"tool_history": [record], "pending_results": pending}, goto="update_graph"
-        )
+        update = {
+            "iteration": iteration,
+            "decision": "INSERT",
+            "missing": ["m"],
+            "tool_history": [record],
+            "pending_results": pending,
+        }
+        return Command(update=update, goto="update_graph")
 
     async def update_graph(state: RunState) -> Command[Any]:
         change = {"added_nodes": [{"id": "n", "label": "Thing", "properties": {}}]}
@@ -331,8 +334,7 @@ def _langgraph_floor(tmp: Path, rounds: int = 40, repeats: int = 5) -> float:
 
     async def measure() -> list[float]:
         builder = StateGraph(RunState)
-        builder.add_node("decide", decide, destinations=("use_tools", "__end__"))
-        builder.add_node("use_tools", use_tools, destinations=("update_graph",))
+        builder.add_node("decide", decide, destinations=("update_graph", "__end__"))
         builder.add_node("update_graph", update_graph, destinations=("decide",))
         builder.set_entry_point("decide")
         per_round: list[float] = []

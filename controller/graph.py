@@ -1,22 +1,25 @@
 """The controller's LangGraph: nodes, routes and the recursion limit derived from the limits.
 
 ```
-START ─▶ decide ──INSERT──▶ use_tools ──results──▶ update_graph ──▶ decide …
-           │                   │ no calls / no results ──▶ decide
+START ─▶ decide ──INSERT: choose and run tools──▶ update_graph ──▶ decide …
+           │  └─ no calls / no results ──▶ decide
            │
            └──RETRIEVE (or forced)──▶ retrieve ──found──▶ math_check ──▶ [math] ──▶ solve ─▶ END
                                          │ empty ──▶ decide
                                          └ empty and forced ──▶ solve (best answer from the graph)
 ```
 
-One node is one checkpoint: ``use_tools`` chooses the tool calls and runs them (an
-interruption there costs one model call to choose again), ``update_graph`` turns their results
-into graph changes.
+One node is one checkpoint, and an INSERT round is two of them, cut where a round produces
+something worth keeping: ``decide`` holds the vote and, on INSERT, chooses and runs the tool
+calls (their results are saved with the checkpoint); ``update_graph`` turns those results into
+graph changes. An interruption during the votes or the tools costs that step's model calls
+again (the votes are one concurrent round); finished tool results are never fetched twice.
+Each LangGraph step costs about a millisecond of bookkeeping and checkpointing, so a third
+step per round between voting and tools would buy nothing but that.
 
 Routing is done by the node itself: a routed node returns a LangGraph ``Command`` naming the
 next node along with its state update. A conditional edge would do the same job as a separate
-runnable per step, with its own callbacks and a fresh read of the state — measured at about a
-third of a millisecond per step, twice per INSERT round.
+runnable per step, with its own callbacks and a fresh read of the state.
 """
 
 from __future__ import annotations
@@ -44,15 +47,17 @@ from kgot.controller.retrieve import (
 from kgot.controller.solve import solve
 from kgot.controller.state import RunState
 
-# Supersteps one INSERT round can take: decide, use_tools, update_graph.
-_STEPS_PER_ROUND = 3
+# Supersteps one INSERT round can take: decide (with the tools), update_graph.
+_STEPS_PER_ROUND = 2
 # The forced end: decide, retrieve, math_check, math, solve.
 _FINAL_STEPS = 5
+# A run resumed at a checkpoint written when tools were a step of their own takes one more.
+_LEGACY_STEPS = 1
 
 
 def recursion_limit(limits: ControllerSettings) -> int:
     """The most supersteps a run can take under these limits (so none can loop forever)."""
-    return _STEPS_PER_ROUND * limits.max_iterations + _FINAL_STEPS + 1
+    return _STEPS_PER_ROUND * limits.max_iterations + _FINAL_STEPS + _LEGACY_STEPS + 1
 
 
 def build_controller_graph(
@@ -60,8 +65,10 @@ def build_controller_graph(
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     builder = StateGraph(RunState, context_schema=RunContext)
     builder.add_node(
-        "decide", _routed(decide, _route_after_decide), destinations=("use_tools", "retrieve")
+        "decide", _decide_and_gather, destinations=("update_graph", "decide", "retrieve")
     )
+    # Only for checkpoints written before the tools ran inside ``decide`` (kgot 0.1.0 as first
+    # committed): such a run may be waiting for this step.
     builder.add_node(
         "use_tools", _routed(use_tools, _route_after_tools), destinations=("update_graph", "decide")
     )
@@ -107,9 +114,16 @@ def _routed(node: _Step, route: Callable[[RunState], str]) -> _RoutedStep:
     return routed
 
 
-def _route_after_decide(state: RunState) -> str:
-    return "retrieve" if state["decision"] == "RETRIEVE" else "use_tools"
+async def _decide_and_gather(state: RunState, *, runtime: Runtime[RunContext]) -> Command[Any]:
+    """The vote and, on INSERT, the tool calls: one step, one checkpoint."""
+    update = await decide(state, runtime)
+    if update["decision"] == "RETRIEVE":
+        return Command(update=update, goto="retrieve")
+    # decide writes none of the fields use_tools appends to, so the two updates merge by key
+    # (the later usage totals include the earlier ones).
+    gathered = await use_tools({**state, **update}, runtime)  # type: ignore[typeddict-item]
+    return Command(update={**update, **gathered}, goto=_route_after_tools(gathered))  # type: ignore[typeddict-item]
 
 
-def _route_after_tools(state: RunState) -> str:
+def _route_after_tools(state: RunState | dict[str, Any]) -> str:
     return "update_graph" if state.get("pending_results") else "decide"

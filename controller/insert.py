@@ -26,8 +26,8 @@ _CONFLICT_RETRIES = 3
 async def use_tools(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     """Ask the execution model which tools to call for what is missing, then run the calls.
 
-    Choosing and running are one LangGraph step: an interruption while tools run costs one
-    model call to choose them again, and each round saves a checkpoint.
+    It runs as part of the ``decide`` step after an INSERT vote (see :mod:`kgot.controller.graph`
+    for why), so the round's results are saved with that step's checkpoint.
     """
     ctx = runtime.context
     calls, rejected, notes = await _define_tool_calls(ctx, state)

@@ -255,12 +255,13 @@ def test_ctrl_c_checkpoints_and_resume_finishes(tmp_path: Path) -> None:
             tmp_path,
             "finish.json",
             {
-                # The interrupted step (choose and run tools) runs again, this time quickly.
+                # The interrupted step (vote, then choose and run tools) runs again, this
+                # time quickly.
+                "decide": [VOTE_INSERT] * 5 + [VOTE_RETRIEVE] * 5,
                 "define_tool_calls": [
                     {"$tool_calls": [{"name": "python", "args": {"code": "print('ok')"}}]}
                 ],
                 "update_graph": ["```python\npass\n```"],
-                "decide": [VOTE_RETRIEVE],
                 "query": ["```python\nresult = 'nothing known'\n```"],
                 "math_check": [{"needs_math": False, "reason": "-"}],
                 "solve": [{"answer": "unknown", "reasoning": "-"}],

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from kgot.config import Settings
-from kgot.controller import ask_async, resume_async
+from kgot.controller import AskResult, ask_async, resume_async
 from kgot.errors import UsageError
 from kgot.llm.scripted import ScriptedChatModel
 from kgot.persistence import open_store
@@ -29,6 +29,40 @@ def _interrupt(_: Any) -> Any:
     raise KeyboardInterrupt  # what Ctrl-C raises in the middle of a model call
 
 
+def _ask_until_interrupted(
+    run_id: str, settings: Settings, facts_file: Path, model: ScriptedChatModel
+) -> None:
+    """Ask for Paris's population with ``facts_file`` attached; ``model`` stops the run with
+    Ctrl-C somewhere."""
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(
+            ask_async(
+                "What is the population of Paris?",
+                settings=settings,
+                attachments=[facts_file],
+                run_id=run_id,
+                models={"planning": model, "execution": model},
+            )
+        )
+
+
+def _resume_answering_paris(
+    run_id: str, settings: Settings, **earlier_steps: list[Any]
+) -> tuple[AskResult, ScriptedChatModel]:
+    """Resume ``run_id`` with a model that retrieves Paris's population (2102650), after
+    ``earlier_steps`` (step -> script) if the resumed part starts before retrieval."""
+    model = ScriptedChatModel(
+        script={
+            **earlier_steps,
+            "query": [QUERY_PARIS],
+            "math_check": [NO_MATH],
+            "solve": [solution("2102650")],
+        }
+    )
+    models = {"planning": model, "execution": model}
+    return asyncio.run(resume_async(run_id, settings=settings, models=models)), model
+
+
 def test_interrupted_run_resumes_from_its_last_checkpoint(
     settings: Settings, facts_file: Path
 ) -> None:
@@ -40,32 +74,12 @@ def test_interrupted_run_resumes_from_its_last_checkpoint(
             "query": [_interrupt],
         }
     )
-    with pytest.raises(KeyboardInterrupt):
-        asyncio.run(
-            ask_async(
-                "What is the population of Paris?",
-                settings=settings,
-                attachments=[facts_file],
-                run_id="run-to-resume",
-                models={"planning": first, "execution": first},
-            )
-        )
+    _ask_until_interrupted("run-to-resume", settings, facts_file, first)
     with open_store(settings.store.db) as store:
         record = store.get_run("run-to-resume")
     assert record is not None and record.status == "interrupted"
 
-    second = ScriptedChatModel(
-        script={
-            "query": [QUERY_PARIS],
-            "math_check": [NO_MATH],
-            "solve": [solution("2102650")],
-        }
-    )
-    result = asyncio.run(
-        resume_async(
-            "run-to-resume", settings=settings, models={"planning": second, "execution": second}
-        )
-    )
+    result, second = _resume_answering_paris("run-to-resume", settings)
 
     assert result.status == "answered"
     assert result.answer == "2102650"
@@ -205,3 +219,57 @@ def test_resume_continues_with_the_runs_own_options(settings: Settings, facts_fi
     solve_calls = second.calls_for("solve")
     assert len(solve_calls) == 3
     assert "no thousands separators" in solve_calls[0].prompt
+
+
+def test_a_run_checkpointed_before_its_own_tool_step_still_resumes(
+    settings: Settings, facts_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tools used to be a step of their own, after ``decide``: a run interrupted there waits
+    for ``use_tools`` and must carry on with it (not end without an answer)."""
+    from langgraph.graph import END, START, StateGraph
+
+    from kgot.controller import graph, run
+    from kgot.controller.context import RunContext
+    from kgot.controller.state import RunState
+
+    def earlier_graph(checkpointer: Any) -> Any:
+        """The loop's wiring when tools had a step of their own (decide → use_tools)."""
+        builder = StateGraph(RunState, context_schema=RunContext)
+        route = graph._routed
+
+        def after_decide(state: Any) -> str:
+            return "retrieve" if state["decision"] == "RETRIEVE" else "use_tools"
+
+        builder.add_node("decide", route(graph.decide, after_decide), destinations=("use_tools",))
+        builder.add_node(
+            "use_tools",
+            route(graph.use_tools, graph._route_after_tools),
+            destinations=("update_graph", "decide"),
+        )
+        builder.add_node("update_graph", graph.update_graph)
+        builder.add_node("retrieve", graph.retrieve)
+        builder.add_edge(START, "decide")
+        builder.add_edge("update_graph", "decide")
+        builder.add_edge("retrieve", END)
+        return builder.compile(checkpointer=checkpointer)
+
+    first = ScriptedChatModel(
+        script={"decide": [votes("IIIII")], "define_tool_calls": [_interrupt]}
+    )
+    with monkeypatch.context() as patched:
+        patched.setattr(run, "build_controller_graph", earlier_graph)
+        _ask_until_interrupted("earlier-run", settings, facts_file, first)
+    result, second = _resume_answering_paris(
+        "earlier-run",
+        settings,
+        define_tool_calls=[inspect_call(facts_file)],
+        update_graph=[ADD_PARIS],
+        decide=[votes("RRRRR")],
+    )
+    assert result.status == "answered"
+    assert result.answer == "2102650"
+    # The waiting step ran (and only it: the round's votes were not held again).
+    steps = [call.step for call in second.calls]
+    assert steps[:2] == ["define_tool_calls", "update_graph"]
+    assert steps.count("decide") == 5
+    assert result.iterations == 2
