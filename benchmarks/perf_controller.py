@@ -201,6 +201,16 @@ class _TimedSandbox:
             with self._lock:
                 self._intervals.append((started, time.perf_counter()))
 
+    async def arun(self, job: Any) -> Any:
+        from kgot.sandbox.base import run_async
+
+        started = time.perf_counter()
+        try:
+            return await run_async(self._inner, job)
+        finally:
+            with self._lock:
+                self._intervals.append((started, time.perf_counter()))
+
     def close(self) -> None:
         self._inner.close()
 

@@ -251,7 +251,7 @@ async def _apply_code(
         CodeExecutionError, ChangesetError: for fix-code; nothing was applied.
     """
     for conflicts in range(_CONFLICT_RETRIES + 1):
-        changeset = await asyncio.to_thread(ctx.backend.propose, code)
+        changeset = await ctx.backend.apropose(code)
         if ctx.session is None:
             if not changeset.is_empty:
                 ctx.backend.apply(changeset)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
@@ -17,7 +16,7 @@ from kgot.controller.views import graph_view
 from kgot.errors import QueryError, StepFailure
 from kgot.graph_backends.base import QueryResult
 from kgot.prompts import render_prompt
-from kgot.sandbox.base import Job
+from kgot.sandbox.base import Job, run_async
 
 RETRIEVED_CHARS = 8_000
 # A calculation's printout goes into the solution prompt; the sandbox allows far more output
@@ -73,7 +72,7 @@ async def _run_query(
         attempt = f"{generation}.{fix}"
         ctx.emit("code", iteration, purpose="query", attempt=attempt, code=code)
         try:
-            result = await asyncio.to_thread(ctx.backend.query, code)
+            result = await ctx.backend.aquery(code)
         except QueryError as error:
             ctx.emit("code_failed", iteration, purpose="query", attempt=attempt, error=str(error))
             messages = [
@@ -126,7 +125,7 @@ async def _compute(ctx: RunContext, state: RunState) -> str | None:
         reply = await ctx.planning.text(messages, step="math" if attempt == 1 else "fix_math")
         code = extract_code(reply, "python")
         ctx.emit("code", state["iteration"], purpose="math", attempt=attempt, code=code)
-        result = await asyncio.to_thread(ctx.sandbox.run, Job(code))
+        result = await run_async(ctx.sandbox, Job(code))
         if result.ok and result.stdout.strip():
             return excerpt(result.stdout.strip(), MATH_OUTPUT_CHARS)
         error = result.error or result.stderr.strip()[-2000:] or "the program printed nothing"

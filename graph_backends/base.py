@@ -250,6 +250,14 @@ class GraphBackend(Protocol):
         """
         ...
 
+    async def aquery(self, query: str, *, max_items: int | None = None) -> QueryResult:
+        """:meth:`query` without blocking the event loop (the controller's way)."""
+        ...
+
+    async def apropose(self, code: str) -> Changeset:
+        """:meth:`propose` without blocking the event loop (the controller's way)."""
+        ...
+
     def apply(self, changeset: Changeset) -> None:
         """Apply a changeset atomically: all of it or, on error, none of it.
 

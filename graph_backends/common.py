@@ -24,7 +24,7 @@ from kgot.graph_backends.base import (
     ViewRequest,
 )
 from kgot.graph_backends.jobs.outcome import MAX_ITEMS
-from kgot.graph_backends.runner import GraphCodeError, JobSpec, run_job
+from kgot.graph_backends.runner import GraphCodeError, JobSpec, run_job, run_job_async
 from kgot.graph_backends.state import ChangeListener, GraphState
 from kgot.graph_backends.view_lines import LineFormat
 from kgot.graph_backends.views import ViewIndex
@@ -76,28 +76,18 @@ class PropertyGraphBackend:
 
     def query(self, query: str, *, max_items: int | None = None) -> QueryResult:
         outcome, _ = self._run("read", query, max_items=max_items)
-        return query_result(
-            outcome.get("value"),
-            bool(outcome.get("empty")),
-            bool(outcome.get("truncated")),
-            max_items or MAX_ITEMS,
-        )
+        return _read_result(outcome, max_items)
+
+    async def aquery(self, query: str, *, max_items: int | None = None) -> QueryResult:
+        spec, _ = self._job_spec("read", query, max_items=max_items)
+        return _read_result(await run_job_async(self.sandbox, spec), max_items)
 
     def propose(self, code: str) -> Changeset:
-        outcome, version = self._run("write", code)
-        try:
-            changeset = Changeset.from_dict(outcome["changeset"])
-        except (KeyError, TypeError, ValueError, AttributeError):
-            raise GraphCodeError(
-                "the code corrupted the job's result; do not write to out/result.json"
-            ) from None
-        # The version the code saw: applying refuses the changeset if what it changes has
-        # changed since (another proposal applied in between), instead of overwriting it.
-        changeset = replace(changeset, base=(self._state.token, version))
-        problems = self._state.problems(changeset)
-        if problems:
-            raise ChangesetError(problems)
-        return changeset
+        return self._changeset(*self._run("write", code))
+
+    async def apropose(self, code: str) -> Changeset:
+        spec, version = self._job_spec("write", code)
+        return self._changeset(await run_job_async(self.sandbox, spec), version)
 
     def apply(self, changeset: Changeset) -> None:
         self._state.apply(changeset)
@@ -122,6 +112,13 @@ class PropertyGraphBackend:
         self, mode: str, text: str, *, max_items: int | None = None, with_graph: bool = True
     ) -> tuple[dict[str, Any], int]:
         """The outcome of a job, and the graph version it ran on."""
+        spec, version = self._job_spec(mode, text, max_items=max_items, with_graph=with_graph)
+        return run_job(self.sandbox, spec), version
+
+    def _job_spec(
+        self, mode: str, text: str, *, max_items: int | None = None, with_graph: bool = True
+    ) -> tuple[JobSpec, int]:
+        """The job running ``text``, and the graph version it will see."""
         files = {self.code_file: text.encode("utf-8")}
         if max_items is not None:
             files["options.json"] = json.dumps({"max_items": max_items}).encode("utf-8")
@@ -130,7 +127,32 @@ class PropertyGraphBackend:
             if with_graph:
                 files.update(self._serializer.job_files())
         spec = JobSpec(module=self.job_module, mode=mode, files=files, timeout_s=self.timeout_s)
-        return run_job(self.sandbox, spec), version
+        return spec, version
+
+    def _changeset(self, outcome: dict[str, Any], version: int) -> Changeset:
+        """A write job's changeset, checked against the graph; ``version`` is the one the code
+        saw, so applying refuses the changeset if what it changes has changed since (another
+        proposal applied in between), instead of overwriting it."""
+        try:
+            changeset = Changeset.from_dict(outcome["changeset"])
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise GraphCodeError(
+                "the code corrupted the job's result; do not write to out/result.json"
+            ) from None
+        changeset = replace(changeset, base=(self._state.token, version))
+        problems = self._state.problems(changeset)
+        if problems:
+            raise ChangesetError(problems)
+        return changeset
+
+
+def _read_result(outcome: dict[str, Any], max_items: int | None) -> QueryResult:
+    return query_result(
+        outcome.get("value"),
+        bool(outcome.get("empty")),
+        bool(outcome.get("truncated")),
+        max_items or MAX_ITEMS,
+    )
 
 
 def query_result(value: Any, empty: bool, truncated: bool, max_items: int) -> QueryResult:

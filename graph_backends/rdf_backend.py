@@ -14,6 +14,7 @@ there as one update request.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from typing import TYPE_CHECKING
 
@@ -162,6 +163,12 @@ class RdfBackend(PropertyGraphBackend):
         limit = max_items or MAX_ITEMS
         value, truncated = self.endpoint.select(str(outcome.get("text", "")), max_items=limit)
         return query_result(value, result_is_empty(value), truncated, limit)
+
+    async def aquery(self, query: str, *, max_items: int | None = None) -> QueryResult:
+        if self.endpoint is None:
+            return await super().aquery(query, max_items=max_items)
+        # The endpoint is asked over blocking HTTP: on a thread, as a whole.
+        return await asyncio.to_thread(self.query, query, max_items=max_items)
 
     def apply(self, changeset: Changeset) -> None:
         if self.endpoint is None:

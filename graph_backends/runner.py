@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kgot.errors import ChangesetError, CodeExecutionError, QueryError
-from kgot.sandbox.base import ExecResult, Job, Limits, Sandbox
+from kgot.sandbox.base import ExecResult, Job, Limits, Sandbox, run_async
 
 _JOBS_DIR = Path(__file__).with_name("jobs")
 _BOOTSTRAP = """import os, sys
@@ -93,8 +93,17 @@ def run_job(sandbox: Sandbox, spec: JobSpec) -> dict[str, Any]:
         ChangesetError: a write job's changes break the graph rules.
         SandboxUnavailableError: the sandbox itself cannot run.
     """
+    return _successful_outcome(sandbox.run(_job(spec)), spec)
+
+
+async def run_job_async(sandbox: Sandbox, spec: JobSpec) -> dict[str, Any]:
+    """:func:`run_job` without blocking the event loop (see :func:`kgot.sandbox.run_async`)."""
+    return _successful_outcome(await run_async(sandbox, _job(spec)), spec)
+
+
+def _job(spec: JobSpec) -> Job:
     input_bytes = sum(len(content) for content in spec.files.values())
-    job = Job(
+    return Job(
         code=_BOOTSTRAP.format(module=spec.module, mode=spec.mode),
         files={"kgotjob.zip": job_bundle(), **spec.files},
         limits=Limits(
@@ -102,7 +111,9 @@ def run_job(sandbox: Sandbox, spec: JobSpec) -> dict[str, Any]:
             max_output_bytes=max(_MIN_OUTPUT_BYTES, 4 * input_bytes),
         ),
     )
-    result = sandbox.run(job)
+
+
+def _successful_outcome(result: ExecResult, spec: JobSpec) -> dict[str, Any]:
     error_type = GraphQueryError if spec.mode in ("read", "check") else GraphCodeError
     outcome = _parse_outcome(result, error_type)
     if outcome.get("ok") is True:

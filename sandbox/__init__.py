@@ -19,9 +19,17 @@ import logging
 
 from kgot.config import SandboxSettings
 from kgot.errors import SandboxUnavailableError
-from kgot.sandbox.base import SCRATCH_DIRS, WORK_DIR, ExecResult, Job, Limits, Sandbox
+from kgot.sandbox.base import (
+    SCRATCH_DIRS,
+    WORK_DIR,
+    ExecResult,
+    Job,
+    Limits,
+    Sandbox,
+    run_async,
+)
 
-__all__ = ["ExecResult", "Job", "Limits", "Sandbox", "open_sandbox"]
+__all__ = ["ExecResult", "Job", "Limits", "Sandbox", "open_sandbox", "run_async"]
 
 log = logging.getLogger(__name__)
 

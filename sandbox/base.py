@@ -11,6 +11,7 @@ Inside a job the code sees (the documented contract, see docs/sandbox.md):
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,7 +79,11 @@ class ExecResult:
 
 @runtime_checkable
 class Sandbox(Protocol):
-    """Runs untrusted Python. Implementations: bwrap (default), fallback, docker, subprocess."""
+    """Runs untrusted Python. Implementations: bwrap (default), fallback, docker, subprocess.
+
+    A sandbox that can wait for a job on the event loop also offers ``async arun(job)`` with
+    :meth:`run`'s contract; :func:`run_async` uses it when present.
+    """
 
     @property
     def name(self) -> str:
@@ -102,3 +107,12 @@ class Sandbox(Protocol):
     def close(self) -> None:
         """Stop warm workers and free resources; further ``run`` calls may restart them."""
         ...
+
+
+async def run_async(sandbox: Sandbox, job: Job) -> ExecResult:
+    """Run ``job`` without blocking the event loop: on the loop itself where the sandbox can
+    (its ``arun``), else on a worker thread."""
+    arun = getattr(sandbox, "arun", None)
+    if arun is not None:
+        return await arun(job)  # type: ignore[no-any-return]
+    return await asyncio.to_thread(sandbox.run, job)

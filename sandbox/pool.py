@@ -10,6 +10,7 @@ python tool's attachments), since mounts are fixed when a sandbox starts.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -20,7 +21,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -198,19 +199,51 @@ class WorkerProcess:
 
     def run(self, job: Job, limits: Limits, nproc_base: int | None = None) -> ExecResult:
         """Run one job; a dead or hung worker raises ``WorkerCrashed``."""
+        frame, deadline, kills_before, started = self._start_job(job, limits, nproc_base)
+        try:
+            self._send(frame, deadline)
+            reply, blobs = self._receive(deadline, _reply_cap(limits))
+        except WorkerCrashed as why:
+            raise self._crash_cause(why, limits, kills_before) from None
+        return self._finish_job(reply, blobs, limits, kills_before, started)
+
+    async def arun(self, job: Job, limits: Limits, nproc_base: int | None = None) -> ExecResult:
+        """:meth:`run` on the event loop: the loop watches the pipes, so no thread has to
+        block in ``select`` for the reply (and hand it back to the loop). Cancelling it leaves
+        the worker mid-job: the caller must discard the worker."""
+        frame, deadline, kills_before, started = self._start_job(job, limits, nproc_base)
+        try:
+            await self._asend(frame, deadline)
+            reply, blobs = await self._areceive(deadline, _reply_cap(limits))
+        except WorkerCrashed as why:
+            raise self._crash_cause(why, limits, kills_before) from None
+        return self._finish_job(reply, blobs, limits, kills_before, started)
+
+    def _start_job(
+        self, job: Job, limits: Limits, nproc_base: int | None
+    ) -> tuple[bytes, float, int, float]:
+        """The job's frame, its reply deadline, the OOM kill count before it, its start."""
         self._apply_cgroup_limits(limits)
         kills_before = self.cgroup.oom_kills() if self.cgroup else 0
         frame = job_frame(job, limits, nproc_base=nproc_base)
-        cap = limits.max_output_bytes or 1_000_000
         started = time.monotonic()
         deadline = started + (limits.timeout_s or 30.0) + REPLY_GRACE_S
-        try:
-            self._send(frame, deadline)
-            reply, blobs = self._receive(deadline, max_total=3 * cap + (1 << 16))
-        except WorkerCrashed as why:
-            if self.cgroup is not None and self.cgroup.oom_kills() > kills_before:
-                raise WorkerCrashed(memory_exceeded(limits)) from None
-            raise why from None
+        return frame, deadline, kills_before, started
+
+    def _crash_cause(self, why: WorkerCrashed, limits: Limits, kills_before: int) -> WorkerCrashed:
+        """What to report for a worker that died mid-job: the memory limit when it was that."""
+        if self.cgroup is not None and self.cgroup.oom_kills() > kills_before:
+            return WorkerCrashed(memory_exceeded(limits))
+        return why
+
+    def _finish_job(
+        self,
+        reply: dict[str, Any],
+        blobs: list[bytes],
+        limits: Limits,
+        kills_before: int,
+        started: float,
+    ) -> ExecResult:
         self.jobs_done += 1
         memory_hit = bool(self.cgroup and self.cgroup.oom_kills() > kills_before)
         try:
@@ -252,18 +285,13 @@ class WorkerProcess:
             view = view[written:]
 
     def _receive(self, deadline: float, max_total: int) -> tuple[dict[str, Any], list[bytes]]:
-        prefix = self._read_exact(4, deadline)
-        length = int.from_bytes(prefix, "big")
-        if length > wire.MAX_HEADER_BYTES:
-            raise WorkerCrashed(f"reply header of {length} bytes")
+        reads = _reply_reads(max_total)
         try:
-            header = wire.decode_header(self._read_exact(length, deadline))
-        except ValueError as error:
-            raise WorkerCrashed(f"malformed reply ({error})") from None
-        sizes = header["blobs"]
-        if sum(sizes) > max_total:
-            raise WorkerCrashed(f"reply of {sum(sizes)} bytes exceeds the output cap")
-        return header, [self._read_exact(size, deadline) for size in sizes]
+            size = next(reads)
+            while True:
+                size = reads.send(self._read_exact(size, deadline))
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
 
     def _read_exact(self, size: int, deadline: float) -> bytes:
         chunks: list[bytes] = []
@@ -273,14 +301,57 @@ class WorkerProcess:
             if wait <= 0:
                 raise WorkerSilent("no reply before the deadline")
             readable, _, _ = select.select([self._out_fd], [], [], wait)
-            if not readable:
-                continue
+            chunk = self._read_some(remaining) if readable else None
+            if chunk is not None:
+                chunks.append(chunk)
+                remaining -= len(chunk)
+        return b"".join(chunks)
+
+    def _read_some(self, limit: int) -> bytes | None:
+        """Up to ``limit`` bytes of the reply, ``None`` when none are there yet."""
+        try:
+            chunk = os.read(self._out_fd, min(limit, 1 << 20))
+        except BlockingIOError:
+            return None
+        if not chunk:
+            raise WorkerCrashed("the worker exited")
+        return chunk
+
+    # -- the pipe protocol on the event loop ------------------------------------------------
+
+    async def _asend(self, data: bytes, deadline: float) -> None:
+        view = memoryview(data)
+        while view:
             try:
-                chunk = os.read(self._out_fd, min(remaining, 1 << 20))
+                written = os.write(self._in_fd, view)
             except BlockingIOError:
+                if not await _fd_ready(self._in_fd, deadline, for_reading=False):
+                    raise WorkerCrashed("the worker stopped reading jobs") from None
                 continue
-            if not chunk:
-                raise WorkerCrashed("the worker exited")
+            except OSError as error:
+                raise WorkerCrashed(f"the worker's input closed ({error})") from None
+            view = view[written:]
+
+    async def _areceive(
+        self, deadline: float, max_total: int
+    ) -> tuple[dict[str, Any], list[bytes]]:
+        reads = _reply_reads(max_total)
+        try:
+            size = next(reads)
+            while True:
+                size = reads.send(await self._aread_exact(size, deadline))
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+    async def _aread_exact(self, size: int, deadline: float) -> bytes:
+        chunks: list[bytes] = []
+        remaining = size
+        while remaining:
+            chunk = self._read_some(remaining)
+            if chunk is None:
+                if not await _fd_ready(self._out_fd, deadline, for_reading=True):
+                    raise WorkerSilent("no reply before the deadline")
+                continue
             chunks.append(chunk)
             remaining -= len(chunk)
         return b"".join(chunks)
@@ -320,6 +391,60 @@ class WorkerProcess:
             self.cgroup = None
         with contextlib.suppress(OSError):
             self._stderr.close()
+
+
+def _reply_cap(limits: Limits) -> int:
+    """The most reply bytes a job may send: its outputs, stdout and stderr, each up to the cap."""
+    return 3 * (limits.max_output_bytes or 1_000_000) + (1 << 16)
+
+
+def _reply_reads(max_total: int) -> Generator[int, bytes, tuple[dict[str, Any], list[bytes]]]:
+    """The worker's reply format, apart from how bytes arrive: yields how many bytes it needs
+    next, is sent them, and returns the header and the blobs (so the blocking and the event-loop
+    readers share it)."""
+    length = int.from_bytes((yield 4), "big")
+    if length > wire.MAX_HEADER_BYTES:
+        raise WorkerCrashed(f"reply header of {length} bytes")
+    raw_header = yield length
+    try:
+        header = wire.decode_header(raw_header)
+    except ValueError as error:
+        raise WorkerCrashed(f"malformed reply ({error})") from None
+    sizes = header["blobs"]
+    if sum(sizes) > max_total:
+        raise WorkerCrashed(f"reply of {sum(sizes)} bytes exceeds the output cap")
+    blobs = []
+    for size in sizes:
+        blobs.append((yield size))
+    return header, blobs
+
+
+async def _fd_ready(fd: int, deadline: float, *, for_reading: bool) -> bool:
+    """Wait on the running loop until ``fd`` is readable (or writable); False once the
+    deadline (a ``time.monotonic`` value) has passed."""
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        return False
+    loop = asyncio.get_running_loop()
+    ready: asyncio.Future[bool] = loop.create_future()
+
+    def settle(value: bool) -> None:
+        if not ready.done():
+            ready.set_result(value)
+
+    if for_reading:
+        loop.add_reader(fd, settle, True)
+    else:
+        loop.add_writer(fd, settle, True)
+    timer = loop.call_later(remaining, settle, False)
+    try:
+        return await ready
+    finally:
+        timer.cancel()
+        if for_reading:
+            loop.remove_reader(fd)
+        else:
+            loop.remove_writer(fd)
 
 
 # Every worker is started from this one long-lived thread. bubblewrap's --die-with-parent
@@ -436,23 +561,61 @@ class PooledSandbox:
             self._state.busy.add(worker)
         try:
             result = worker.run(job, limits, self._nproc_base(worker))
-        except WorkerSilent:
-            self._discard(worker, replace=not key)  # kills every process of the job with it
-            return _silent_worker_result(limits)
-        except WorkerCrashed as why:
-            self._discard(worker, replace=not key)
-            return failed_result(f"the sandbox worker died during the job ({why}); it was replaced")
-        except BaseException:
-            self._discard(worker, replace=not key)
-            raise
+        except BaseException as error:
+            return self._job_failed(worker, key, limits, error)
         finally:
             with self._cond:
                 self._state.busy.discard(worker)
+        self._put_back(worker, key)
+        return result
+
+    async def arun(self, job: Job) -> ExecResult:
+        """:meth:`run` for the event loop. With a warm worker free, the job runs on the loop
+        itself (see :meth:`WorkerProcess.arun`); one that must wait for a worker, install
+        packages or mount folders runs :meth:`run` on a thread."""
+        validate_job(job)
+        worker = None if job.packages or job.mounts else self._take_idle()
+        if worker is None:
+            return await asyncio.to_thread(self.run, job)
+        limits = resolve_limits(job.limits, self.settings)
+        with self._cond:
+            self._state.busy.add(worker)
+        try:
+            result = await worker.arun(job, limits, self._nproc_base(worker))
+        except BaseException as error:  # cancelled too: the worker is mid-job, so it goes
+            return self._job_failed(worker, (), limits, error)
+        finally:
+            with self._cond:
+                self._state.busy.discard(worker)
+        self._put_back(worker, ())
+        return result
+
+    def _take_idle(self) -> WorkerProcess | None:
+        """A warm worker if one is free right now (never waits, never starts one)."""
+        with self._cond:
+            return self._state.idle.pop() if self._state.idle else None
+
+    def _job_failed(
+        self, worker: WorkerProcess, key: MountKey, limits: Limits, error: BaseException
+    ) -> ExecResult:
+        """Discard the worker a job failed on; a failed result for a worker that went silent
+        or died, any other error raised again."""
+        if not isinstance(error, WorkerCrashed):
+            worker.kill()  # stopped from outside mid-job (Ctrl-C, cancelled): no reason to wait
+        self._discard(worker, replace=not key)  # kills every process of the job with it
+        if isinstance(error, WorkerSilent):
+            return _silent_worker_result(limits)
+        if isinstance(error, WorkerCrashed):
+            return failed_result(
+                f"the sandbox worker died during the job ({error}); it was replaced"
+            )
+        raise error
+
+    def _put_back(self, worker: WorkerProcess, key: MountKey) -> None:
         if key:
             self._release_mounted(worker)
         else:
             self._release(worker)
-        return result
 
     def close(self) -> None:
         """Stop every worker; jobs still running are killed (their callers get a failed
