@@ -10,7 +10,8 @@ Run: ``python -m kgot.benchmarks.perf_sandbox [--quick] [--json] [--sandbox KIND
 * warm with a mount: the python tool's case, a job reading an attached file at
   ``/mnt/inputs`` (served by the warm worker kept for that mount set; the first such job starts
   it, and is reported on its own);
-* warm RDF query: a job that imports pyoxigraph, as the RDF backend's jobs do (pre-imported).
+* warm RDF query: a job that imports pyoxigraph, as the RDF backend's jobs do (pre-imported);
+* pool close: stopping two warm workers, which every ``kgot ask`` waits for before it exits.
 """
 
 from __future__ import annotations
@@ -101,6 +102,17 @@ def _warm_start_ms(kind: str) -> float:
         box.close()
 
 
+def _close_ms(kind: str, workers: int = 2) -> float:
+    box = open_sandbox(SandboxSettings(kind=kind, pool_size=workers))  # type: ignore[arg-type]
+    try:
+        box.warm_up(wait=True)
+        box.run(Job("print(1)"))
+    finally:
+        started = time.perf_counter()
+        box.close()
+    return (time.perf_counter() - started) * 1000
+
+
 def run(quick: bool = False, kind: str = "auto") -> list[Figure]:
     """Measure cold and warm latency; fewer repetitions with ``quick``."""
     update = Job(GRAPH_UPDATE, files={"graph.json": _graph()})
@@ -132,6 +144,7 @@ def run(quick: bool = False, kind: str = "auto") -> list[Figure]:
         Figure("sandbox", "job with a new mount set (starts its worker)", first_mounted, "ms"),
         Figure("sandbox", "job with a mount, warm p50", statistics.median(mounted), "ms"),
         Figure("sandbox", "warm RDF job (pyoxigraph) p50", statistics.median(rdf), "ms"),
+        Figure("sandbox", "pool close, 2 warm workers", _close_ms(kind), "ms"),
     ]
 
 
