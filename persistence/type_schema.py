@@ -22,14 +22,15 @@ import functools
 import json
 import re
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import unquote
 
 import re2
-from jsonschema import Draft202012Validator, FormatChecker, validators
-from jsonschema.exceptions import SchemaError, ValidationError
 
 from kgot.errors import KgotError
+
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
 
 # The `$schema` values a properties schema may declare: the one dialect it is validated with.
 DIALECT_URIS = (
@@ -133,6 +134,7 @@ def pattern_matches(pattern: str, text: str) -> bool:
 def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
     if not validator.is_type(instance, "string"):
         return
+    ValidationError = _dialect().ValidationError  # noqa: N806  (the class, loaded lazily)
     try:
         matched = pattern_matches(pattern, instance)
     except PatternError as error:
@@ -147,6 +149,7 @@ def _pattern_properties(
 ) -> Iterator[ValidationError]:
     if not validator.is_type(instance, "object"):
         return
+    ValidationError = _dialect().ValidationError  # noqa: N806  (the class, loaded lazily)
     for pattern, subschema in patterns.items():
         for key, value in instance.items():
             try:
@@ -165,7 +168,24 @@ def _is_regex(value: object) -> bool:
     return True
 
 
-def _format_checker() -> FormatChecker:
+class _Dialect(NamedTuple):
+    validator: Any  # the Draft 2020-12 validator class with RE2 patterns
+    format_checker: Any
+    ValidationError: Any  # jsonschema.exceptions.ValidationError
+    SchemaError: Any  # jsonschema.exceptions.SchemaError
+
+
+@functools.cache
+def _dialect() -> _Dialect:
+    """jsonschema's parts for kgot's dialect, imported on first use.
+
+    Importing jsonschema loads its format checkers, and the IRI checker's package
+    (rfc3987-syntax) builds its parsers on import: over a second. Runs without an entity never
+    check a type schema, so ``kgot ask`` on a graph file should not wait for it.
+    """
+    from jsonschema import Draft202012Validator, FormatChecker, validators
+    from jsonschema.exceptions import SchemaError, ValidationError
+
     checker = FormatChecker(())
     checker.checkers = {
         name: entry
@@ -173,19 +193,17 @@ def _format_checker() -> FormatChecker:
         if name in ACCEPTED_FORMATS
     }
     checker.checks("regex", raises=PatternError)(_is_regex)
-    return checker
-
-
-FORMAT_CHECKER = _format_checker()
-TypeValidator = validators.extend(
-    Draft202012Validator,
-    validators={"pattern": _pattern, "patternProperties": _pattern_properties},
-)
+    validator = validators.extend(
+        Draft202012Validator,
+        validators={"pattern": _pattern, "patternProperties": _pattern_properties},
+    )
+    return _Dialect(validator, checker, ValidationError, SchemaError)
 
 
 def missing_format_checkers() -> list[str]:
     """Accepted formats this installation cannot check (must be empty)."""
-    return [name for name in ACCEPTED_FORMATS if name not in FORMAT_CHECKER.checkers]
+    checkers = _dialect().format_checker.checkers
+    return [name for name in ACCEPTED_FORMATS if name not in checkers]
 
 
 def make_validator(schema: Mapping[str, Any]) -> Any:
@@ -200,7 +218,8 @@ def make_validator(schema: Mapping[str, Any]) -> Any:
             f"formats {', '.join(missing)} cannot be checked: reinstall kgot (it needs "
             "jsonschema[format-nongpl] and rfc3339-validator)"
         )
-    return TypeValidator(schema, format_checker=FORMAT_CHECKER)
+    dialect = _dialect()
+    return dialect.validator(schema, format_checker=dialect.format_checker)
 
 
 # ---------------------------------------------------------------------------- schema rules
@@ -223,9 +242,12 @@ def schema_problems(schema: Mapping[str, Any], kind: str | None = None) -> list[
     problems = list(_pattern_problems(schema))
     if problems:
         return problems
+    dialect = _dialect()
     try:
-        TypeValidator.check_schema(schema, format_checker=FORMAT_CHECKER)
-    except SchemaError as error:  # already the most relevant error (jsonschema's best_match)
+        dialect.validator.check_schema(schema, format_checker=dialect.format_checker)
+    except (
+        dialect.SchemaError
+    ) as error:  # already the most relevant error (jsonschema's best_match)
         return [
             f"properties schema at {error.json_path}: {error.message} "
             f"(rule: JSON Schema Draft 2020-12 `{error.validator}`)"

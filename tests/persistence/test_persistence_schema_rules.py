@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
 import time
 from importlib import resources
@@ -299,3 +301,23 @@ def test_accepted_formats_are_fixed_and_all_checked(store: Store) -> None:
     assert "unknown format 'color'" in rejected(
         store, node_type("Tint", {"type": "object", "properties": {"c": {"format": "color"}}})
     )
+
+
+def test_jsonschema_loads_only_when_a_type_schema_is_checked() -> None:
+    """Importing jsonschema costs over a second (its IRI checker builds parsers on import), so
+    the controller and the store import without it; the first check loads it."""
+    program = (
+        "import sys\n"
+        "import kgot.controller, kgot.persistence\n"
+        "print('jsonschema' in sys.modules)\n"
+        "from kgot.persistence.type_schema import schema_problems\n"
+        "print(schema_problems({'type': 'object', 'properties': {'x': {'type': 7}}}))\n"
+        "print('jsonschema' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=120, check=True
+    )
+    before, problems, after = done.stdout.splitlines()
+    assert before == "False"
+    assert "properties schema at $.properties.x.type" in problems
+    assert after == "True"
