@@ -245,9 +245,7 @@ def schema_problems(schema: Mapping[str, Any], kind: str | None = None) -> list[
     dialect = _dialect()
     try:
         dialect.validator.check_schema(schema, format_checker=dialect.format_checker)
-    except (
-        dialect.SchemaError
-    ) as error:  # already the most relevant error (jsonschema's best_match)
+    except dialect.SchemaError as error:  # already the most relevant one (best_match)
         return [
             f"properties schema at {error.json_path}: {error.message} "
             f"(rule: JSON Schema Draft 2020-12 `{error.validator}`)"
