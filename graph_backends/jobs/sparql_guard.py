@@ -12,7 +12,8 @@ graphs. So every query and update is checked before it runs:
    count too) is parsed with rdflib's SPARQL 1.1 grammar (the whole text must parse), and the
    syntax tree is walked for every construct that leaves the default graph: SERVICE, GRAPH
    patterns and quads, FROM / FROM NAMED, LOAD, WITH, USING, CREATE, COPY, MOVE, ADD, and CLEAR
-   or DROP of anything but the default graph. Such a text that the grammar rejects never runs.
+   or DROP of anything but ``DEFAULT`` (``ALL`` and ``NAMED`` address every graph of the
+   store). Such a text that the grammar rejects never runs.
 
 Each of those constructs needs its keyword spelled out in the decoded text, so a text without
 any of the words cannot hold one: it skips the parse (and rdflib's import, about 150 ms per
@@ -72,8 +73,10 @@ _FORBIDDEN = {
     "COPY": f"COPY (graph management) is not allowed; {_ONLY_DEFAULT}",
     "MOVE": f"MOVE (graph management) is not allowed; {_ONLY_DEFAULT}",
     "ADD": f"ADD (graph management) is not allowed; {_ONLY_DEFAULT}",
-    "CLEAR": f"CLEAR of a named graph is not allowed; {_ONLY_DEFAULT} (CLEAR DEFAULT)",
-    "DROP": f"DROP of a named graph is not allowed; {_ONLY_DEFAULT} (DROP DEFAULT)",
+    "CLEAR": f"CLEAR of anything but DEFAULT (a named graph, NAMED or ALL) is not allowed; "
+    f"{_ONLY_DEFAULT}, so write CLEAR DEFAULT",
+    "DROP": f"DROP of anything but DEFAULT (a named graph, NAMED or ALL) is not allowed; "
+    f"{_ONLY_DEFAULT}, so write DROP DEFAULT",
 }
 # Syntax-tree nodes (rdflib's names) that always leave the default graph, by keyword.
 _CONSTRUCTS = {
@@ -88,7 +91,10 @@ _CONSTRUCTS = {
     "Move": "MOVE",
     "Add": "ADD",
 }
-_WHOLE_STORE = ("DEFAULT", "ALL")  # CLEAR/DROP targets that mean the kgot graph itself
+# The one CLEAR/DROP target that is the kgot graph. `ALL` (and `NAMED`) mean every graph of the
+# store: harmless in a job's private store, but at a shared endpoint other runs' graphs too, so
+# the rule is the same everywhere: only the default graph.
+_KGOT_GRAPH = "DEFAULT"
 QUERY_FORMS = frozenset({"SELECT", "ASK", "CONSTRUCT", "DESCRIBE"})
 UPDATE_FORMS = frozenset(
     {"INSERT", "DELETE", "CLEAR", "DROP", "LOAD", "CREATE", "COPY", "MOVE", "ADD", "WITH"}
@@ -320,7 +326,7 @@ def _forbidden_constructs(tree: Any) -> Iterator[str]:
             # CompValue.get answers the key's name for a missing key: use dict's own lookup.
             elif item.name == "Modify" and dict.get(item, "withClause") is not None:
                 yield "WITH"
-            elif item.name in ("Clear", "Drop") and dict.get(item, "graphiri") not in _WHOLE_STORE:
+            elif item.name in ("Clear", "Drop") and dict.get(item, "graphiri") != _KGOT_GRAPH:
                 yield item.name.upper()
             stack.extend(reversed(list(dict.values(item))))
         elif isinstance(item, dict):

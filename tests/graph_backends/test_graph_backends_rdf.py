@@ -161,6 +161,10 @@ FORBIDDEN = [
     ("ADD DEFAULT TO <urn:g>", "ADD"),
     ("DROP NAMED", "DROP"),
     ("CLEAR GRAPH <urn:g>", "CLEAR"),
+    # ALL is every graph of the store: at a shared endpoint, other runs' graphs too.
+    ("CLEAR ALL", "CLEAR"),
+    ("DROP ALL", "DROP"),
+    ("drop silent all", "DROP"),
     ("INSERT DATA { node:a a type:X } ;\nLOAD <http://x>", "LOAD"),
     ("PREFIX x: <urn:x>\n# comment\nSELECT * WHERE {\n  SERVICE <http://a> {} }", "SERVICE"),
 ]
@@ -261,6 +265,16 @@ def test_guard_ignores_words_in_names_strings_iris_and_comments(query):
 def test_the_default_graph_may_be_cleared():
     assert check("CLEAR DEFAULT", "update").finding is None
     assert check("DROP SILENT DEFAULT", "update").finding is None
+    assert check("clear default", "update").finding is None
+
+
+def test_clearing_every_graph_is_refused_with_the_allowed_form():
+    finding = check("DROP ALL", "update").finding
+    assert finding is not None
+    assert str(finding) == (
+        "line 1, column 1: DROP of anything but DEFAULT (a named graph, NAMED or ALL) is not "
+        "allowed; kgot uses only the default graph, so write DROP DEFAULT"
+    )
 
 
 def test_guard_tells_queries_from_updates_and_python():
