@@ -98,6 +98,9 @@ class ControllerSettings(_Section):
     solution_samples: int = Field(3, ge=1, description="solution parses before the final pick")
     graph_token_budget: int = Field(8000, ge=200, description="max tokens of graph per prompt")
     gaia_format: bool = Field(False, description="format answers as GAIA expects")
+    max_answer_chars: int = Field(
+        20_000, ge=100, description="a longer answer counts as a failed solution sample"
+    )
 
 
 class SandboxSettings(_Section):

@@ -10,6 +10,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from kgot.controller.context import RunContext
+from kgot.controller.events import excerpt
 from kgot.controller.schemas import Solution
 from kgot.controller.state import RunState
 from kgot.controller.views import graph_view
@@ -53,18 +54,27 @@ async def solve(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]
     )
     answers: list[str] = []
     shown: list[dict[str, str]] = []
+    failures: list[str] = []
+    limit = ctx.settings.controller.max_answer_chars
     for sample in samples:
-        if isinstance(sample, Solution):
+        if isinstance(sample, Solution) and len(sample.answer) > limit:
+            # Model output, like a sample that is not JSON: it fails, the run goes on.
+            failures.append(oversized_answer(len(sample.answer), limit))
+            shown.append({"failed": failures[-1], "answer": excerpt(sample.answer, 200)})
+        elif isinstance(sample, Solution):
             answers.append(sample.answer.strip())
-            shown.append({"answer": sample.answer, "reasoning": sample.reasoning})
+            shown.append({"answer": sample.answer, "reasoning": excerpt(sample.reasoning, limit)})
         elif isinstance(sample, StepFailure):
-            shown.append({"failed": str(sample)})
+            failures.append(str(sample))
+            shown.append({"failed": failures[-1]})
         else:
             raise sample
     answer = pick_majority(answers)
     ctx.emit("solutions", iteration, samples=shown, answer=answer)
     if answer is None:
         error = "every solution sample failed to produce a valid answer"
+        if failures and all(failure == failures[0] for failure in failures):
+            error += f": {failures[0]}"
         return {
             "answer": None,
             "status": "failed",
@@ -77,6 +87,13 @@ async def solve(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]
         "error": None,
         "usage": ctx.usage(state.get("usage")),
     }
+
+
+def oversized_answer(length: int, limit: int) -> str:
+    return (
+        f"the answer is {length:,} characters long, over the limit of {limit:,} "
+        "(controller.max_answer_chars; raise it for questions that need long answers)"
+    )
 
 
 def pick_majority(answers: list[str]) -> str | None:

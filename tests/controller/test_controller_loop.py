@@ -481,6 +481,55 @@ def test_every_solution_sample_failing_fails_the_run_visibly(run: Run, facts_fil
     assert len(samples["samples"]) == 3 and all("failed" in s for s in samples["samples"])
 
 
+def test_an_oversized_answer_is_a_failed_sample_not_the_answer(
+    run: Run, settings: Settings
+) -> None:
+    huge = "Paris," * 1_750_000  # 10.5 MB of model output
+    scripted = model(
+        decide=[votes("RRRRR")],
+        query=["```python\nresult = 'Paris has 2,102,650 inhabitants'\n```"],
+        math_check=[NO_MATH],
+        solve=[solution(huge), solution("2102650"), solution("2102650")],
+    )
+    result = run(scripted, run_id="huge-answer")
+
+    assert result.status == "answered"
+    assert result.answer == "2102650"
+    [samples] = events(result, "solutions")
+    [failed] = [s for s in samples["samples"] if "failed" in s]
+    assert "10,500,000 characters" in failed["failed"]
+    assert "controller.max_answer_chars" in failed["failed"]
+    assert len(str(samples)) < 10_000  # the trace does not carry the oversized text
+
+
+def test_every_sample_over_the_answer_cap_fails_the_run_naming_the_setting(
+    run: Run, settings: Settings
+) -> None:
+    capped = settings.model_copy(
+        update={"controller": settings.controller.model_copy(update={"max_answer_chars": 100})}
+    )
+    scripted = model(
+        decide=[votes("RRRRR")],
+        query=["```python\nresult = 'Paris has 2,102,650 inhabitants'\n```"],
+        math_check=[NO_MATH],
+        solve=[solution("x" * 101)],
+    )
+    result = run(scripted, settings=capped, run_id="capped-answer")
+
+    assert result.status == "failed"
+    assert result.answer == ""
+    assert result.error == (
+        "every solution sample failed to produce a valid answer: the answer is 101 characters "
+        "long, over the limit of 100 (controller.max_answer_chars; raise it for questions that "
+        "need long answers)"
+    )
+    from kgot.persistence import open_store
+
+    with open_store(settings.store.db) as store:
+        record = store.get_run("capped-answer")
+    assert record is not None and record.status == "failed" and not record.answer
+
+
 @pytest.mark.parametrize("max_iterations", [1, 2])
 def test_worst_case_run_stays_within_the_recursion_limit(
     run: Run, settings: Settings, max_iterations: int
