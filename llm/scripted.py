@@ -87,6 +87,11 @@ class ScriptedChatModel(BaseChatModel):
             raise ConfigError(f"scripted model file {path} does not exist") from None
         except (OSError, ValueError) as error:
             raise ConfigError(f"scripted model file {path} is not valid JSON: {error}") from None
+        except RecursionError:
+            raise ConfigError(
+                f"scripted model file {path} is nested too deeply for Python's JSON reader; "
+                "write a deeply nested reply as a string (the model's text, verbatim)"
+            ) from None
         if not isinstance(script, dict) or not all(isinstance(v, list) for v in script.values()):
             raise ConfigError(
                 f"scripted model file {path} must be a JSON object mapping steps to reply lists"

@@ -13,6 +13,7 @@ Methods, strongest first (``auto`` tries them in this order):
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from typing import Any, Literal, TypeVar
@@ -29,6 +30,7 @@ _MAX_ERRORS_SHOWN = 8
 _THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _LEADING_THINK = re.compile(r"^\s*<think>.*?</think>\s*", re.DOTALL | re.IGNORECASE)
 _FENCED = re.compile(r"```(?:json|JSON)?\s*\n(.*?)```", re.DOTALL)
+TOO_DEEP = "the JSON is nested too deeply to read; answer with a flat JSON object"
 
 
 class InvalidOutput(Exception):
@@ -149,11 +151,16 @@ def parse_output(message: AIMessage, method: Method, schema: type[M]) -> M:
     Raises:
         InvalidOutput: no JSON found, or it does not validate; the message says what to fix.
     """
-    data, raw = _extract_data(message, method, schema)
     try:
+        data, raw = _extract_data(message, method, schema)
         return schema.model_validate(data)
     except ValidationError as error:
         raise InvalidOutput(describe_validation_error(error), raw) from None
+    except RecursionError:
+        # Model output nested past Python's recursion limit (a thousand brackets is enough for
+        # the JSON reader or Pydantic): an unusable answer like any other, never a crash.
+        # The raw text only: printing parsed arguments this deep would recurse again.
+        raise InvalidOutput(TOO_DEEP, message.text) from None
 
 
 def _extract_data(message: AIMessage, method: Method, schema: type[BaseModel]) -> tuple[Any, str]:
@@ -192,22 +199,26 @@ def extract_json(text: str) -> Any:
     parses. ``<think>…</think>`` sections of reasoning models are ignored.
 
     Raises:
-        ValueError: no JSON object found (the message is shown to the model).
+        ValueError: no JSON object found, or it is nested too deeply for Python's JSON reader
+            (the message is shown to the model).
     """
     text = _THINK_BLOCK.sub("", text).strip()
-    try:
-        return json.loads(text)
-    except ValueError:
-        pass
-    for block in _FENCED.findall(text):
+    fenced = (match.group(1) for match in _FENCED.finditer(text))
+    for candidate in itertools.chain([text], fenced):
         try:
-            return json.loads(block)
+            return json.loads(candidate)
+        except RecursionError:
+            raise ValueError(TOO_DEEP) from None
         except ValueError:
             continue
     decoder = json.JSONDecoder()
     for start in (i for i, ch in enumerate(text) if ch == "{"):
         try:
             value, _ = decoder.raw_decode(text, start)
+        except RecursionError:
+            # Every later start inside this object is nested as deeply: stop rather than
+            # rescan the text once per brace.
+            raise ValueError(TOO_DEEP) from None
         except ValueError:
             continue
         if isinstance(value, dict):

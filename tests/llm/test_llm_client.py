@@ -164,6 +164,14 @@ async def test_malformed_output_is_re_asked_with_the_validation_error() -> None:
     assert (records[0].error or "").startswith("invalid output:")
 
 
+async def test_deeply_nested_output_is_re_asked_not_a_crash() -> None:
+    deep = '{"action": "INSERT", "reason": ' + "[" * 5000 + "]" * 5000 + "}"
+    llm, model = client({"decide": [deep, GOOD]})
+    assert await llm.structured(QUESTION, Vote, step="decide") == Vote(**GOOD)
+    assert "nested too deeply" in model.calls[1].prompt
+    assert [r.ok for r in llm.ledger.calls] == [False, True]
+
+
 async def test_exhausted_re_asks_raise_a_step_failure_with_every_attempt() -> None:
     llm, _ = client({"decide": ["nope"]}, structured_retries=2)
     with pytest.raises(StructuredOutputError) as caught:

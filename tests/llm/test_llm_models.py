@@ -103,6 +103,13 @@ def test_scripted_model_from_file(tmp_path: Path) -> None:
     assert isinstance(model, ScriptedChatModel)
 
 
+def test_scripted_model_file_nested_too_deeply_is_a_config_error(tmp_path: Path) -> None:
+    script = tmp_path / "deep.json"
+    script.write_text('{"*": [' + "[" * 5000 + "]" * 5000 + "]}")
+    with pytest.raises(ConfigError, match=r"nested too deeply.*as a string"):
+        build_chat_model(ModelSettings(model=f"scripted:{script}"))
+
+
 def test_roles_from_settings_share_one_model_when_settings_are_equal(make_settings) -> None:
     roles = build_llm_clients(make_settings(llm__model="openai:m", llm__base_url="http://h/v1"))
     assert roles.planning.role == "planning"

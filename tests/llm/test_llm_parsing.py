@@ -98,3 +98,40 @@ def test_a_refusal_is_invalid_output_that_quotes_it() -> None:
     message = AIMessage(content="", additional_kwargs={"refusal": "I can't help with that."})
     with pytest.raises(InvalidOutput, match="refused to answer: I can't help with that"):
         parse_output(message, "json_schema", Pick)
+
+
+# Model output nested past Python's recursion limit: an unusable answer, never a crash.
+DEEP_TEXT = '{"answer": "4", "confidence": ' + "[" * 5000 + "]" * 5000 + "}"
+
+
+def _nested(depth: int) -> list[object]:
+    outer: list[object] = []
+    inner = outer
+    for _ in range(depth):
+        inner.append([])
+        inner = inner[0]  # type: ignore[assignment]
+    return outer
+
+
+@pytest.mark.parametrize(
+    "text",
+    [DEEP_TEXT, f"```json\n{DEEP_TEXT}\n```", "Here: {" + '"a": ' + "[" * 5000],
+    ids=["whole", "fenced", "embedded"],
+)
+def test_extract_json_refuses_json_nested_too_deeply(text: str) -> None:
+    with pytest.raises(ValueError, match="nested too deeply"):
+        extract_json(text)
+
+
+def test_deeply_nested_text_is_invalid_output() -> None:
+    with pytest.raises(InvalidOutput, match="nested too deeply") as caught:
+        parse_output(AIMessage(content=DEEP_TEXT), "json_schema", Pick)
+    assert caught.value.raw == DEEP_TEXT  # shown back to the model on the re-ask
+
+
+def test_deeply_nested_tool_arguments_are_invalid_output() -> None:
+    # Parsed arguments nested this deep (a client that parsed them with a higher limit).
+    args = {"answer": "4", "confidence": _nested(5000)}
+    message = AIMessage(content="", tool_calls=[{"name": "Pick", "args": args, "id": "1"}])
+    with pytest.raises(InvalidOutput, match="nested too deeply"):
+        parse_output(message, "tool_calling", Pick)

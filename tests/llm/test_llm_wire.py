@@ -220,6 +220,21 @@ async def test_malformed_output_recovered_over_the_wire(
     assert "no JSON object found" in retry.messages[3]["content"]
 
 
+@pytest.mark.parametrize("method", ["json_schema", "tool_calling"])
+async def test_deeply_nested_output_over_the_wire_is_re_asked(
+    planning, openai_server: OpenAIServer, method: str
+) -> None:
+    deep = '{"action": "INSERT", "reason": ' + "[" * 5000 + "]" * 5000 + "}"
+    first = Reply.text(deep) if method == "json_schema" else Reply.tool_call("Vote", deep)
+    good = Reply.json(GOOD) if method == "json_schema" else Reply.tool_call("Vote", GOOD)
+    openai_server.enqueue(first, good)
+    llm = planning(llm__structured_output=method)
+    assert await llm.structured(QUESTION, Vote, step="decide") == Vote(**GOOD)
+    retry = openai_server.completions[1]
+    assert retry.messages[2]["content"] == deep  # the unusable answer, shown back verbatim
+    assert not llm.ledger.calls[0].ok
+
+
 async def test_malformed_tool_arguments_recovered(planning, openai_server: OpenAIServer) -> None:
     broken = '{"action": "RETR'
     openai_server.enqueue(Reply.tool_call("Vote", broken), Reply.tool_call("Vote", GOOD))
