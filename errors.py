@@ -35,7 +35,13 @@ class ModelError(KgotError):
 
 
 class SandboxUnavailableError(KgotError):
-    """The requested sandbox cannot run on this machine (no bwrap, no Docker engine, …)."""
+    """The requested sandbox cannot run on this machine (no bwrap, no Docker engine, …).
+
+    The machine's set-up or the chosen ``sandbox.kind`` has to change: a configuration problem,
+    exit code 2. (Inside a run the failure ends the run instead: exit code 1, resumable.)
+    """
+
+    exit_code = 2
 
 
 class GraphFileError(KgotError):
@@ -48,6 +54,19 @@ class StoreError(KgotError):
 
 class EntityNotFoundError(StoreError):
     """An entity name that does not exist in the store (bad input: exit code 2)."""
+
+    exit_code = 2
+
+
+class EntityNameError(StoreError):
+    """An entity name kgot does not accept (bad input: exit code 2)."""
+
+    exit_code = 2
+
+
+class StoreLocationError(StoreError):
+    """The store location (``KGOT_DB``, ``--db``, ``store.db``) is not a path or URL kgot can
+    use: a configuration problem, exit code 2."""
 
     exit_code = 2
 

@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import Connection, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from kgot.errors import EntityNotFoundError, StoreError
+from kgot.errors import EntityNameError, EntityNotFoundError, StoreError
 from kgot.persistence.catalog import (
     TypeCatalog,
     TypeDef,
@@ -628,7 +628,7 @@ class Store:
 
 def _check_entity_name(name: str) -> None:
     if not isinstance(name, str) or not _ENTITY_NAME.match(name) or len(name) > MAX_ENTITY_NAME:
-        raise StoreError(
+        raise EntityNameError(
             f"invalid entity name {name!r}: use letters, digits and . @ - _ (single spaces "
             f"between words allowed), starting with a letter or digit, at most "
             f"{MAX_ENTITY_NAME} characters"

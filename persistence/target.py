@@ -22,7 +22,7 @@ from pathlib import Path
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
-from kgot.errors import EntityNotFoundError, StoreError
+from kgot.errors import EntityNotFoundError, StoreError, StoreLocationError
 
 _POSTGRES_SCHEMES = ("postgresql", "postgres", "postgresql+psycopg")
 
@@ -91,11 +91,14 @@ def parse_target(location: str) -> StoreTarget:
     """Parse a `store.db` value (a SQLite path or a PostgreSQL URL).
 
     Raises:
-        StoreError: the value is empty, uses an unsupported scheme or names an invalid schema.
+        StoreLocationError: the value is empty, uses an unsupported scheme or names an invalid
+            schema.
     """
     text = location.strip()
     if not text:
-        raise StoreError("the store location is empty (set KGOT_DB or --db to a path or URL)")
+        raise StoreLocationError(
+            "the store location is empty (set KGOT_DB or --db to a path or URL)"
+        )
     scheme = text.split("://", 1)[0].lower() if "://" in text else ""
     if scheme in _POSTGRES_SCHEMES:
         return _postgres_target(text)
@@ -103,18 +106,18 @@ def parse_target(location: str) -> StoreTarget:
         path_text = text.split("://", 1)[1]
         path_text = path_text[1:] if path_text.startswith("/") else path_text
         if not path_text or path_text == ":memory:":
-            raise StoreError(
+            raise StoreLocationError(
                 f"store {text!r} has no file path (use sqlite:///path/to/kgot.db; an in-memory "
                 "store cannot be shared between connections)"
             )
         return _sqlite_target(Path(path_text))
     if scheme:
-        raise StoreError(
+        raise StoreLocationError(
             f"unsupported store URL scheme {scheme!r} in {_mask(text)} "
             "(use a SQLite file path or a postgresql:// URL)"
         )
     if text == ":memory:":
-        raise StoreError(
+        raise StoreLocationError(
             "an in-memory store cannot be shared between connections (use a file path)"
         )
     return _sqlite_target(Path(text))
@@ -134,12 +137,12 @@ def _postgres_target(text: str) -> StoreTarget:
     try:
         url = make_url(text)
     except ArgumentError as error:
-        raise StoreError(f"malformed PostgreSQL URL {_mask(text)}: {error}") from None
+        raise StoreLocationError(f"malformed PostgreSQL URL {_mask(text)}: {error}") from None
     schema = url.query.get("schema")
     if isinstance(schema, tuple):
-        raise StoreError(f"the store URL {_mask(text)} names `schema` more than once")
+        raise StoreLocationError(f"the store URL {_mask(text)} names `schema` more than once")
     if schema is not None and not _SCHEMA_NAME.match(schema):
-        raise StoreError(
+        raise StoreLocationError(
             f"invalid PostgreSQL schema name {schema!r} in the store URL "
             "(use letters, digits and underscores, not starting with a digit)"
         )

@@ -71,7 +71,7 @@ def test_entities_lifecycle(kgot) -> None:
     assert code == 2  # bad input
     assert err.endswith("create it with `kgot entities create ghost`\n") and err.count("\n") == 1
     code, _, err = kgot("entities", "create", "two  spaces")
-    assert code == 1 and "invalid entity name" in err
+    assert code == 2 and "invalid entity name" in err
 
 
 def test_types_commands(kgot, tmp_path: Path) -> None:
