@@ -1,15 +1,20 @@
 """HTTP for the tools: bounded downloads, retries on transient failures only, URL safety.
 
-Two kinds of request:
+Every request goes through one function, :meth:`Http._exchange`, which follows redirects
+itself, one hop at a time, and (unless ``tools.allow_private_urls``) sends each hop through
+:class:`~kgot.tools.transport.PublicOnlyTransport`: it resolves the host, refuses it when any
+address is not public (see :func:`is_public_address`), and connects to exactly the address it
+checked. Checking and then letting the HTTP library resolve again would let a DNS-rebinding
+name answer "public" to the check and "127.0.0.1" to the connection.
+
+Two kinds of request use it:
 
 * :meth:`Http.api` — JSON APIs at configured endpoints (MediaWiki, Wayback, search providers).
-  The endpoint is trusted configuration, so it may be on loopback, and redirects are followed.
-* :meth:`Http.fetch` — a URL the *model* chose. Only ``http``/``https``; unless
-  ``tools.allow_private_urls``, every connection (so every hop of a redirect chain) goes through
-  :class:`PublicOnlyBackend`, which resolves the host, refuses it when any address is loopback,
-  private, link-local or otherwise non-public, and connects to exactly the address it checked.
-  Checking and then letting the HTTP library resolve again would let a DNS-rebinding name
-  answer "public" to the check and "127.0.0.1" to the connection.
+  The endpoint is trusted configuration: its own origin (scheme, host and port) may be on
+  loopback or a private network. Any other origin it redirects to is checked.
+* :meth:`Http.fetch` — a URL the *model* chose (or an API returned): every origin is checked,
+  except the origin of a configured endpoint named by the caller (a Wayback snapshot served by
+  the configured archive itself).
 
 Retries (two, with backoff, honouring ``Retry-After`` up to a few seconds) happen only for
 connection failures, timeouts and the statuses in :data:`RETRY_STATUSES`. Everything else,
@@ -24,7 +29,8 @@ import ipaddress
 import socket
 import ssl
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -107,16 +113,76 @@ async def public_addresses(host: str, port: int, *, timeout: float | None = None
     return addresses
 
 
+# IPv6 forms that carry an IPv4 address: a connection to one reaches that IPv4 address (through
+# a translator or a tunnel, or as IPv4 itself), so the IPv4 address is what must be public.
+_NAT64_WELL_KNOWN = ipaddress.IPv6Network("64:ff9b::/96")  # RFC 6052: IPv4 in the last 32 bits
+_NAT64_LOCAL = ipaddress.IPv6Network("64:ff9b:1::/48")  # RFC 8215: the site picks the layout
+_NAT64_LOCAL_PREFIX_LENGTHS = (48, 56, 64, 96)  # RFC 6052 layouts possible inside a /48
+_IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")  # deprecated ::a.b.c.d (also :: and ::1)
+_IPV4_TRANSLATED = ipaddress.IPv6Network("::ffff:0:0:0/96")  # RFC 2765 ::ffff:0:a.b.c.d
+
+
+def is_public_address(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Whether a connection to ``address`` reaches the public internet only.
+
+    An IPv6 address that embeds an IPv4 address (IPv4-mapped, IPv4-compatible, IPv4-translated,
+    NAT64, 6to4, Teredo) is judged by the IPv4 address(es) it carries; Python's ``is_global``
+    calls most of those forms global whatever they carry. Site-local ``fec0::/10`` (deprecated,
+    still routed inside some sites) is never public.
+    """
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.is_site_local:
+            return False
+        embedded = embedded_ipv4(address)
+        if embedded:
+            return all(is_public_address(inner) for inner in embedded)
+    return address.is_global and not address.is_multicast
+
+
+def embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses ``address`` carries (empty when it is not such a form).
+
+    Teredo gives two (its server and its client); the local-use NAT64 prefix one per layout the
+    site may have chosen, since the address alone does not say which.
+    """
+    value = int(address)
+    if address.ipv4_mapped is not None:
+        return [address.ipv4_mapped]
+    if address in _IPV4_TRANSLATED or address in _IPV4_COMPATIBLE or address in _NAT64_WELL_KNOWN:
+        return [ipaddress.IPv4Address(value & 0xFFFFFFFF)]
+    if address in _NAT64_LOCAL:
+        return [_rfc6052_ipv4(value, length) for length in _NAT64_LOCAL_PREFIX_LENGTHS]
+    if address.sixtofour is not None:
+        return [address.sixtofour]
+    if address.teredo is not None:
+        return list(address.teredo)
+    return []
+
+
+def _rfc6052_ipv4(value: int, prefix_length: int) -> ipaddress.IPv4Address:
+    """The IPv4 address after a NAT64 prefix of ``prefix_length`` bits (RFC 6052 section 2.2:
+    bits 64-71 are always zero and skipped, so the address may straddle them)."""
+    bits = f"{value:0128b}"
+    without_u_octet = bits[:64] + bits[72:]
+    start = prefix_length if prefix_length <= 64 else prefix_length - 8
+    return ipaddress.IPv4Address(int(without_u_octet[start : start + 32], 2))
+
+
 def _refuse_if_private(host: str, address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> None:
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped  # ::ffff:127.0.0.1 is 127.0.0.1
-    if not address.is_global or address.is_multicast:
-        raise ToolFailure(
-            f"{host} points at a non-public address ({address}); kgot only fetches public "
-            "web pages (a user can allow private addresses with tools.allow_private_urls)",
-            kind="input",
-            source_ref=host,
-        )
+    if is_public_address(address):
+        return
+    carried = []
+    if isinstance(address, ipaddress.IPv6Address) and not (
+        address.is_loopback or address.is_unspecified  # ::1 and :: carry no meaningful IPv4
+    ):
+        carried = [a for a in dict.fromkeys(embedded_ipv4(address)) if not is_public_address(a)]
+    shown = f"{address}, which carries {', '.join(map(str, carried))}" if carried else str(address)
+    raise ToolFailure(
+        f"{host} points at a non-public address ({shown}); kgot only fetches public "
+        "web pages (a user can allow private addresses with tools.allow_private_urls)",
+        kind="input",
+        source_ref=host,
+    )
 
 
 def _unresolvable(host: str) -> ToolFailure:
@@ -143,24 +209,25 @@ class Http:
         self.backoff_s = backoff_s
         self.max_bytes = settings.max_download_mb * 1024 * 1024
 
-    def _client(
-        self, *, checked: bool = False, follow_redirects: bool = False
-    ) -> httpx.AsyncClient:
+    def _client(self, trusted_endpoint: str | None) -> httpx.AsyncClient:
         # httpx loads on first use: listing the tools does not need it (~0.5 s of imports).
         import httpx
 
         from kgot.tools.transport import PublicOnlyTransport
 
         timeout = httpx.Timeout(self.settings.timeout, connect=min(10.0, self.settings.timeout))
+        transport = None  # httpx's own, which honours HTTP(S)_PROXY
+        if not self.settings.allow_private_urls:
+            # A proxy would resolve names itself, out of reach of the address check, so
+            # checked requests connect directly (httpx ignores proxy variables with a transport).
+            trusted = {origin_of(trusted_endpoint)} if trusted_endpoint else set()
+            transport = PublicOnlyTransport(trusted=frozenset(trusted))
         return httpx.AsyncClient(
             timeout=timeout,
             verify=ssl_context(),
             headers={"User-Agent": USER_AGENT},
-            follow_redirects=follow_redirects,
-            max_redirects=MAX_REDIRECTS,
-            # A proxy would resolve names itself, out of reach of the address check, so
-            # checked fetches connect directly (httpx ignores proxy variables with a transport).
-            transport=PublicOnlyTransport() if checked else None,
+            follow_redirects=False,  # _exchange follows them, checking every hop's URL
+            transport=transport,
         )
 
     async def api(
@@ -177,7 +244,8 @@ class Http:
         """Call a JSON API (GET, or POST when ``json_body`` is given) and decode its answer.
 
         Args:
-            url: the endpoint (trusted configuration; redirects are followed).
+            url: the endpoint (trusted configuration: its own origin may be private; redirects
+                are followed, to other origins only when they are public).
             params, json_body, headers: the request.
             service: how messages name the API ("the Wikipedia API").
             setting: the setting that configures its endpoint ("tools.wikipedia_api"), named
@@ -186,97 +254,123 @@ class Http:
 
         Raises:
             ToolFailure: ``network`` (unreachable, failing after retries, not JSON),
-                ``unavailable`` (wrong endpoint or refused key: a configuration problem) or
-                ``input`` (the API refused this request).
+                ``unavailable`` (wrong endpoint or refused key: a configuration problem),
+                ``input`` (the API refused this request, or redirected to a non-public
+                address) or ``unsupported`` (an answer over the download cap).
         """
-
         import httpx
 
+        request = _Request("GET" if json_body is None else "POST", url, params, json_body, headers)
+
         async def attempt() -> Any:
-            async with self._client(follow_redirects=True) as client:
-                try:
-                    if json_body is None:
-                        response = await client.get(url, params=params, headers=headers)
-                    else:
-                        response = await client.post(
-                            url, params=params, json=json_body, headers=headers
-                        )
-                except httpx.TooManyRedirects:
-                    raise ToolFailure(
-                        f"{service} at {url} redirects in a loop; check {setting}",
-                        kind="unavailable",
-                        source_ref=url,
-                    ) from None
-                except httpx.HTTPError as error:
-                    raise _transport_failure(error, url, service) from None
-                _raise_for_api_status(response, service, url, setting, key_setting or setting)
-                try:
-                    return response.json()
-                except ValueError:
-                    raise ToolFailure(
-                        f"{service} answered with something that is not JSON ({_excerpt(response)}"
-                        f"); check {setting}, or use another tool",
-                        kind="network",
-                        source_ref=url,
-                    ) from None
+            async with self._exchange(
+                request, trusted_endpoint=url, service=service, setting=setting
+            ) as response:
+                body = await self._read_capped(response, url)
+            answer = httpx.Response(
+                response.status_code, headers=response.headers, content=body
+            )  # read in full: the status checks quote the body
+            _raise_for_api_status(answer, service, url, setting, key_setting or setting)
+            try:
+                return answer.json()
+            except ValueError:
+                raise ToolFailure(
+                    f"{service} answered with something that is not JSON ({_excerpt(answer)}); "
+                    f"check {setting}, or use another tool",
+                    kind="network",
+                    source_ref=url,
+                ) from None
 
         return await self._with_retries(attempt)
 
-    async def fetch(self, url: str, *, check_address: bool = True) -> Fetched:
+    async def fetch(self, url: str, *, trusted_endpoint: str | None = None) -> Fetched:
         """Download ``url`` (following redirects) up to the size cap.
 
         Args:
-            url: an absolute ``http``/``https`` URL.
-            check_address: refuse non-public addresses on every connection (model-chosen
-                URLs); has no effect with ``tools.allow_private_urls``.
+            url: an absolute ``http``/``https`` URL: every origin on the way must be public
+                (unless ``tools.allow_private_urls``).
+            trusted_endpoint: a configured endpoint whose own origin is exempt from that check
+                (the Wayback snapshot the configured archive serves itself).
 
         Raises:
             ToolFailure: ``input`` (bad or refused URL), ``not_found``, ``network``,
                 ``unsupported`` (larger than the download cap).
         """
-        check_url(url)
-        checked = check_address and not self.settings.allow_private_urls
-        return await self._with_retries(lambda: self._fetch_once(url, checked))
+        request = _Request("GET", url, headers={"Accept": BROWSER_ACCEPT})
 
-    async def _fetch_once(self, url: str, checked: bool) -> Fetched:
+        async def attempt() -> Fetched:
+            async with self._exchange(
+                request, trusted_endpoint=trusted_endpoint, service="the web server"
+            ) as response:
+                final = str(response.url)
+                _raise_for_status(response, "the web server", final)
+                body = await self._read_capped(response, final)
+                return Fetched(
+                    url=final,
+                    status=response.status_code,
+                    content_type=response.headers.get("content-type"),
+                    body=body,
+                )
+
+        return await self._with_retries(attempt)
+
+    @asynccontextmanager
+    async def _exchange(
+        self,
+        request: _Request,
+        *,
+        trusted_endpoint: str | None,
+        service: str,
+        setting: str | None = None,
+    ) -> AsyncIterator[httpx.Response]:
+        """Send ``request`` and follow its redirects: the one way the tools reach the network.
+
+        Every hop's URL is checked (:func:`check_url`) and, unless ``tools.allow_private_urls``,
+        every connection goes through the public-address check, but for the origin of
+        ``trusted_endpoint``. Yields the final response with its body not yet read (a
+        redirect's body is never read), and closes it afterwards.
+        """
         import httpx
 
-        async with self._client(checked=checked) as client:
-            current = url
+        check_url(request.url)
+        async with self._client(trusted_endpoint) as client:
+            current = client.build_request(
+                request.method,
+                request.url,
+                params=request.params,
+                json=request.json_body,
+                headers=request.headers,
+            )
             for _ in range(MAX_REDIRECTS + 1):
+                url = str(current.url)
                 try:
-                    request = client.build_request(
-                        "GET", current, headers={"Accept": BROWSER_ACCEPT}
-                    )
-                    response = await client.send(request, stream=True)
+                    response = await client.send(current, stream=True)
                 except ToolFailure as refused:  # from PublicOnlyBackend: name the URL
-                    refused.source_ref = current
+                    refused.source_ref = url
                     raise
                 except (httpx.InvalidURL, httpx.UnsupportedProtocol) as error:
-                    raise _invalid_url(current, str(error)) from None
+                    raise _invalid_url(url, str(error)) from None
                 except httpx.HTTPError as error:
-                    raise _transport_failure(error, current, "the web server") from None
+                    raise _transport_failure(error, url, service) from None
                 try:
-                    if response.is_redirect and "location" in response.headers:
-                        current = urljoin(current, response.headers["location"])
-                        check_url(current)
-                        continue
-                    _raise_for_status(response, "the web server", current)
-                    body = await self._read_capped(response, current)
-                    return Fetched(
-                        url=str(response.url),
-                        status=response.status_code,
-                        content_type=response.headers.get("content-type"),
-                        body=body,
-                    )
+                    if not (response.is_redirect and "location" in response.headers):
+                        yield response
+                        return
+                    current = _redirect_request(client, current, response)
                 finally:
                     await response.aclose()
+        if setting is not None:
             raise ToolFailure(
-                f"{url} redirects more than {MAX_REDIRECTS} times; try the final address "
-                "directly or another source",
-                kind="network",
-                source_ref=url,
+                f"{service} at {request.url} redirects in a loop; check {setting}",
+                kind="unavailable",
+                source_ref=request.url,
             )
+        raise ToolFailure(
+            f"{request.url} redirects more than {MAX_REDIRECTS} times; try the final address "
+            "directly or another source",
+            kind="network",
+            source_ref=request.url,
+        )
 
     async def _read_capped(self, response: httpx.Response, url: str) -> bytes:
         import httpx
@@ -311,6 +405,49 @@ class Http:
                 await asyncio.sleep(max(delay, min(error.retry_after, MAX_RETRY_AFTER_S)))
                 delay *= 2
         raise AssertionError("unreachable")
+
+
+@dataclass(frozen=True)
+class _Request:
+    """What to send first; redirects derive the next hops from it."""
+
+    method: str
+    url: str
+    params: dict[str, Any] | None = None
+    json_body: Any = None
+    headers: dict[str, str] | None = None
+
+
+def _redirect_request(
+    client: httpx.AsyncClient, request: httpx.Request, response: httpx.Response
+) -> httpx.Request:
+    """The next hop of a redirect, as browsers make it (httpx's rules, which it applies only
+    when it follows redirects itself — and then it reads every redirect's body, uncapped)."""
+    import httpx
+
+    location = urljoin(str(request.url), response.headers["location"])
+    check_url(location)
+    method = request.method
+    status = response.status_code
+    if (status in (302, 303) and method != "HEAD") or (status == 301 and method == "POST"):
+        method = "GET"
+    dropped = {"host", "cookie"}
+    if method != request.method:
+        dropped |= {"content-length", "content-type", "transfer-encoding"}
+    if httpx.URL(location).host != request.url.host:
+        dropped.add("authorization")  # a key is for the host it was configured for
+    headers = {k: v for k, v in request.headers.items() if k.lower() not in dropped}
+    content = request.content if method == request.method else None
+    return client.build_request(method, location, headers=headers, content=content)
+
+
+def origin_of(url: str) -> tuple[str, int]:
+    """``(host, port)`` of ``url`` as a connection sees it (IDNA-encoded host, default port)."""
+    import httpx
+
+    parsed = httpx.URL(url)
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    return parsed.raw_host.decode("ascii").lower(), port
 
 
 def check_url(url: str) -> None:

@@ -1,9 +1,10 @@
-"""The connection layer behind :meth:`kgot.tools.net.Http.fetch`'s address check.
+"""The connection layer behind the address check of every request the tools make.
 
 :class:`PublicOnlyBackend` is an httpcore network backend whose ``connect_tcp`` resolves the
 host itself, refuses it unless every address is public, and connects to exactly the address it
 checked — so a DNS-rebinding name cannot answer "public" to the check and "127.0.0.1" to the
-connection. :class:`PublicOnlyTransport` is httpx's own transport on a pool built with it.
+connection. Only the origins it is told to trust (a configured API endpoint) skip the check.
+:class:`PublicOnlyTransport` is httpx's own transport on a pool built with it.
 """
 
 from __future__ import annotations
@@ -26,10 +27,16 @@ class PublicOnlyBackend(httpcore.AsyncNetworkBackend):
     connects to the checked addresses in turn. httpcore starts TLS on the returned stream with
     the original host name, so certificate checks and SNI are unchanged, and httpx sends the
     original ``Host`` header.
+
+    Args:
+        trusted: ``(host, port)`` origins connected to without the check: configured endpoints,
+            which a user may run on loopback or a private network (see
+            :func:`kgot.tools.net.origin_of`).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, trusted: frozenset[tuple[str, int]] = frozenset()) -> None:
         self._inner = httpcore.AnyIOBackend()
+        self._trusted = trusted
 
     async def connect_tcp(
         self,
@@ -39,6 +46,14 @@ class PublicOnlyBackend(httpcore.AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore.AsyncNetworkStream:
+        if (host.lower(), port) in self._trusted:
+            return await self._inner.connect_tcp(
+                host,
+                port,
+                timeout=timeout,
+                local_address=local_address,
+                socket_options=socket_options,
+            )
         addresses = await public_addresses(host, port, timeout=timeout)
         failure: Exception | None = None
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -63,7 +78,7 @@ class PublicOnlyBackend(httpcore.AsyncNetworkBackend):
         timeout: float | None = None,
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore.AsyncNetworkStream:
-        raise httpcore.ConnectError("unix sockets are not reachable from visit_page")
+        raise httpcore.ConnectError("unix sockets are not reachable from the tools")
 
     async def sleep(self, seconds: float) -> None:
         await self._inner.sleep(seconds)
@@ -72,7 +87,7 @@ class PublicOnlyBackend(httpcore.AsyncNetworkBackend):
 class PublicOnlyTransport(httpx.AsyncHTTPTransport):
     """httpx's own transport, with its connection pool built on :class:`PublicOnlyBackend`."""
 
-    def __init__(self) -> None:
+    def __init__(self, trusted: frozenset[tuple[str, int]] = frozenset()) -> None:
         super().__init__(verify=ssl_context(), trust_env=False)
         # httpx does not take a network backend; its pool does. Same settings as httpx's
         # default pool, only the backend differs.
@@ -81,5 +96,5 @@ class PublicOnlyTransport(httpx.AsyncHTTPTransport):
             max_connections=100,
             max_keepalive_connections=20,
             keepalive_expiry=5.0,
-            network_backend=PublicOnlyBackend(),
+            network_backend=PublicOnlyBackend(trusted),
         )

@@ -121,7 +121,9 @@ async def _load_archived(
     snapshot = str(closest["url"])
     # `id_` after the timestamp asks for the page as archived, without the archive's toolbar.
     raw_snapshot = re.sub(r"/web/(\d{1,14})/", r"/web/\1id_/", snapshot, count=1)
-    fetched = await session.http.fetch(raw_snapshot, check_address=False)
+    # The configured archive may serve its snapshots itself (a local mirror): only its own
+    # origin is exempt from the address check, never where a snapshot redirects.
+    fetched = await session.http.fetch(raw_snapshot, trusted_endpoint=session.settings.wayback_api)
     document = await _to_document(
         session,
         body=fetched.body,

@@ -1,9 +1,11 @@
-"""visit_page's network safety and error kinds: DNS rebinding, redirects to private addresses,
-malformed URLs, TLS failures, Retry-After, and the JSON APIs' own failure messages."""
+"""The tools' network safety and error kinds: DNS rebinding, redirects to private addresses (from
+pages, Wayback snapshots and configured APIs), IPv6 forms that carry an IPv4 address, malformed
+URLs, TLS failures, DNS failures, Retry-After, and the JSON APIs' own failure messages."""
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import socket
 from collections.abc import Iterator
@@ -20,6 +22,7 @@ from kgot.tests.tools.tool_fixtures import (
     tools_settings,
 )
 from kgot.tools import ToolContext
+from kgot.tools.net import is_public_address
 
 PUBLIC_IP = "93.184.216.34"  # a global address; the test network routes it to a fixture server
 PUBLIC_PAGE = "<html><body><article><p>Public page about herons and egrets.</p></article>"
@@ -69,8 +72,26 @@ def public_server() -> Iterator[FixtureServer]:
     fixture.close()
 
 
-def strict_runner():
-    return make_runner(ToolContext(settings=tools_settings(allow_private_urls=False)))
+@pytest.fixture
+def internal_server() -> Iterator[FixtureServer]:
+    """A second loopback server: an internal service the tools must never reach."""
+    fixture = FixtureServer()
+    fixture.page("/secret", SECRET_PAGE)
+    yield fixture
+    fixture.close()
+
+
+def strict_runner(server: FixtureServer | None = None):
+    """Private addresses refused. With ``server``, the configured APIs (Wikipedia, Wayback) are
+    on it: their own loopback origin is trusted configuration, every other one is checked."""
+    return make_runner(ToolContext(settings=tools_settings(server, allow_private_urls=False)))
+
+
+def _wayback_answer(snapshot: str) -> Response:
+    closest = {"available": True, "url": snapshot, "timestamp": "20190228101500"}
+    return Response(
+        200, json.dumps({"archived_snapshots": {"closest": closest}}), "application/json"
+    )
 
 
 def test_rebinding_name_is_read_from_the_address_that_was_checked(network, server, public_server):
@@ -231,3 +252,100 @@ def test_search_provider_key_refused_names_the_setting(server):
     assert not outcome.ok
     assert "tools.serpapi_key" in outcome.output and "Invalid API key." in outcome.output
     assert "login" not in outcome.output
+
+
+# -- every hop of every request is checked, Wayback and configured APIs included -----------------
+
+
+def test_wayback_snapshot_served_by_the_configured_archive_is_read(server):
+    # The archive on loopback is configuration, so its own snapshots are read with private
+    # addresses refused: the refusals below are about where they lead, not about the archive.
+    snapshot = server.url("/web/20190228101500/https://example.org/news")
+    server.route("/wayback/available", _wayback_answer(snapshot))
+    server.page("/web/20190228101500id_/https://example.org/news", PUBLIC_PAGE)
+    outcome = call(strict_runner(server), "visit_page", url="https://example.org/news", date="2019")
+    assert outcome.ok, outcome.output
+    assert "Public page about herons" in outcome.output
+
+
+def test_wayback_snapshot_redirecting_to_loopback_is_refused(server, internal_server):
+    snapshot = server.url("/web/20190228101500/https://example.org/news")
+    server.route("/wayback/available", _wayback_answer(snapshot))
+    server.route(
+        "/web/20190228101500id_/https://example.org/news",
+        Response(302, "", headers={"Location": internal_server.url("/secret")}),
+    )
+    outcome = call(strict_runner(server), "visit_page", url="https://example.org/news", date="2019")
+    assert server.hits["/web/20190228101500id_/https://example.org/news"] == 1
+    assert internal_server.hits["/secret"] == 0, "the snapshot's redirect reached loopback"
+    assert not outcome.ok and outcome.error_kind == "input", outcome.output
+    assert "non-public address (127.0.0.1)" in outcome.output and "SECRET" not in outcome.output
+
+
+def test_wayback_snapshot_url_on_another_private_origin_is_refused(server, internal_server):
+    # The availability answer is data, not configuration: its snapshot URL is checked too.
+    server.route("/wayback/available", _wayback_answer(internal_server.url("/web/2019/secret")))
+    internal_server.prefix_routes["/web/"] = lambda request: Response(200, SECRET_PAGE)
+    outcome = call(strict_runner(server), "visit_page", url="https://example.org/news", date="2019")
+    assert not outcome.ok and outcome.error_kind == "input", outcome.output
+    assert "non-public address" in outcome.output
+    assert not internal_server.requests
+
+
+def test_configured_api_redirecting_to_loopback_is_refused(server, internal_server):
+    server.route(
+        "/w/api.php", Response(302, "", headers={"Location": internal_server.url("/secret")})
+    )
+    outcome = call(strict_runner(server), "wikipedia", query="Heron")
+    assert server.hits["/w/api.php"] == 1
+    assert internal_server.hits["/secret"] == 0, "the API's redirect reached loopback"
+    assert not outcome.ok and outcome.error_kind == "input", outcome.output
+    assert "non-public address (127.0.0.1)" in outcome.output
+
+
+# -- IPv6 forms that carry an IPv4 address are judged by that address ---------------------------
+
+
+@pytest.mark.parametrize(
+    ("address", "public"),
+    [
+        ("64:ff9b::7f00:1", False),  # NAT64 of 127.0.0.1
+        ("64:ff9b::a00:1", False),  # NAT64 of 10.0.0.1
+        ("64:ff9b::808:808", True),  # NAT64 of 8.8.8.8: what DNS64 answers on IPv6-only hosts
+        ("64:ff9b:1::7f00:1", False),  # local-use NAT64, /96 layout
+        ("64:ff9b:1:7f00:1::", False),  # local-use NAT64, /48 layout
+        ("2002:7f00:1::1", False),  # 6to4 of 127.0.0.1
+        ("2002:a9fe:a9fe::1", False),  # 6to4 of 169.254.169.254 (cloud metadata)
+        ("2002:808:808::1", True),  # 6to4 of 8.8.8.8
+        ("::7f00:1", False),  # IPv4-compatible 127.0.0.1
+        ("::808:808", True),  # IPv4-compatible 8.8.8.8
+        ("::ffff:127.0.0.1", False),  # IPv4-mapped
+        ("::ffff:8.8.8.8", True),
+        ("::ffff:0:7f00:1", False),  # IPv4-translated 127.0.0.1
+        ("2001:0:4136:e378:8000:63bf:80ff:fffe", False),  # Teredo, client 127.0.0.1
+        ("fec0::1", False),  # site-local
+        ("fed0:1:2::3", False),  # site-local
+        ("2606:4700:4700::1111", True),  # an ordinary global address
+        ("::1", False),
+        ("8.8.8.8", True),
+        ("169.254.169.254", False),
+    ],
+)
+def test_address_check_judges_the_ipv4_address_an_ipv6_form_carries(address, public):
+    assert is_public_address(ipaddress.ip_address(address)) is public
+
+
+@pytest.mark.parametrize("literal", ["64:ff9b::7f00:1", "2002:7f00:1::1", "::7f00:1", "fec0::1"])
+def test_visit_page_refuses_ipv6_forms_of_loopback_before_connecting(literal, network):
+    outcome = call(strict_runner(), "visit_page", url=f"http://[{literal}]:8080/page")
+    assert not outcome.ok and outcome.error_kind == "input", outcome.output
+    assert "non-public address" in outcome.output
+    assert network.connected == []
+
+
+def test_a_name_resolving_to_nat64_of_loopback_is_refused(network, server):
+    network.answers["nat64.test"] = [["64:ff9b::7f00:1"]]
+    outcome = call(strict_runner(), "visit_page", url=f"http://nat64.test:{server.port}/page")
+    assert not outcome.ok and outcome.error_kind == "input", outcome.output
+    assert "64:ff9b::7f00:1, which carries 127.0.0.1" in outcome.output
+    assert network.connected == []
