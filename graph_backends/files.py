@@ -25,7 +25,7 @@ import networkx as nx
 
 from kgot.atomic_file import current_umask, replace_file
 from kgot.errors import ChangesetError, GraphFileError
-from kgot.graph_backends.jobs.graphdata import MAX_VALUE_DEPTH
+from kgot.graph_backends.jobs.graphdata import INT_MAX, INT_MIN, MAX_VALUE_DEPTH
 from kgot.graph_backends.jobs.outcome import collector_paused
 from kgot.graph_backends.jobs.rdf_decode import decode
 from kgot.graph_backends.jobs.rdf_model import PREFIXES, graph_ntriples
@@ -190,7 +190,9 @@ def _read_json(path: Path) -> nx.MultiDiGraph:
 def _node_link_document(path: Path) -> tuple[dict[str, Any], list[Any]]:
     """The parsed document and its edge list, once its shape is right."""
     try:
-        document = json.loads(path.read_bytes().decode("utf-8-sig"))
+        document = json.loads(path.read_bytes().decode("utf-8-sig"), parse_int=_bounded_int)
+    except _IntegerTooLong as error:
+        raise GraphFileError(f"{path}: {error}") from None
     except json.JSONDecodeError as error:
         raise GraphFileError(
             f"{path}: line {error.lineno}, column {error.colno}: invalid JSON ({error.msg})"
@@ -215,6 +217,21 @@ def _node_link_document(path: Path) -> tuple[dict[str, Any], list[Any]]:
     if not isinstance(links, list):
         raise GraphFileError(f'{path}: "edges" must be a list')
     return document, links
+
+
+class _IntegerTooLong(ValueError):
+    """An integer literal too long to convert (Python refuses over 4,300 digits)."""
+
+
+def _bounded_int(literal: str) -> int:
+    """An integer literal as an ``int``; one that Python would refuse to convert is reported
+    as out of range (the checks after reading name the JSON path of shorter ones)."""
+    if len(literal) <= 4_000:
+        return int(literal)
+    raise _IntegerTooLong(
+        f"an integer of {len(literal.lstrip('-')):,} digits ({literal[:12]}…) is outside the "
+        f"signed 64-bit range ({INT_MIN} to {INT_MAX}); store it as a string"
+    )
 
 
 def _listing_problem(error: FillError, nodes: list[Any], edges: list[Any]) -> str:

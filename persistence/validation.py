@@ -22,13 +22,14 @@ the prefix stays free for later metadata.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from kgot.graph_backends.base import Changeset, Edge, Node
-from kgot.graph_backends.jobs.graphdata import cap_problems
+from kgot.graph_backends.jobs.graphdata import cap_problems, locate_value_problem
 from kgot.persistence.catalog import TypeCatalog
 from kgot.persistence.schema import SOURCE_KINDS
 from kgot.persistence.type_schema import (
@@ -161,8 +162,8 @@ def parse_timestamp(value: Any) -> datetime | None:
 
 
 def encode_properties(properties: Mapping[str, Any], where: str, problems: list[str]) -> bool:
-    """Report values that cannot be stored identically on SQLite and PostgreSQL; ``True``
-    when there is none."""
+    """Report values that cannot be stored identically on SQLite and PostgreSQL and
+    checkpointed (each with its JSON path); ``True`` when there is none."""
     too_deep = value_depth_exceeds(properties)
     if too_deep is not None:
         problems.append(
@@ -170,22 +171,30 @@ def encode_properties(properties: Mapping[str, Any], where: str, problems: list[
             "(rule: JSON nesting; flatten it or store it as a string)"
         )
         return False
+    text: str | None
     try:
         text = json.dumps(properties, allow_nan=False, ensure_ascii=False)
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        problems.append(
-            f"{where}: a string holds a lone surrogate, which is not Unicode text (rule: "
-            "valid text)"
-        )
-        return False
-    except (TypeError, ValueError, RecursionError) as error:
-        problems.append(f"{where}: properties are not plain JSON ({error}) (rule: JSON values)")
+        text.encode("utf-8")  # lone surrogates fail here
+    except (TypeError, ValueError, RecursionError):  # UnicodeEncodeError is a ValueError
+        text = None  # the walk below finds what and where
+    # Serialising is fast C code; only when it fails, or the text holds a digit run long enough
+    # for an integer out of range, is the value walked in Python to find the culprit's path.
+    if text is None or _LONG_DIGIT_RUN.search(text):
+        found = locate_value_problem(properties, "$")
+        if found is not None:
+            path, why = found
+            problems.append(f"{where} at {path[:120]}: {why} (rule: JSON values)")
+            return False
+    if text is None:
+        problems.append(f"{where}: properties are not plain JSON (rule: JSON values)")
         return False
     if "\\u0000" in text:
         problems.append(f"{where}: a string contains a NUL character (rule: no NUL in text)")
         return False
     return True
+
+
+_LONG_DIGIT_RUN = re.compile(r"\d{19}")  # 2**63 has 19 digits: shorter integers are in range
 
 
 def node_where(node: Node) -> str:

@@ -109,21 +109,78 @@ def describe_edge(source: Any, target: Any, key: Any) -> str:
     return f"edge {describe_id(source)} -[{key}]-> {describe_id(target)}"
 
 
+# Integers are stored and checkpointed as signed 64-bit numbers: LangGraph's checkpoint
+# serializer (msgpack) refuses anything wider, and a value that cannot be checkpointed would
+# only fail after it was committed.
+INT_MIN = -(2**63)
+INT_MAX = 2**63 - 1
+_IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
+
+
+def child_path(path: str, key: Any) -> str:
+    """The JSON path of ``key`` (an object member or a list index) under ``path``."""
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    if isinstance(key, str) and _IDENTIFIER.fullmatch(key):
+        return f"{path}.{key}"
+    return f"{path}[{json.dumps(key, ensure_ascii=False)}]"
+
+
 def value_problem(value: Any) -> str | None:
     """Why ``value`` cannot be stored as a property, or ``None`` when it can.
 
-    Property values are JSON values: strings (valid Unicode), finite numbers, booleans, null,
-    and lists and objects (string keys) of those, nested at most :data:`MAX_VALUE_DEPTH` levels.
-    Scalars, by far the most common values, are checked without serialising anything.
+    Property values are JSON values: strings (valid Unicode), finite numbers, integers within
+    the signed 64-bit range, booleans, null, and lists and objects (string keys) of those,
+    nested at most :data:`MAX_VALUE_DEPTH` levels. Scalars, by far the most common values, are
+    checked without serialising anything.
     """
+    found = locate_value_problem(value, "$")
+    if found is None:
+        return None
+    path, why = found
+    return why if path == "$" else f"holds at {path[1:]} a value that {why}"
+
+
+def locate_value_problem(value: Any, path: str) -> tuple[str, str] | None:
+    """``(JSON path, why)`` of the first part of ``value`` (found at ``path``) that cannot be
+    stored, or ``None``. Walked without recursion: any depth is safe."""
+    if not isinstance(value, (list, tuple, dict)):
+        why = _scalar_problem(value)
+        return None if why is None else (path, why)
+    stack: list[tuple[Any, str, int]] = [(value, path, 1)]
+    while stack:
+        container, where, depth = stack.pop()
+        if depth > MAX_VALUE_DEPTH:
+            return where, f"nests lists and objects more than {MAX_VALUE_DEPTH} levels deep"
+        if isinstance(container, dict):
+            for key in container:
+                if not isinstance(key, str):
+                    return (
+                        where,
+                        f"has the object key {key!r} ({type(key).__name__}); keys are strings",
+                    )
+            items: Iterable[tuple[Any, Any]] = container.items()
+        else:
+            items = enumerate(container)
+        for key, item in items:
+            if isinstance(item, (list, tuple, dict)):
+                stack.append((item, child_path(where, key), depth + 1))
+                continue
+            why = _scalar_problem(item)
+            if why:
+                return child_path(where, key), why
+    return None
+
+
+def _scalar_problem(value: Any) -> str | None:
     if isinstance(value, str):
         return _text_problem(value)
-    if value is None or isinstance(value, int):  # bool is an int
+    if value is None or isinstance(value, bool):
         return None
+    if isinstance(value, int):
+        return None if INT_MIN <= value <= INT_MAX else _int_out_of_range(value)
     if isinstance(value, float):
         return None if math.isfinite(value) else _NOT_FINITE
-    if isinstance(value, (list, tuple, dict)):
-        return _container_problem(value)
     return (
         f"is a {type(value).__name__}, which has no JSON form (store a string, number, "
         "boolean, null, list or object instead)"
@@ -133,6 +190,15 @@ def value_problem(value: Any) -> str | None:
 _NOT_FINITE = "is not a finite number (NaN and infinity have no JSON form)"
 
 
+def _int_out_of_range(value: int) -> str:
+    # str() of an int over 4,300 digits raises (CPython's guard against quadratic conversion)
+    digits = f"{len(str(abs(value))):,}" if value.bit_length() <= 13_000 else "over 3,900"
+    return (
+        f"is an integer of {digits} digits, outside the signed 64-bit range ({INT_MIN} to "
+        f"{INT_MAX}) (store it as a string, or as a float if an approximation will do)"
+    )
+
+
 def _text_problem(text: str) -> str | None:
     if text.isascii():
         return None
@@ -140,30 +206,6 @@ def _text_problem(text: str) -> str | None:
         text.encode("utf-8")
     except UnicodeEncodeError:
         return "holds text that is not valid Unicode (a lone surrogate)"
-    return None
-
-
-def _container_problem(value: list[Any] | tuple[Any, ...] | dict[Any, Any]) -> str | None:
-    """Problems inside a list or object, walked without recursion (any depth is safe)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        container, depth = stack.pop()
-        if depth > MAX_VALUE_DEPTH:
-            return f"nests lists and objects more than {MAX_VALUE_DEPTH} levels deep"
-        if isinstance(container, dict):
-            for key in container:
-                if not isinstance(key, str):
-                    return f"has the object key {key!r} ({type(key).__name__}); keys are strings"
-            items: Iterable[Any] = container.values()
-        else:
-            items = container
-        for item in items:
-            if isinstance(item, (list, tuple, dict)):
-                stack.append((item, depth + 1))
-                continue
-            why = value_problem(item)
-            if why:
-                return f"holds a value that {why}"
     return None
 
 
@@ -192,9 +234,12 @@ def property_problems(
                 "store this value under another property name"
             )
         else:
-            why = value_problem(value)
-            if why:
-                problems.append(f"{where}: property `{name}` {why}")
+            whole = child_path("$", name)
+            found = locate_value_problem(value, whole)
+            if found:
+                path, why = found
+                inside = "" if path == whole else f"at {path} "
+                problems.append(f"{where}: property `{name}` {inside}{why}")
     return problems
 
 
@@ -330,8 +375,11 @@ def _properties_ok(attrs: Mapping[Any, Any], skip: str, reserved: frozenset[str]
         if kind is str:
             if not value.isascii() and _text_problem(value):
                 return False
-        elif kind is int or kind is bool or value is None:
+        elif kind is bool or value is None:
             continue
+        elif kind is int:
+            if not INT_MIN <= value <= INT_MAX:
+                return False
         elif kind is float:
             if not math.isfinite(value):
                 return False

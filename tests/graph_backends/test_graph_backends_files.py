@@ -282,3 +282,45 @@ def test_type_names_allow_what_schemas_and_rdf_use(tmp_path: Path):
     for suffix in (".json", ".ttl"):
         write_graph(graph, tmp_path / f"ok{suffix}")
         assert snapshot(read_graph(tmp_path / f"ok{suffix}")) == snapshot(graph)
+
+
+def test_integers_outside_64_bits_are_refused_with_their_place(tmp_path: Path):
+    # Such integers were read, committed, and then broke the run's checkpoint (exit 70).
+    wide = tmp_path / "wide.json"
+    wide.write_text(
+        '{"directed": true, "nodes": [{"id": "a", "label": "Thing", "n": [1, '
+        + str(2**64)
+        + "]}]}",
+        encoding="utf-8",
+    )
+    with pytest.raises(GraphFileError) as wide_error:
+        read_graph(wide)
+    assert "node 'a': property `n` at $.n[1] is an integer of 20 digits, outside the signed " in (
+        str(wide_error.value)
+    )
+    huge = tmp_path / "huge.json"
+    huge.write_text(
+        '{"directed": true, "nodes": [{"id": "a", "label": "Thing", "n": ' + "9" * 5000 + "}]}",
+        encoding="utf-8",
+    )
+    with pytest.raises(GraphFileError) as huge_error:  # was a ValueError: exit 70
+        read_graph(huge)
+    assert "an integer of 5,000 digits (999999999999…) is outside the signed 64-bit range" in (
+        str(huge_error.value)
+    )
+    edge = tmp_path / "edge.json"
+    edge.write_text(
+        json.dumps(
+            {
+                "directed": True,
+                "nodes": [
+                    {"id": "a", "label": "Thing", "n": 2**63 - 1},
+                    {"id": "b", "label": "Thing", "n": -(2**63)},
+                ],
+                "edges": [],
+            }
+        ),
+        encoding="utf-8",
+    )
+    graph = read_graph(edge)  # the bounds themselves are fine
+    assert graph.nodes["a"]["n"] == 2**63 - 1 and graph.nodes["b"]["n"] == -(2**63)

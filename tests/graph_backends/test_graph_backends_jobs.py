@@ -259,3 +259,21 @@ def test_jobs_see_the_graph_after_many_changes(sandbox):
             [s, t, k, d["relationship"]] for s, t, k, d in host.edges(keys=True, data=True)
         )
         assert backend.query(edges).value == host_edges
+
+
+def test_the_value_rules_accept_exactly_what_checkpoints_serialize():
+    """Property values pass the rules only if LangGraph's checkpoint serializer takes them: a
+    value it refuses would be applied (and committed) and then end the run at the checkpoint."""
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    from kgot.graph_backends.jobs.graphdata import INT_MAX, INT_MIN, node_problems
+
+    serializer = JsonPlusSerializer()
+    for value in (INT_MIN, INT_MAX, [INT_MAX, {"x": INT_MIN}]):
+        assert node_problems("a", {"label": "Thing", "n": value}) == []
+        assert serializer.loads_typed(serializer.dumps_typed({"n": value})) == {"n": value}
+    for value in (INT_MAX + 1, INT_MIN - 1, 2**64, 10**5000):
+        (problem,) = node_problems("a", {"label": "Thing", "n": value})
+        assert "outside the signed 64-bit range" in problem
+    (nested,) = node_problems("a", {"label": "Thing", "n": [1, {"x": 2**64}]})
+    assert nested.startswith("node 'a': property `n` at $.n[1].x is an integer of 20 digits")

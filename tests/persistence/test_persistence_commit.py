@@ -393,7 +393,7 @@ def test_structural_rules_on_ids_values_and_duplicates(store: Store) -> None:
     )
     text = "\n".join(problems)
     assert "at most 512" in text
-    assert "node 'nan' (Concept): properties are not plain JSON" in text
+    assert "node 'nan' (Concept) at $.score: is not a finite number" in text
     assert "NUL character" in text
     assert "node 'dup' is both added and removed" in text
     assert "target node 'ghost' does not exist" in text

@@ -1,0 +1,51 @@
+"""What a commit refuses before it can cost the store or a later step: numbers out of range,
+oversized values and imports, schemas whose checking would not end, and how many problems of
+one kind are reported."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from kgot.errors import ChangesetError
+from kgot.graph_backends.base import Changeset, Node
+from kgot.persistence import Provenance, Store
+
+PROV = Provenance(run_id="run-1", step="update_graph")
+
+
+def test_numbers_a_checkpoint_cannot_hold_are_refused_with_their_json_path(store: Store) -> None:
+    # Integers of 2**64 and more were committed, then the run's checkpoint failed (exit 70).
+    store.create_entity("alice")
+    session = store.session("alice")
+    bad = Changeset(
+        added_nodes=(
+            Node("wide", "Quantity", {"name": "w", "value": 2**64}),
+            Node("low", "Quantity", {"name": "l", "value": -(2**63) - 1}),
+            Node("huge", "Quantity", {"name": "h", "value": 10**5000}),
+            Node("inf", "Quantity", {"name": "i", "values": [1.5, {"x": math.inf}]}),
+        )
+    )
+    problems = session.check(bad)
+    text = "\n".join(problems)
+    assert "node 'wide' (Quantity) at $.value: is an integer of 20 digits, outside the signed " in (
+        text
+    )
+    assert "node 'low' (Quantity) at $.value: is an integer of 19 digits" in text
+    assert "node 'huge' (Quantity) at $.value: is an integer of over 3,900 digits" in text
+    assert "node 'inf' (Quantity) at $.values[1].x: is not a finite number" in text
+    with pytest.raises(ChangesetError):
+        session.commit(bad, PROV)
+    assert store.get_entity("alice").version == 0  # nothing was written
+    bounds = Changeset(
+        added_nodes=(
+            Node("max", "Quantity", {"name": "m", "value": 2**63 - 1}),
+            Node("min", "Quantity", {"name": "n", "value": -(2**63)}),
+            Node("digits", "Quantity", {"name": "d", "value": 1, "unit": "1" * 40}),  # a string
+        )
+    )
+    assert session.check(bounds) == []
+    assert session.commit(bounds, PROV) == 1
+    graph = session.load_graph()
+    assert graph.nodes["max"]["value"] == 2**63 - 1 and graph.nodes["min"]["value"] == -(2**63)
