@@ -93,13 +93,11 @@ async def public_addresses(host: str, port: int, *, timeout: float | None = None
             loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), timeout
         )
     except TimeoutError:
-        raise TransientNetworkError(f"looking up the host {host!r} took too long") from None
+        raise TransientNetworkError(
+            f"looking up the host {host!r} took too long (no network, or a slow name server?)"
+        ) from None
     except socket.gaierror as error:
-        if error.errno == socket.EAI_AGAIN:
-            raise TransientNetworkError(
-                f"could not look up the host {host!r} (temporary DNS failure)"
-            ) from None
-        raise _unresolvable(host) from None
+        raise resolution_failure(host, error) from None
     except UnicodeError:
         raise _unresolvable(host) from None
     addresses: list[str] = []
@@ -185,10 +183,41 @@ def _refuse_if_private(host: str, address: ipaddress.IPv4Address | ipaddress.IPv
     )
 
 
+def resolution_failure(host: str, error: socket.gaierror) -> ToolFailure:
+    """What a failed name look-up means, as far as ``getaddrinfo``'s error code tells.
+
+    Only "no such name" (``EAI_NONAME``) and "no address for the name" (``EAI_NODATA``) are the
+    address's fault. ``EAI_AGAIN`` means the name server did not answer — no network, or a
+    temporary DNS failure — and is worth a retry; any other code is a resolver failure.
+    """
+    code = error.errno
+    if code in _NO_SUCH_NAME:
+        return _unresolvable(host)
+    if code == socket.EAI_AGAIN:
+        return TransientNetworkError(
+            f"the host name {host!r} could not be resolved: no name server answered (no "
+            "network? or a temporary DNS failure)",
+            source_ref=host,
+        )
+    reason = error.strerror or f"getaddrinfo error {code}"
+    return ToolFailure(
+        f"the host name {host!r} could not be resolved ({reason}): the name look-up itself "
+        "failed, not the address — no network? Try again later or use another tool",
+        kind="network",
+        source_ref=host,
+    )
+
+
+# "No such name" and "the name has no address" (EAI_NODATA exists on glibc only).
+_NO_SUCH_NAME = frozenset(
+    code for code in (socket.EAI_NONAME, getattr(socket, "EAI_NODATA", None)) if code is not None
+)
+
+
 def _unresolvable(host: str) -> ToolFailure:
     return ToolFailure(
-        f"cannot resolve the host {host!r}; check the spelling of the address or search for "
-        "the page instead",
+        f"cannot resolve the host {host!r}: the name server knows no address for it; check "
+        "the spelling of the address or search for the page instead",
         kind="not_found",
         source_ref=host,
     )
@@ -591,9 +620,11 @@ def _transport_failure(error: httpx.HTTPError, url: str, service: str) -> ToolFa
     tls = _cause(error, ssl.SSLError)
     if tls is not None:
         return _tls_failure(tls, url)
-    if isinstance(error, httpx.ConnectError) and _cause(error, socket.gaierror) is not None:
-        host = urlsplit(url).hostname or url
-        return _unresolvable(host)
+    lookup = _cause(error, socket.gaierror) if isinstance(error, httpx.ConnectError) else None
+    if lookup is not None:
+        failure = resolution_failure(urlsplit(url).hostname or url, lookup)
+        failure.source_ref = url
+        return failure
     if isinstance(error, httpx.TransportError):
         return TransientNetworkError(
             f"could not reach {service} at {url} ({type(error).__name__}: {error or 'no detail'})",

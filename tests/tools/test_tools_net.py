@@ -35,6 +35,7 @@ class FakeNetwork:
 
     answers: dict[str, list[list[str]]] = field(default_factory=dict)  # successive answers
     routes: dict[str, int] = field(default_factory=dict)  # address -> loopback port
+    failures: dict[str, int] = field(default_factory=dict)  # name -> getaddrinfo error code
     connected: list[tuple[str, int]] = field(default_factory=list)
 
 
@@ -46,6 +47,8 @@ def network(monkeypatch) -> FakeNetwork:
 
     def getaddrinfo(host, port, *args, **kwargs):
         name = host.decode() if isinstance(host, bytes) else host
+        if name in fake.failures:
+            raise socket.gaierror(fake.failures[name], f"getaddrinfo error {fake.failures[name]}")
         queue = fake.answers.get(name)
         if queue is None:
             return real_getaddrinfo(host, port, *args, **kwargs)
@@ -171,6 +174,38 @@ def test_unknown_host_is_not_found(network):
     outcome = call(strict_runner(), "visit_page", url="http://no-such-host.test/")
     assert not outcome.ok and outcome.error_kind == "not_found", outcome.output
     assert "cannot resolve the host 'no-such-host.test'" in outcome.output
+    assert "check the spelling" in outcome.output
+
+
+def test_unreachable_name_server_is_not_blamed_on_the_address(network):
+    network.failures["offline.test"] = socket.EAI_AGAIN  # what getaddrinfo says with no network
+    outcome = call(strict_runner(), "visit_page", url="http://offline.test/page")
+    assert not outcome.ok and outcome.error_kind == "network", outcome.output
+    assert "'offline.test' could not be resolved" in outcome.output
+    assert "no network?" in outcome.output and "spelling" not in outcome.output
+    assert "gave up after 3 attempts" in outcome.output  # temporary: retried
+
+
+@pytest.mark.parametrize("allow_private", [False, True])
+def test_unreachable_name_server_for_a_configured_api(network, allow_private):
+    # The configured endpoint's own origin is connected to without the address check (and with
+    # allow_private_urls nothing is checked): httpx resolves the name, its error says the same.
+    network.failures["offline.test"] = socket.EAI_AGAIN
+    settings = tools_settings(
+        wikipedia_api="http://offline.test/w/api.php", allow_private_urls=allow_private
+    )
+    outcome = call(make_runner(ToolContext(settings=settings)), "wikipedia", query="Heron")
+    assert not outcome.ok and outcome.error_kind == "network", outcome.output
+    assert "'offline.test' could not be resolved" in outcome.output
+    assert "no network?" in outcome.output and "spelling" not in outcome.output
+
+
+def test_resolver_failure_is_a_network_error_not_a_missing_page(network):
+    network.failures["broken.test"] = socket.EAI_FAIL
+    outcome = call(strict_runner(), "visit_page", url="http://broken.test/page")
+    assert not outcome.ok and outcome.error_kind == "network", outcome.output
+    assert "could not be resolved" in outcome.output and "spelling" not in outcome.output
+    assert "gave up" not in outcome.output  # not retried: not a temporary failure
 
 
 def test_tls_failure_is_not_retried_and_says_what_to_try(server):
