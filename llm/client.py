@@ -441,7 +441,13 @@ class LLMClient:
     def _model_error(self, failure: Failure, retries: int, method: Method | None) -> ModelError:
         where = f"model endpoint {self.endpoint} ({self.model_name})"
         hint = failure.hint
-        if method is not None and not failure.transient and self.structured_output != "auto":
+        refused = failure.status is None or failure.status >= 400  # not an unreadable answer
+        if (
+            method is not None
+            and not failure.transient
+            and refused
+            and self.structured_output != "auto"
+        ):
             hint += f", or set KGOT_STRUCTURED_OUTPUT=auto instead of {self.structured_output}"
         if failure.transient:
             tries = retries + 1

@@ -6,11 +6,17 @@ them, so the second ``asyncio.run`` in a process — a second ``kgot.ask()`` fro
 ``--resume`` after a run, one test after another — fails with "Event loop is closed". kgot hands
 every OpenAI-compatible model its own client whose transport keeps one connection pool per
 running loop instead.
+
+The same transport refuses a successful response whose body is not JSON (an HTML page from a
+proxy or login portal, garbage): :class:`UnreadableAnswer` says what came back, where the SDK
+would only report a JSON decoding error or an "unexpected response type".
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import threading
 import urllib.request
 import weakref
@@ -19,6 +25,46 @@ import httpx
 
 # Enough for many concurrent votes and tool calls; the SDK's own default is of the same order.
 _LIMITS = httpx.Limits(max_connections=256, max_keepalive_connections=64, keepalive_expiry=30)
+_EXCERPT_CHARS = 160
+_TAG = re.compile(r"<(script|style)\b.*?</\1\s*>|<[^>]*>", re.DOTALL | re.IGNORECASE)
+_UNPRINTABLE = re.compile(r"[^\S ]+|[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\ufffd]+")
+
+
+class UnreadableAnswer(Exception):
+    """The endpoint answered with a body that is not JSON, so it is no OpenAI-compatible API.
+
+    Attributes:
+        status: the HTTP status.
+        content_type: the ``Content-Type`` header (empty when there was none).
+        excerpt: the start of the body, sanitised for one line (see :func:`body_excerpt`).
+        too_deep: the body is JSON, but nested past what Python's JSON reader can follow.
+    """
+
+    def __init__(self, status: int, content_type: str, excerpt: str, *, too_deep: bool) -> None:
+        self.status = status
+        self.content_type = content_type
+        self.excerpt = excerpt
+        self.too_deep = too_deep
+        what = "JSON nested too deeply to read" if too_deep else "a body that is not JSON"
+        super().__init__(
+            f"HTTP {status} with {what} ({content_type or 'no content type'}): {excerpt}"
+        )
+
+
+def body_excerpt(body: bytes | str) -> str:
+    """The start of a response body as one short, printable line, quoted.
+
+    Markup is dropped (an HTML error page shows its text, e.g. ``"502 Bad Gateway nginx"``),
+    control characters become spaces, and the result is cut to a few dozen words.
+    """
+    text = body if isinstance(body, str) else body[:20_000].decode("utf-8", errors="replace")
+    text = _TAG.sub(" ", text)
+    text = " ".join(_UNPRINTABLE.sub(" ", text).split())
+    if not text:
+        return "(empty body)" if not body else "(no printable text)"
+    if len(text) > _EXCERPT_CHARS:
+        text = text[: _EXCERPT_CHARS - 1] + "…"
+    return f'"{text}"'
 
 
 class LoopLocalTransport(httpx.AsyncBaseTransport):
@@ -37,7 +83,10 @@ class LoopLocalTransport(httpx.AsyncBaseTransport):
         ] = weakref.WeakKeyDictionary()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        return await self._transport_for(request.url).handle_async_request(request)
+        response = await self._transport_for(request.url).handle_async_request(request)
+        if response.is_success and not _is_event_stream(response):
+            await _refuse_unreadable(response)
+        return response
 
     def _transport_for(self, url: httpx.URL) -> httpx.AsyncHTTPTransport:
         loop = asyncio.get_running_loop()
@@ -62,6 +111,33 @@ class LoopLocalTransport(httpx.AsyncBaseTransport):
 def loop_safe_async_client() -> httpx.AsyncClient:
     """An ``httpx.AsyncClient`` usable from any number of successive event loops."""
     return httpx.AsyncClient(transport=LoopLocalTransport(), follow_redirects=True)
+
+
+def _is_event_stream(response: httpx.Response) -> bool:
+    return response.headers.get("content-type", "").startswith("text/event-stream")
+
+
+async def _refuse_unreadable(response: httpx.Response) -> None:
+    """Raise :class:`UnreadableAnswer` unless the (read) body parses as JSON.
+
+    The body is read here; the client reuses what was read. Parsing twice costs microseconds
+    against a model's answer time, and catches what the SDK would misreport.
+    """
+    body = await response.aread()
+    try:
+        json.loads(body)
+    except RecursionError:
+        too_deep = True
+    except ValueError:  # also UnicodeDecodeError
+        too_deep = False
+    else:
+        return
+    raise UnreadableAnswer(
+        response.status_code,
+        response.headers.get("content-type", ""),
+        body_excerpt(body),
+        too_deep=too_deep,
+    )
 
 
 def _proxy_for(url: httpx.URL) -> str | None:

@@ -11,8 +11,11 @@ import random
 import re
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+from kgot.llm.http import UnreadableAnswer, body_excerpt
+
+E = TypeVar("E", bound=BaseException)
 # HTTP statuses that, on the *first* use of a structured-output method with an endpoint, most
 # likely mean "this server does not do that" (llama.cpp answers 500 to json_schema, vLLM 400,
 # some proxies 404/422/501) rather than a passing fault.
@@ -84,6 +87,15 @@ def classify(error: BaseException, *, timeout: float) -> Failure:
             :class:`TimeoutError` from kgot's own per-call deadline, …).
         timeout: the per-call deadline in seconds, for the message.
     """
+    unreadable = _cause_of_type(error, UnreadableAnswer)
+    if unreadable is not None:
+        hint = (
+            "the server's answer cannot be read; check the server"
+            if unreadable.too_deep
+            else "this is not an OpenAI-compatible API answering; check KGOT_BASE_URL (the "
+            "API's base URL, usually ending in /v1, not a web page, proxy or login portal)"
+        )
+        return Failure(False, unreadable.status, str(unreadable), hint)
     status = _status_of(error)
     if status is not None:
         detail = f"HTTP {status}: {_server_message(error)}"
@@ -174,8 +186,22 @@ def _server_message(error: BaseException) -> str:
         message = inner.get("message") if isinstance(inner, dict) else inner
         if message:
             return _one_line(str(message))
+    if isinstance(body, str) and body.strip():  # not JSON: an HTML error page, a proxy's text
+        return body_excerpt(body)
     message = getattr(error, "message", None) or str(error)
     return _one_line(str(message))
+
+
+def _cause_of_type(error: BaseException, kind: type[E]) -> E | None:
+    """``error`` or the first exception in its cause/context chain that is a ``kind``."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, kind):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def _retry_after(error: BaseException) -> float | None:

@@ -387,3 +387,62 @@ async def test_unknown_model_404_is_not_a_structured_method_problem(
         await planning().structured(QUESTION, Vote, step="decide")
     # The auto mode did not walk through the other methods: one request, then the error.
     assert len(openai_server.completions) == 1
+
+
+LOGIN_PAGE = (
+    b"<!DOCTYPE html><html><head><title>Sign in</title><style>body {color: red}</style></head>"
+    b"<body>\n<h1>Guest Wi-Fi</h1>\t<p>Accept the terms to continue</p></body></html>"
+)
+
+
+@pytest.mark.parametrize("content_type", ["text/html", "application/json"])
+async def test_an_html_page_instead_of_json_is_named_with_an_excerpt(
+    planning, openai_server: OpenAIServer, content_type: str
+) -> None:
+    openai_server.default = Reply.body(LOGIN_PAGE, content_type=content_type)
+    with pytest.raises(ModelError) as caught:
+        await planning().text(QUESTION, step="answer")
+    message = str(caught.value)
+    assert "HTTP 200 with a body that is not JSON" in message
+    assert '"Sign in Guest Wi-Fi Accept the terms to continue"' in message  # text, no markup
+    assert content_type in message and openai_server.url in message
+    assert "KGOT_BASE_URL" in message
+    assert "rejected the request" not in message
+    assert "\n" not in message
+    assert len(openai_server.completions) == 1  # a web page does not turn into an API on retry
+
+
+async def test_garbage_body_excerpt_is_printable_and_short(
+    planning, openai_server: OpenAIServer
+) -> None:
+    openai_server.default = Reply.body(
+        b"\x1b[2J\x00garbage\xff\xfe" + b"x" * 5000, content_type="application/octet-stream"
+    )
+    with pytest.raises(ModelError) as caught:
+        await planning(llm__structured_output="json_schema").structured(
+            QUESTION, Vote, step="decide"
+        )
+    message = str(caught.value)
+    assert "HTTP 200 with a body that is not JSON (application/octet-stream)" in message
+    assert '"[2J garbage' in message and "…" in message
+    assert not any(ord(ch) < 32 or 0x7F <= ord(ch) < 0xA0 for ch in message)
+    assert len(message) < 600
+    assert "KGOT_STRUCTURED_OUTPUT" not in message  # the method was not the problem
+
+
+async def test_an_error_page_with_a_5xx_status_is_retried_and_quoted(
+    planning, openai_server: OpenAIServer
+) -> None:
+    page = b"<html><body><center><h1>502 Bad Gateway</h1></center><hr>nginx</body></html>"
+    openai_server.default = Reply.body(page, status=502)
+    with pytest.raises(ModelError) as caught:
+        await planning(llm__max_retries=1).text(QUESTION, step="answer")
+    assert 'failed after 2 attempts: HTTP 502: "502 Bad Gateway nginx"' in str(caught.value)
+
+
+async def test_a_body_nested_too_deeply_is_named(planning, openai_server: OpenAIServer) -> None:
+    openai_server.default = Reply.body(
+        b'{"choices": ' + b"[" * 5000 + b"]" * 5000 + b"}", content_type="application/json"
+    )
+    with pytest.raises(ModelError, match="HTTP 200 with JSON nested too deeply to read"):
+        await planning().text(QUESTION, step="answer")

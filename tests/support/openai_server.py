@@ -62,7 +62,10 @@ class Reply:
         usage: send a ``usage`` block (counts estimated with ``count_tokens`` unless given).
         prompt_tokens, completion_tokens: exact usage figures to report.
         finish_reason: override (default ``stop``, or ``tool_calls`` when there are some).
-        raw_body: send these bytes as the 200 body instead of a well-formed completion.
+        raw_body: send these bytes as the body (with ``status`` and ``content_type``) instead of
+            a well-formed completion or error: an HTML error page, a proxy's login portal,
+            garbage.
+        content_type: the ``Content-Type`` of a ``raw_body``.
     """
 
     content: str | None = "ok"
@@ -78,6 +81,7 @@ class Reply:
     completion_tokens: int | None = None
     finish_reason: str | None = None
     raw_body: bytes | None = None
+    content_type: str = "application/json"
 
     @classmethod
     def text(cls, content: str, **options: Any) -> Reply:
@@ -108,6 +112,11 @@ class Reply:
         """An OpenAI-style error response (``Retry-After`` header when given)."""
         headers = {"Retry-After": f"{retry_after:g}"} if retry_after is not None else {}
         return cls(status=status, error_message=message, headers=headers)
+
+    @classmethod
+    def body(cls, payload: bytes, *, status: int = 200, content_type: str = "text/html") -> Reply:
+        """These bytes as the whole response body, whatever the status (not a completion)."""
+        return cls(status=status, raw_body=payload, content_type=content_type)
 
     @classmethod
     def hanging(cls) -> Reply:
@@ -374,11 +383,11 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.disconnect:
             self.close_connection = True
             return
+        if reply.raw_body is not None:
+            self._send(reply.status, reply.raw_body, reply.content_type, reply.headers)
+            return
         if reply.status != 200:
             self._send_error(reply.status, reply.error_message, reply.headers)
-            return
-        if reply.raw_body is not None:
-            self._send(200, reply.raw_body, "application/json", reply.headers)
             return
         if isinstance(body, dict) and body.get("stream"):
             self._send_stream(reply, body)
