@@ -207,7 +207,8 @@ class ToolSession:
         tool sees it), a workspace path, or a path under a configured ``tools.file_roots``.
 
         Raises:
-            ToolFailure: ``input`` when there is no such file or it is outside those places.
+            ToolFailure: ``input`` when there is no such file or it is outside those places
+                (one message for both: it must not tell which host paths exist).
         """
         text = given.strip().strip("'\"")
         if not text:
@@ -245,19 +246,22 @@ class ToolSession:
                     kind="input",
                     source_ref=str(resolved),
                 )
-        if path.is_absolute() and path.exists() and not self._permitted(path.resolve()):
-            raise ToolFailure(
-                f"{given} is outside the files of this run; " + self._available_files_hint(),
-                kind="input",
-            )
-        raise ToolFailure(f"no file {given!r}; " + self._available_files_hint(), kind="input")
+        # One answer for a missing file and a host file outside the run's files alike: telling
+        # them apart would let the model probe which paths exist on the machine.
+        raise ToolFailure(
+            f"{given!r} is not one of this run's files; " + self._available_files_hint(),
+            kind="input",
+        )
 
     def _attachment_for(self, candidate: Path) -> Path | None:
         """The attachment ``candidate`` names (directly or through a link), if any."""
         absolute = Path(os.path.abspath(candidate))
         if absolute in self.attachments:
             return absolute if absolute.is_file() else None
-        if not candidate.exists():
+        try:
+            if not candidate.exists():  # raises for a path under a directory kgot cannot enter
+                return None
+        except OSError:
             return None
         target = candidate.resolve()
         return next((a for a in self.attachments if a.resolve() == target and a.is_file()), None)

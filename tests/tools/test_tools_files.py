@@ -199,9 +199,50 @@ def test_missing_and_forbidden_paths(runner_for, tmp_path):
     secret = tmp_path / "secret.txt"
     secret.write_text("do not read")
     forbidden = call(runner, "inspect_file", path=str(secret))
-    assert not forbidden.ok and "outside the files of this run" in forbidden.output
+    assert not forbidden.ok and forbidden.error_kind == "input"
+    assert "not one of this run's files" in forbidden.output and "notes.txt" in forbidden.output
     assert "do not read" not in forbidden.output
     assert not call(runner, "inspect_file", path="/etc/passwd").ok
+
+
+def test_a_host_path_outside_the_run_gets_the_same_answer_whether_it_exists_or_not(
+    runner_for, tmp_path
+):
+    # Different answers would let the model map the machine's files (an existence oracle).
+    runner = runner_for("notes.txt")
+    (tmp_path / "exists.txt").write_text("private")
+    (tmp_path / "folder").mkdir()
+    answers = {
+        name: call(runner, "inspect_file", path=str(tmp_path / name))
+        for name in ("exists.txt", "missing.txt", "folder", "missing/deeper.txt")
+    }
+    for name, outcome in answers.items():
+        assert not outcome.ok and outcome.error_kind == "input", outcome.output
+        assert outcome.output.replace(str(tmp_path / name), "PATH") == answers[
+            "missing.txt"
+        ].output.replace(str(tmp_path / "missing.txt"), "PATH"), name
+
+
+def test_a_path_under_a_directory_kgot_cannot_enter_is_just_not_a_run_file(
+    runner_for, tmp_path, monkeypatch
+):
+    # As an ordinary user, looking at /root/x raises PermissionError where /nowhere/x is simply
+    # missing; a crash there would tell the model the directory exists. (Tests run as root,
+    # where nothing is denied, so the denial is simulated.)
+    import pathlib
+
+    locked = tmp_path / "locked"
+    real_exists = pathlib.Path.exists
+
+    def exists(self, *args, **kwargs):
+        if self.is_relative_to(locked) and self != locked:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_exists(self, *args, **kwargs)
+
+    monkeypatch.setattr(pathlib.Path, "exists", exists)
+    outcome = call(runner_for("notes.txt"), "inspect_file", path=str(locked / "secret.txt"))
+    assert not outcome.ok and outcome.error_kind == "input", outcome.output
+    assert "not one of this run's files" in outcome.output
 
 
 def test_file_roots_allow_a_directory(samples):
