@@ -21,7 +21,13 @@ _LOOP = "Loop limits"
 
 def ask(
     ctx: typer.Context,
-    question: Annotated[str | None, typer.Argument(help="The question to answer.")] = None,
+    question: Annotated[
+        str | None, typer.Argument(help="The question to answer; - reads it from stdin.")
+    ] = None,
+    question_file: Annotated[
+        Path | None,
+        typer.Option(help="Read the question from this file (UTF-8).", show_default=False),
+    ] = None,
     model: Annotated[
         str | None,
         typer.Option(
@@ -96,20 +102,17 @@ def ask(
     from kgot.controller import ask_async, resume_async
 
     if resume:
-        conflicting = {
-            "a question": question,
-            "--entity": entity,
-            "--attach": attach,
-            "--graph": graph,
-            "--run-id": run_id,
-        }
-        given = [name for name, value in conflicting.items() if value]
-        if given:
-            raise UsageError(
-                f"--resume continues a run with its own question and inputs; drop {given[0]}"
-            )
-    elif not (question and question.strip()):
-        raise UsageError('the question is empty; usage: kgot ask "your question"')
+        _check_resume_inputs(
+            {
+                "a question": question or question_file,
+                "--entity": entity,
+                "--attach": attach,
+                "--graph": graph,
+                "--run-id": run_id,
+            }
+        )
+    else:
+        question = _question_text(question, question_file)
     flags = {
         "llm.model": model,
         "llm.planning.model": planning_model,
@@ -140,10 +143,14 @@ def ask(
                 )
             )
         else:
+            settings = settings_from(ctx, {**flags, **store_flag})
+            overflow = _context_overflow(question or "", settings)
+            if overflow:
+                err.print(f"kgot: warning: {overflow}", soft_wrap=True, markup=False)
             result = asyncio.run(
                 ask_async(
                     question or "",
-                    settings=settings_from(ctx, {**flags, **store_flag}),
+                    settings=settings,
                     attachments=attach or (),
                     entity=entity,
                     graph_file=graph,
@@ -174,6 +181,73 @@ def ask(
                 markup=False,
             )
         raise typer.Exit(1)
+
+
+def _check_resume_inputs(inputs: dict[str, Any]) -> None:
+    """A resumed run keeps its own question and inputs: giving new ones is a mistake."""
+    given = [name for name, value in inputs.items() if value]
+    if given:
+        raise UsageError(
+            f"--resume continues a run with its own question and inputs; drop {given[0]}"
+        )
+
+
+def _question_text(question: str | None, question_file: Path | None) -> str:
+    """The question from the argument, stdin (``-``) or ``--question-file``, not empty.
+
+    Raises:
+        UsageError: both the argument and the file are given, the file or stdin cannot be read
+            as text, or the question is empty.
+    """
+    if question is not None and question_file is not None:
+        raise UsageError("give the question as an argument or with --question-file, not both")
+    source = "the question"
+    try:
+        if question_file is not None:
+            source = f"--question-file {question_file}"
+            question = question_file.read_text(encoding="utf-8")
+        elif question == "-":
+            source = "the question read from stdin"
+            question = sys.stdin.read()
+    except UnicodeDecodeError:
+        raise UsageError(f"{source} is not UTF-8 text") from None
+    except OSError as error:
+        raise UsageError(f"cannot read {source}: {error.strerror or error}") from None
+    if not (question and question.strip()):
+        raise UsageError(
+            f'{source} is empty; usage: kgot ask "your question" (or - to read it from stdin, '
+            "or --question-file FILE)"
+        )
+    return question
+
+
+def _context_overflow(question: str, settings: Any) -> str | None:
+    """A warning when the question alone is longer than a role's context window, as the
+    model's LangChain profile states it (no profile, no window known: no warning). The run
+    still starts: the estimate over-counts, and some servers accept more than they state."""
+    from kgot.llm.models import build_chat_model
+    from kgot.llm.tokens import count_tokens
+
+    windows: list[tuple[int, str, str]] = []
+    for role in ("planning", "execution"):
+        role_settings = getattr(settings.llm, role)
+        if not role_settings.model:
+            continue  # the run reports the missing model, naming the role
+        profile = build_chat_model(role_settings).profile or {}
+        window = profile.get("max_input_tokens")
+        if isinstance(window, int) and window > 0:
+            windows.append((window, role, role_settings.model))
+    if not windows:
+        return None
+    window, role, model = min(windows, key=lambda known: known[0])  # planning first on ties
+    tokens = count_tokens(question)
+    if tokens <= window:
+        return None
+    return (
+        f"the question alone is about {tokens:,} tokens, more than the {window:,}-token "
+        f"context window of {model} ({role} model); shorten it, or pass the long text as a "
+        "file with -a FILE (tools read files in pages)"
+    )
 
 
 def _interrupted(run_id: str, settings: Any) -> str:
