@@ -19,15 +19,7 @@ import logging
 
 from kgot.config import SandboxSettings
 from kgot.errors import SandboxUnavailableError
-from kgot.sandbox.base import (
-    SCRATCH_DIRS,
-    WORK_DIR,
-    ExecResult,
-    Job,
-    Limits,
-    Sandbox,
-    run_async,
-)
+from kgot.sandbox.base import ExecResult, Job, Limits, Sandbox, run_async
 
 __all__ = ["ExecResult", "Job", "Limits", "Sandbox", "open_sandbox", "run_async"]
 
@@ -104,33 +96,18 @@ def open_sandbox(settings: SandboxSettings | None = None) -> Sandbox:
     )
 
 
-# Directories every local sandbox replaces with private, empty ones.
-_SCRATCH = (*SCRATCH_DIRS, WORK_DIR)
-
-
 def _check_python_location() -> None:
-    """Jobs run kgot's own interpreter and packages, bound at their host paths; a virtual
-    environment inside a directory the sandbox replaces would vanish behind it.
+    """Jobs run kgot's own interpreter and packages, shown read-only at their host paths
+    (also inside ``/tmp`` or ``/work``, on top of the private ones).
 
     Raises:
-        SandboxUnavailableError: naming the environment and the fix.
+        SandboxUnavailableError: the installation is a whole replaced directory, or jobs'
+            uid may not read it; with the fix.
     """
     import os
-    import site
-    import sys
 
-    from kgot.sandbox.staging import is_under
+    from kgot.sandbox.bwrap import python_location_problem, python_roots
 
-    # The interpreter itself may live elsewhere than the environment (a venv's base Python,
-    # a link to it): any of them inside a replaced directory vanishes.
-    places = (sys.executable, sys.prefix, sys.base_prefix, *site.getsitepackages())
-    for path in places:
-        real = os.path.realpath(path)
-        scratch = next((d for d in _SCRATCH if is_under(real, d)), None)
-        if scratch is not None:
-            raise SandboxUnavailableError(
-                f"the Python environment at {real} is inside {scratch}, which every sandbox "
-                f"replaces with a private {scratch}; create the virtual environment elsewhere "
-                "(e.g. ~/.venvs/kgot), or pass --sandbox subprocess to accept running "
-                "LLM-written code without isolation"
-            )
+    problem = python_location_problem(python_roots(), jobs_as_other_uid=os.getuid() == 0)
+    if problem is not None:
+        raise SandboxUnavailableError(problem)

@@ -31,6 +31,7 @@ import json
 import os
 import shutil
 import site
+import stat
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -171,6 +172,74 @@ def python_roots() -> list[str]:
     return roots
 
 
+# Directories every local sandbox replaces with private, empty ones.
+PRIVATE_DIRS = (WORK_DIR, *SCRATCH_DIRS)
+
+
+def private_dir_of(path: str) -> str | None:
+    """The replaced directory ``path`` lies in or is (``/tmp``…), or ``None``."""
+    return next((d for d in PRIVATE_DIRS if staging.is_under(path, d)), None)
+
+
+def reshown_python(roots: list[str]) -> list[tuple[str, str]]:
+    """``(top, root)`` for each Python root inside a directory the sandbox replaces (a
+    virtual environment under ``/tmp``): ``top`` is its entry directly in that directory.
+
+    The sandbox shows such a root again, read-only, on top of the private directory, and
+    ``top`` is always a mount point of its own (the root's bind, or a read-only tmpfs holding
+    the path down to it): a job can neither write into it, rename it nor delete it, the
+    worker's wipe passes it by, and nothing else of the host's directory is visible.
+    """
+    pairs = []
+    for root in roots:
+        private = private_dir_of(root)
+        if private is not None and root != private:
+            top = os.path.join(private, Path(root).relative_to(private).parts[0])
+            pairs.append((top, root))
+    return pairs
+
+
+_OTHERS_READ = stat.S_IROTH | stat.S_IXOTH
+_ACCEPT_RISK = "or pass --sandbox subprocess to accept running LLM-written code without isolation"
+
+
+def python_location_problem(roots: list[str], *, jobs_as_other_uid: bool) -> str | None:
+    """Why jobs cannot be given this Python (``None`` when they can): an installation that is
+    a whole replaced directory (prefix ``/tmp``) would show jobs everything in it, and one
+    only its owner may enter (a virtual environment made in ``mktemp -d``'s directory) cannot
+    be run by jobs of another uid (kgot as root runs them as ``sandbox.host_uid``)."""
+    for root in roots:
+        if root in PRIVATE_DIRS:
+            return (
+                f"the Python installation at {root} is the whole of {root}, which jobs must "
+                "not see; install Python or create the virtual environment in a directory of "
+                f"its own (e.g. ~/.venvs/kgot), {_ACCEPT_RISK}"
+            )
+        mode = os.stat(root).st_mode
+        if jobs_as_other_uid and mode & _OTHERS_READ != _OTHERS_READ:
+            return (
+                f"the Python environment at {root} (mode {stat.S_IMODE(mode):04o}) may be read "
+                "only by its owner, and sandbox jobs run as an unprivileged uid: make it "
+                f"readable (chmod o+rx {root}), {_ACCEPT_RISK}"
+            )
+    return None
+
+
+def _reshow_python_args(pairs: list[tuple[str, str]]) -> list[str]:
+    """bubblewrap options, placed after the private tmpfs mounts (bubblewrap mounts in
+    order), that show the Python roots inside them again read-only (see
+    :func:`reshown_python`)."""
+    covers = sorted({top for top, root in pairs if top != root})
+    args: list[str] = []
+    for top in covers:  # the path down to the root, in a tmpfs jobs cannot write
+        args += ["--perms", "0755", "--size", str(1 << 20), "--tmpfs", top]
+    for _, root in pairs:
+        args += ["--ro-bind", root, root]
+    for top in covers:
+        args += ["--remount-ro", top]
+    return args
+
+
 def _memfd(name: str, content: bytes) -> int:
     fd = os.memfd_create(name, 0)  # not close-on-exec: bubblewrap must read it
     os.write(fd, content)
@@ -266,8 +335,10 @@ class BwrapLauncher:
         args += ["--perms", "0644", "--ro-bind-data", str(passwd_fd), "/etc/passwd"]
         args += ["--perms", "0644", "--ro-bind-data", str(group_fd), "/etc/group"]
         host_paths = python_roots()
+        reshown = reshown_python(host_paths)
         for root in host_paths:
-            args += ["--ro-bind", root, root]
+            if private_dir_of(root) is None:
+                args += ["--ro-bind", root, root]
         args += ["--perms", "0444", "--ro-bind-data", str(worker_fd), WORKER_PATH]
         extra_paths: list[str] = []
         if self.packages_dir is not None and self.packages_dir.is_dir():
@@ -281,6 +352,7 @@ class BwrapLauncher:
         args += ["--perms", "0755", "--size", tmpfs_bytes, "--tmpfs", WORK_DIR]
         for target in SCRATCH_DIRS:
             args += ["--perms", "1777", "--size", tmpfs_bytes, "--tmpfs", target]
+        args += _reshow_python_args(reshown)
         for mount in mounts:
             source = os.path.realpath(mount)
             host_paths.append(source)
@@ -320,7 +392,7 @@ class BwrapLauncher:
                 return [self.bwrap, *args], host_uid
             script = "\n".join([*join, f'exec {env_tool} -i "$@"'])
             return ["/bin/sh", "-c", script, "kgot-launch", self.bwrap, *args], host_uid
-        uid = self.host_uid
+        uid = self.host_uid if self.host_uid is not None else self.settings.host_uid
         needed = [*host_paths, *_bwrap_paths(self.bwrap)]
         hide = staging.hidden_ancestors(needed)
         keep = [(p, p) for p in needed if any(staging.is_under(p, h) for h in hide)]

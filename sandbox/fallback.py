@@ -41,7 +41,7 @@ from kgot.config import SandboxSettings
 from kgot.sandbox import cgroups, staging
 from kgot.sandbox import worker as worker_module
 from kgot.sandbox.base import SCRATCH_DIRS, WORK_DIR
-from kgot.sandbox.bwrap import python_roots
+from kgot.sandbox.bwrap import python_roots, reshown_python
 from kgot.sandbox.cgroups import Cgroup
 from kgot.sandbox.common import JOB_ENV
 from kgot.sandbox.pool import LaunchPlan
@@ -122,7 +122,10 @@ class FallbackLauncher:
         """Whether jobs cannot see ``path`` on the host (it lies under a directory this
         launcher covers), apart from what a job gets mounted."""
         real = os.path.realpath(path)
-        return any(staging.is_under(real, d) for d in self._covered_dirs(python_roots()))
+        roots = python_roots()
+        if any(staging.is_under(real, root) for _, root in reshown_python(roots)):
+            return False  # the Python environment is shown again inside /tmp or /work
+        return any(staging.is_under(real, d) for d in self._covered_dirs(roots))
 
     def _covered_dirs(self, roots: list[str]) -> list[str]:
         """Host directories jobs get an empty tmpfs over: the hidden ones the host has, the
@@ -212,7 +215,15 @@ class FallbackLauncher:
             keep.append((os.path.realpath(mount), f"/mnt/inputs/{Path(mount).name}"))
         # The interpreter must stay reachable for the unprivileged uid: directories above it
         # that others may not enter (pyenv under /root) are hidden too, and it is put back.
-        hidden += [d for d in staging.hidden_ancestors(roots) if d not in hidden]
+        hidden += staging.hidden_ancestors(roots)
+        # A Python environment inside /tmp or /work is put back too, each in its top entry
+        # there made a mount point (a read-only tmpfs holding the path down to it): a job
+        # can neither rename nor fill it, and the worker's wipe passes it by.
+        reshown = reshown_python(roots)
+        hidden += [top for top, root in reshown if top != root]
+        # Parents before the directories inside them (each is covered inside its parent's
+        # fresh tmpfs).
+        hidden = sorted(dict.fromkeys(hidden), key=lambda d: len(Path(d).parts))
         keep += [(r, r) for r in roots if any(staging.is_under(r, h) for h in hidden)]
         modes = {d: "1777" for d in SCRATCH_DIRS}
         modes[self.work] = "0755"
@@ -222,7 +233,7 @@ class FallbackLauncher:
         # files, outlive it and reach the host. Every other mount ends read-only.
         lines += _read_only_lines(skip=[*hidden, "/proc"])
         if not work_on_host:
-            lines += _new_root_lines(self.work, size)
+            lines += _new_root_lines(self.work, size, [top for top, _ in reshown])
         if os.getuid() == 0:
             lines.append(f"chown {host_uid}:{host_uid} {q(self.work)}")
         lines.append("cd /")
@@ -262,9 +273,12 @@ def _is_real_dir(path: str) -> bool:
     return Path(path).is_dir() and not Path(path).is_symlink()
 
 
-def _new_root_lines(work: str, size: int) -> list[str]:
+def _new_root_lines(work: str, size: int, python_tops: list[str]) -> list[str]:
     """Shell lines that switch to a new root showing everything the namespace shows now, plus
-    the top-level ``work`` directory the host lacks (a private tmpfs).
+    the top-level ``work`` directory the host lacks (a private tmpfs). ``python_tops`` are
+    the mount points in ``/tmp`` that show the Python environment (see
+    :func:`~kgot.sandbox.bwrap.reshown_python`): bound again into the new root's fresh
+    ``/tmp``.
 
     The host's root cannot gain a directory without writing to its disk, so a small tmpfs
     becomes the root instead: each top-level entry is bound (recursively, so every cover and
@@ -289,6 +303,10 @@ def _new_root_lines(work: str, size: int) -> list[str]:
             lines.append(
                 f"{mount} -t tmpfs -o size={size},mode=1777,nosuid,nodev kgot-hide {inside}"
             )
+            for top in sorted(set(python_tops)):  # read-only mounts: rbind keeps them so
+                if staging.is_under(top, "/tmp"):
+                    spot = q(root + top)
+                    lines.append(f"mkdir {spot} && {mount} --rbind {q(top)} {spot}")
         elif os.path.isdir(host):
             lines.append(f"mkdir {inside} && {mount} --rbind {q(host)} {inside}")
         elif os.path.exists(host):

@@ -94,6 +94,8 @@ def staging_script(
 ) -> list[str]:
     """Shell lines, run as root in a fresh mount namespace, that cover each ``hide`` directory
     with an empty tmpfs and show each ``(source, target)`` of ``keep`` read-only at ``target``.
+    A directory of ``hide`` inside another one follows it (it is covered inside the fresh
+    tmpfs of the other).
 
     Sources are bound aside first (sources may lie under a directory about to be covered), the
     directories are covered, then each bind is moved to its target. A covered directory named
@@ -124,9 +126,11 @@ def staging_script(
     for directory in hide:
         if directory != stage:
             mode = modes.get(directory, "0755")
+            # A directory inside another covered one exists only once made in its tmpfs.
+            make = f"mkdir -p {q(directory)} && " if _inside_another(directory, hide) else ""
             lines.append(
-                f"{mount} -t tmpfs -o size={size_bytes},mode={mode},nosuid,nodev kgot-hide "
-                f"{q(directory)}"
+                f"{make}{mount} -t tmpfs -o size={size_bytes},mode={mode},nosuid,nodev "
+                f"kgot-hide {q(directory)}"
             )
     for index, (source, target) in enumerate(keep):
         make = f"mkdir -p {q(target)}" if os.path.isdir(source) else f"touch {q(target)}"
@@ -140,6 +144,10 @@ def staging_script(
         if directory not in modes:
             lines.append(f"{mount} -o remount,bind,ro {q(directory)}")
     return lines
+
+
+def _inside_another(directory: str, hide: Sequence[str]) -> bool:
+    return any(is_under(directory, other) for other in hide if other != directory)
 
 
 def _stage_root(hide: Sequence[str], sources: Sequence[str], targets: Sequence[str]) -> str:

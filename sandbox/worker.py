@@ -245,7 +245,12 @@ def kill_everything_else(grace_s: float = 3.0) -> bool:
 
 def wipe(directory: str, keep: str | None = None) -> None:
     """Delete everything inside ``directory`` (not the directory itself, nor the entry named
-    ``keep``), whatever the modes the job left."""
+    ``keep``), whatever the modes the job left.
+
+    An entry that is a mount point of its own stays: the sandbox mounts the Python
+    environment read-only where it lives on the host, inside these directories when it lives
+    in ``/tmp`` or ``/work`` (a job cannot mount anything, so every such entry is the
+    sandbox's)."""
 
     def unlock_and_retry(function: Any, path: str, _info: Any) -> None:
         parent = os.path.dirname(path)
@@ -265,15 +270,23 @@ def wipe(directory: str, keep: str | None = None) -> None:
     except PermissionError:
         os.chmod(directory, 0o700)
         entries = os.listdir(directory)
+    device = os.lstat(directory).st_dev
     for name in entries:
-        if name == keep:
-            continue
         path = os.path.join(directory, name)
+        if name == keep or _is_mount_point(path, device):
+            continue
         if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path, onerror=unlock_and_retry)
         else:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
+
+
+def _is_mount_point(path: str, parent_device: int) -> bool:
+    try:
+        return os.lstat(path).st_dev != parent_device
+    except FileNotFoundError:
+        return False
 
 
 def collect_outputs(out_dir: str, cap: int, max_files: int) -> tuple[list[str], list[bytes], bool]:
