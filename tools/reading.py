@@ -195,7 +195,7 @@ def extract_member(session: ToolSession, archive_path: Path, member: str, *, nam
             ``unsupported`` (too large or a likely decompression bomb).
     """
     cap = session.settings.max_download_mb * 1024 * 1024
-    wanted = member.strip().lstrip("/")
+    wanted = member.strip()
     if not _looks_like_zip(archive_path):
         # The file may be perfectly good: "damaged archive" would send the model to fetch it
         # again, when what is wrong is the member= argument.
@@ -207,7 +207,7 @@ def extract_member(session: ToolSession, archive_path: Path, member: str, *, nam
     try:
         with zipfile.ZipFile(archive_path) as archive:
             infos = {i.filename: i for i in archive.infolist() if not i.is_dir()}
-            info = infos.get(wanted)
+            info = _find_member(infos, wanted)
             if info is None:
                 close = [n for n in infos if PurePosixPath(n).name == PurePosixPath(wanted).name]
                 hint = f"did you mean {close[0]!r}? " if close else ""
@@ -229,7 +229,7 @@ def extract_member(session: ToolSession, archive_path: Path, member: str, *, nam
                     f"1 MiB at a ratio above {MAX_COMPRESSION_RATIO}:1, are not extracted",
                     kind="unsupported",
                 )
-            target = _member_target(session, archive_path, wanted)
+            target = _member_target(session, archive_path, info.filename)
             with session.path_lock(target):
                 if not target.is_file():
                     make_private_dir(target.parent)
@@ -251,6 +251,19 @@ def extract_member(session: ToolSession, archive_path: Path, member: str, *, nam
             "look for another copy",
             kind="corrupt",
         ) from None
+
+
+def _find_member(infos: dict[str, zipfile.ZipInfo], wanted: str) -> zipfile.ZipInfo | None:
+    """The member named ``wanted``: exactly as listed, or else the one member whose name is
+    the same once leading slashes and ``./`` are dropped (``/data/x.csv`` as ``data/x.csv``)."""
+    if wanted in infos:
+        return infos[wanted]
+    same = [info for name, info in infos.items() if _plain_name(name) == _plain_name(wanted)]
+    return same[0] if len(same) == 1 else None
+
+
+def _plain_name(name: str) -> str:
+    return str(PurePosixPath(name.lstrip("/")))
 
 
 def _looks_like_zip(path: Path) -> bool:
@@ -296,7 +309,9 @@ def _member_target(session: ToolSession, archive_path: Path, member: str) -> Pat
     identity = f"{archive_path.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}"
     digest = hashlib.sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()[:10]
     base = session.workspace / f"{archive_path.stem}-unzipped-{digest}"
-    parts = [p for p in PurePosixPath(member).parts if p not in ("", ".", "..")]
+    # Without its leading slashes a name has no anchor part ("/" or "//"), which would make
+    # the join below an absolute path.
+    parts = [p for p in PurePosixPath(member.lstrip("/")).parts if p not in ("", ".", "..")]
     target = base.joinpath(*parts) if parts else base / "member"
     resolved = target.resolve()
     if not resolved.is_relative_to(base.resolve()):  # a crafted name cannot escape

@@ -149,6 +149,42 @@ def test_zip_member_names_cannot_escape(runner_for):
     assert target.parent.parent.name == "workspace"
 
 
+@pytest.fixture
+def slash_zip(tmp_path) -> Path:
+    """An archive whose member names start with "/" (some tools write them so)."""
+    import zipfile
+
+    path = tmp_path / "rooted.zip"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("/data/counts.csv", "bird,count\nheron,17\n")
+        archive.writestr("//twice.txt", "two leading slashes")
+    return path
+
+
+def test_a_member_named_with_a_leading_slash_is_readable(slash_zip):
+    runner = make_runner(ToolContext(settings=tools_settings(), attachments=(slash_zip,)))
+    listing = call(runner, "inspect_file", path="rooted.zip")
+    assert "- /data/counts.csv" in listing.output, listing.output
+    for given in ("/data/counts.csv", "data/counts.csv"):  # as listed, or without the slash
+        outcome = call(runner, "inspect_file", path="rooted.zip", member=given)
+        assert outcome.ok, outcome.output
+        assert "| heron | 17 |" in outcome.output
+        target = Path(outcome.source_ref)
+        assert target.parts[-2:] == ("data", "counts.csv")  # inside the extraction folder
+        assert target.parent.parent.name.startswith("rooted-unzipped-")
+    twice = call(runner, "inspect_file", path="rooted.zip", member="//twice.txt")
+    assert twice.ok and "two leading slashes" in twice.output, twice.output
+    assert Path(twice.source_ref).parent.name.startswith("rooted-unzipped-")
+
+
+def test_the_suggested_member_name_works(slash_zip):
+    runner = make_runner(ToolContext(settings=tools_settings(), attachments=(slash_zip,)))
+    wrong = call(runner, "inspect_file", path="rooted.zip", member="counts.csv")
+    assert not wrong.ok and "did you mean '/data/counts.csv'" in wrong.output, wrong.output
+    right = call(runner, "inspect_file", path="rooted.zip", member="/data/counts.csv")
+    assert right.ok, right.output
+
+
 def test_nested_zip(runner_for):
     runner = runner_for("nested.zip")
     inner = call(runner, "inspect_file", path="nested.zip", member="inner.zip")
