@@ -165,7 +165,7 @@ class ToolsSettings(_Section):
         None, description="API key of the transcription endpoint (default: the execution model's)"
     )
     allow_private_urls: bool = Field(
-        False, description="let visit_page fetch loopback/private/link-local addresses"
+        False, description="let web tools reach private/loopback addresses (and use proxies)"
     )
     max_download_mb: int = Field(25, ge=1, description="cap on bytes fetched per page or file")
     file_roots: list[str] = Field(
