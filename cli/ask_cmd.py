@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import bisect
 import sys
 import uuid
 from pathlib import Path
@@ -287,18 +288,19 @@ def runs_list(
 ) -> None:
     """List recent runs, newest first."""
     from rich.console import Console
-    from rich.table import Table
+    from rich.table import Column, Table
     from rich.text import Text
 
     from kgot.persistence import open_store
 
     settings = settings_from(ctx, {"store.db": db})
-    if not _store_exists(settings.store.db):
-        runs = []
-    else:
+    runs: list[Any] = []
+    every_id: list[str] = []
+    if _store_exists(settings.store.db):
         store = open_store(settings.store.db)
         try:
             runs = store.list_runs(limit=limit, entity=entity)
+            every_id = store.run_ids() if runs and not as_json else []
         finally:
             store.close()
     if as_json:
@@ -307,16 +309,20 @@ def runs_list(
     if not runs:
         typer.echo('no runs yet; start one with: kgot ask "…"')
         return
-    table = Table("run id", "status", "started", "entity", "question", "answer")
+    length = abbreviation_length([run.run_id for run in runs], every_id)
+    # Ids are never wrapped or cut: they are what `runs show` takes.
+    id_column = Column("run id", no_wrap=True, min_width=length)
+    started_column = Column("started", no_wrap=True)
+    table = Table(id_column, "status", started_column, "entity", "question", "answer")
     for run in runs:
         data = _run_dict(run)
         table.add_row(
             *(
                 Text(printable(cell))
                 for cell in (
-                    data["run_id"],
+                    data["run_id"][:length],
                     data["status"],
-                    str(data.get("started_at", ""))[:19],
+                    str(data.get("started_at") or "")[:16].replace("T", " "),
                     data.get("entity") or "",
                     _clip(data["question"], 50),
                     _clip(data.get("answer") or "", 30),
@@ -341,6 +347,7 @@ def runs_show(
     if _store_exists(settings.store.db):
         store = open_store(settings.store.db)
         try:
+            run_id = resolve_run_id(run_id, store.run_ids(run_id))
             run = store.get_run(run_id)
         finally:
             store.close()
@@ -374,6 +381,8 @@ def runs_show(
         mark = "ok " if call["ok"] else "ERR"
         line = f"  [{mark}] iteration {call['iteration']}: {call['name']} {call['args']}"
         typer.echo(printable(line))
+        if not call["ok"]:
+            typer.echo(printable(f"        reason: {_clip(call.get('summary') or 'unknown', 300)}"))
 
 
 async def _checkpoint_summary(settings: Any, run_id: str) -> dict[str, Any]:
@@ -395,6 +404,51 @@ async def _checkpoint_summary(settings: Any, run_id: str) -> dict[str, Any]:
         "tool_calls": values.get("tool_history", []),
         "notes": values.get("notes", []),
     }
+
+
+# Like git's abbreviated hashes: at least this many characters, more where needed to be unique.
+SHORT_ID_CHARS = 8
+
+
+def abbreviation_length(shown: list[str], every_id: list[str]) -> int:
+    """How many leading characters keep each of ``shown`` unique among ``every_id`` (at least
+    :data:`SHORT_ID_CHARS`), one length for all so the ids line up."""
+    ordered = sorted(set(every_id) | set(shown))
+    length = SHORT_ID_CHARS
+    for run_id in shown:
+        at = bisect.bisect_left(ordered, run_id)
+        for neighbour in (*ordered[max(0, at - 1) : at], *ordered[at + 1 : at + 2]):
+            length = max(length, _shared_prefix(run_id, neighbour) + 1)
+    return length
+
+
+def _shared_prefix(first: str, second: str) -> int:
+    shared = 0
+    for a, b in zip(first, second, strict=False):
+        if a != b:
+            break
+        shared += 1
+    return shared
+
+
+def resolve_run_id(given: str, candidates: list[str]) -> str:
+    """The run ``given`` names: itself, or the one run whose id starts with it.
+
+    Args:
+        given: a full run id or an abbreviation of one.
+        candidates: every run id starting with ``given``.
+
+    Raises:
+        UsageError: ``given`` is the start of several run ids (names how many).
+    """
+    if given in candidates or not candidates:
+        return given  # the exact id, or no run at all (the caller says so)
+    if len(candidates) == 1:
+        return candidates[0]
+    raise UsageError(
+        f"run id {given!r} is the start of {len(candidates)} run ids; give more characters "
+        "(see `kgot runs list`)"
+    )
 
 
 def _store_exists(location: str) -> bool:

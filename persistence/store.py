@@ -596,6 +596,18 @@ class Store:
             ).first()
         return _run_record(row) if row is not None else None
 
+    def run_ids(self, prefix: str = "") -> list[str]:
+        """The ids of every run whose id starts with ``prefix`` (all runs for ``""``), sorted:
+        what resolving an abbreviated id and abbreviating ids uniquely need."""
+        runs = TABLES.runs
+        query = select(runs.c.run_id).order_by(runs.c.run_id)
+        if prefix:
+            query = query.where(runs.c.run_id.startswith(prefix, autoescape=True))
+        with self._read() as connection:
+            found = connection.execute(query).scalars()
+            # SQLite's LIKE ignores ASCII case; run ids do not.
+            return [run_id for run_id in found if run_id.startswith(prefix)]
+
     # ------------------------------------------------------------------------ internals
 
     def _read(self) -> Any:
