@@ -377,9 +377,9 @@ class EntitySession:
             planner = self._planner(connection, locked, view, provenance)
             plan = planner.plan(changeset)
             if plan.problems:
-                raise ChangesetError(capped(plan.problems) + plan.conflicts)
+                raise ChangesetError(capped(plan.problems) + capped(plan.conflicts))
             if plan.conflicts:
-                raise CommitConflictError(plan.conflicts, version)
+                raise CommitConflictError(capped(plan.conflicts), version)
             if plan.is_noop:
                 return None, plan
             planner.execute(plan, version + 1, changeset.summary())

@@ -514,8 +514,58 @@ def _duplicate_id_problems(after_nodes: Mapping[Any, Any]) -> list[str]:
 
 
 def cap_problems(problems: list[str], limit: int = MAX_PROBLEMS) -> list[str]:
-    """At most ``limit`` problems, then a line counting the rest."""
-    if len(problems) <= limit:
-        return problems
-    extra = len(problems) - limit
-    return [*problems[:limit], f"… and {extra} more problems of the same kinds"]
+    """The problems with identical ones grouped (:func:`group_problems`), at most ``limit``
+    lines, then a line counting the rest."""
+    grouped = group_problems(problems)
+    if len(grouped) <= limit:
+        return grouped
+    extra = len(grouped) - limit
+    return [*grouped[:limit], f"… and {extra} more problems of the same kinds"]
+
+
+# How problem lines name their element (see `describe_id` and the persistence checks):
+# `node 'x' (Label): …`, `node 'x' at $.p: …`, `edge 'a' -[rel]-> 'b' key 'k': …`.
+_QUOTED = r"""(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")"""
+_NODE_LINE = re.compile(
+    rf"node (?P<id>{_QUOTED})(?P<type> \([^()]*\))?(?P<rest>(?::| at ).*)", re.S
+)
+_EDGE_LINE = re.compile(
+    rf"edge (?P<id>{_QUOTED} -\[(?P<type>[^\]]*)\]-> {_QUOTED}(?: key {_QUOTED})?)"
+    r"(?P<rest>(?::| at ).*)",
+    re.S,
+)
+EXAMPLES = 3  # element ids a grouped problem line names
+
+
+def group_problems(problems: list[str]) -> list[str]:
+    """One line per distinct violation: the same rule broken the same way by many nodes or
+    edges of one type (or the very same line repeated) becomes one line with a count and the
+    first few ids — ``nodes 'n0', 'n1', 'n2' and 77 more (Gadget): label 'Gadget' is not …``.
+
+    Lines keep the order of their first occurrence; lines about one element stay as they are.
+    """
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for line in problems:
+        match = _NODE_LINE.fullmatch(line) or _EDGE_LINE.fullmatch(line)
+        if match is None:
+            groups.setdefault(("", "", line), []).append("")
+            continue
+        kind = "node" if match.re is _NODE_LINE else "edge"
+        # A node's label is one part of the group; an edge's relationship is inside its id.
+        type_part = (match.group("type") or "") if kind == "node" else ""
+        members = groups.setdefault((kind, type_part, match.group("rest")), [])
+        members.append(match.group("id"))
+    return [
+        _group_line(kind, type_part, rest, ids) for (kind, type_part, rest), ids in groups.items()
+    ]
+
+
+def _group_line(kind: str, type_part: str, rest: str, ids: list[str]) -> str:
+    if not kind:
+        return rest if len(ids) == 1 else f"{rest} ({len(ids)} times)"
+    unique = list(dict.fromkeys(ids))
+    if len(unique) == 1:
+        return f"{kind} {unique[0]}{type_part}{rest}"
+    shown = ", ".join(unique[:EXAMPLES])
+    more = f" and {len(unique) - EXAMPLES:,} more" if len(unique) > EXAMPLES else ""
+    return f"{kind}s {shown}{more}{type_part}{rest}"

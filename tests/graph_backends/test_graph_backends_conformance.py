@@ -168,7 +168,8 @@ def test_export_import_round_trip(make_backend, tmp_path: Path, suffix: str):
         meta={"k": [1.5, True]},
         nothing=None,
         flag=False,
-        big=2**70,
+        big=2**63 - 1,  # the widest integer a property may hold (signed 64 bits)
+        small=-(2**63),
         when="2024-02-29",
         stamp="2024-02-29T12:30:00Z",
         stamp_offset="2024-02-29T12:30:00+02:00",

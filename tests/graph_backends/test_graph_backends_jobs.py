@@ -277,3 +277,45 @@ def test_the_value_rules_accept_exactly_what_checkpoints_serialize():
         assert "outside the signed 64-bit range" in problem
     (nested,) = node_problems("a", {"label": "Thing", "n": [1, {"x": 2**64}]})
     assert nested.startswith("node 'a': property `n` at $.n[1].x is an integer of 20 digits")
+
+
+def test_many_elements_breaking_one_rule_are_one_line(networkx_backend):
+    # One line per node: 80 nodes without a label were 80 lines for the model to read.
+    code = "for i in range(80):\n    G.add_node(f'n{i}', name='x')\n"
+    with pytest.raises(ChangesetError) as error:
+        networkx_backend.propose(code)
+    assert error.value.problems == [
+        "nodes 'n0', 'n1', 'n2' and 77 more: missing `label` (every node needs a non-empty "
+        "string label: its type)"
+    ]
+
+
+def test_grouping_keeps_distinct_violations_apart_and_in_order():
+    from kgot.graph_backends.jobs.graphdata import cap_problems, group_problems
+
+    lines = [
+        "node 'a' (Security) at $.price: -1 is less than the minimum of 0 (rule: minimum)",
+        "node 'b' (Person): 'name' is a required property (rule: required)",
+        "node 'c' (Security) at $.price: -1 is less than the minimum of 0 (rule: minimum)",
+        "node 'd' (Security) at $.price: -2 is less than the minimum of 0 (rule: minimum)",
+        "node 'e' (Fund) at $.price: -1 is less than the minimum of 0 (rule: minimum)",
+        "edge 'a' -[owns]-> 'b': target 'b' is labelled Person (rule: target types)",
+        "edge 'c' -[owns]-> 'b' key 'owns~2': target 'b' is labelled Person (rule: target types)",
+        "the graph has been changed by another writer",
+        "the graph has been changed by another writer",
+    ]
+    assert group_problems(lines) == [
+        "nodes 'a', 'c' (Security) at $.price: -1 is less than the minimum of 0 (rule: minimum)",
+        "node 'b' (Person): 'name' is a required property (rule: required)",
+        "node 'd' (Security) at $.price: -2 is less than the minimum of 0 (rule: minimum)",
+        "node 'e' (Fund) at $.price: -1 is less than the minimum of 0 (rule: minimum)",
+        "edges 'a' -[owns]-> 'b', 'c' -[owns]-> 'b' key 'owns~2': target 'b' is labelled "
+        "Person (rule: target types)",
+        "the graph has been changed by another writer (2 times)",
+    ]
+    # The cap counts grouped lines, so a capped list never hides a kind of problem that fits.
+    many = [f"node 'n{i}' (T): bad (rule: r)" for i in range(500)] + ["node 'x' (U): other"]
+    assert cap_problems(many, 2) == [
+        "nodes 'n0', 'n1', 'n2' and 497 more (T): bad (rule: r)",
+        "node 'x' (U): other",
+    ]
