@@ -46,6 +46,9 @@ class RunContext:
     type_tool_names: frozenset[str] = frozenset()
     last_usage: Usage | None = None  # the latest totals any step reported
     iteration: int = 0  # the round in progress (for events raised outside a step's code)
+    # A resumed run waiting for update_graph may have committed some of that step's results
+    # before it died (see kgot.controller.insert.update_graph).
+    unsaved_commits_possible: bool = False
     started: float = field(default_factory=time.perf_counter)  # this invocation's start
 
     def emit(self, event_type: str, iteration: int, **fields: Any) -> None:

@@ -160,16 +160,26 @@ async def _run_tools(
 
 
 async def update_graph(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
-    """Turn each new tool result into a changeset, one after the other (each sees the last)."""
+    """Turn each new tool result into a changeset, one after the other (each sees the last).
+
+    An entity run commits each result's changeset as it goes, while the step's checkpoint
+    comes at its end: a run that died in between is resumed at this step, with some of its
+    results already in the store. Each commit carries the result's key, so the resumed step
+    finds those commits and skips their results instead of applying them a second time.
+    """
     ctx = runtime.context
     applied: list[dict[str, Any]] = []
     notes: list[str] = []
-    for result in state.get("pending_results", []):
-        changeset, failure = await _integrate(ctx, state, result)
+    for position, result in enumerate(state.get("pending_results", [])):
+        key = result_key(ctx.run_id, state["iteration"], position)
+        if ctx.unsaved_commits_possible and await _committed_before(ctx, state, result, key):
+            continue
+        changeset, failure = await _integrate(ctx, state, result, key)
         if changeset is not None:
             applied.append(changeset)
         if failure:
             notes.append(failure)
+    ctx.unsaved_commits_possible = False  # this step's checkpoint records the rest
     return {
         "changesets": applied,
         "notes": notes,
@@ -178,8 +188,34 @@ async def update_graph(state: RunState, runtime: Runtime[RunContext]) -> dict[st
     }
 
 
+def result_key(run_id: str, iteration: int, position: int) -> str:
+    """What names one tool result's commit: the run, the round and the result's place in it."""
+    return f"{run_id}/round {iteration}/result {position}"
+
+
+async def _committed_before(
+    ctx: RunContext, state: RunState, result: PendingResult, key: str
+) -> bool:
+    """Whether the result's changeset was committed by an earlier invocation of this run
+    (which died before the step's checkpoint); the graph loaded from the store has it."""
+    if ctx.session is None:
+        return False  # an ephemeral graph was rebuilt from the checkpoint, without it
+    earlier = await asyncio.to_thread(ctx.session.committed, key)
+    if earlier is None:
+        return False
+    ctx.emit(
+        "graph_updated",
+        state["iteration"],
+        summary=f"{earlier['summary']} (committed as version {earlier['version']} before the "
+        f"run was interrupted; {result['name']} not applied again)",
+        reused_version=earlier["version"],
+        **_counts(ctx),
+    )
+    return True
+
+
 async def _integrate(
-    ctx: RunContext, state: RunState, result: PendingResult
+    ctx: RunContext, state: RunState, result: PendingResult, key: str
 ) -> tuple[dict[str, Any] | None, str | None]:
     """Write code for one result and apply it, fixing failing code up to the configured limit.
 
@@ -211,7 +247,7 @@ async def _integrate(
         code = extract_code(reply, language.fence)
         ctx.emit("code", iteration, purpose="update_graph", attempt=attempt, code=code)
         try:
-            changeset = await _apply_code(ctx, code, result, iteration)
+            changeset = await _apply_code(ctx, code, result, iteration, key)
         except (CodeExecutionError, ChangesetError) as error:
             last_error = str(error)
             ctx.emit(
@@ -239,7 +275,7 @@ async def _integrate(
 
 
 async def _apply_code(
-    ctx: RunContext, code: str, result: PendingResult, iteration: int
+    ctx: RunContext, code: str, result: PendingResult, iteration: int, key: str
 ) -> Changeset:
     """Run write code on a copy, check the changeset, commit it (entity runs) and apply it.
 
@@ -262,7 +298,7 @@ async def _apply_code(
         if changeset.is_empty:
             return changeset
         try:
-            await asyncio.to_thread(ctx.session.commit, changeset, _provenance(ctx, result))
+            await asyncio.to_thread(ctx.session.commit, changeset, _provenance(ctx, result, key))
         except CommitConflictError as conflict:
             if conflicts == _CONFLICT_RETRIES:
                 raise
@@ -296,7 +332,7 @@ def _type_catalog(ctx: RunContext) -> str:
     )
 
 
-def _provenance(ctx: RunContext, result: PendingResult) -> Any:
+def _provenance(ctx: RunContext, result: PendingResult, key: str) -> Any:
     from kgot.persistence import Provenance
 
     return Provenance(
@@ -304,6 +340,7 @@ def _provenance(ctx: RunContext, result: PendingResult) -> Any:
         step="update_graph",
         tool_call=canonical_call(result["name"], result["args"]),
         source_ref=result["source_ref"],
+        result_key=key,
     )
 
 

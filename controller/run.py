@@ -231,6 +231,7 @@ async def _execute(
             values=values,
         )
         ctx.sink = on_event
+        ctx.unsaved_commits_possible = resume and "update_graph" in snapshot.next
         stack.callback(ledger.subscribe(ctx.report_failed_requests))
         ctx.iteration = values.get("iteration", 0)
         opened_store.start_run(

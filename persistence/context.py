@@ -35,6 +35,9 @@ class Provenance:
             ``ambiguous``; facts may override it with ``_source_kind``.
         confidence: default confidence (0–1) for facts that do not set ``_confidence``;
             ``None`` means 1.0.
+        result_key: names the one piece of work this commit applies (the controller: run,
+            round and tool result), so it is applied once: a commit whose key the entity
+            already has writes nothing (see :meth:`EntitySession.committed`).
     """
 
     run_id: str
@@ -43,6 +46,7 @@ class Provenance:
     source_ref: str | None = None
     source_kind: str = "extracted"
     confidence: float | None = None
+    result_key: str | None = None
 
     def __post_init__(self) -> None:
         if self.source_kind not in SOURCE_KINDS:

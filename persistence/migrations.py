@@ -78,6 +78,14 @@ def _v3_json_text_and_sources(connection: Connection) -> None:
         connection.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN sources JSON")
 
 
+def _v4_result_keys_and_run_owners(connection: Connection) -> None:
+    connection.exec_driver_sql("ALTER TABLE kgot_commits ADD COLUMN result_key TEXT")
+    connection.exec_driver_sql("ALTER TABLE kgot_runs ADD COLUMN owner TEXT")
+    tables = define_tables(MetaData(), release=4)
+    for index in tables.commits.indexes:
+        index.create(connection)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1, "create entities, types, nodes, edges, commits and runs tables", _v1_create_tables
@@ -87,6 +95,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         3,
         "store properties as JSON text on PostgreSQL too; record corroborating sources",
         _v3_json_text_and_sources,
+    ),
+    Migration(
+        4,
+        "record the controller result each commit applied and the process each run belongs to",
+        _v4_result_keys_and_run_owners,
     ),
 )
 LATEST = MIGRATIONS[-1].version

@@ -515,6 +515,7 @@ class Planner:
                 source_ref=provenance.source_ref,
                 summary=summary,
                 committed_at=self.now,
+                result_key=provenance.result_key,
             )
         )
 

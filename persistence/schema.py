@@ -52,7 +52,7 @@ CREATORS = ("system", "agent", "user")
 # JSON text on both databases (see above); schema release 1 used JSONB on PostgreSQL.
 JsonValue = JSON(none_as_null=True)
 JsonbValue = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
-RELEASE = 3  # the migration that last changed these definitions
+RELEASE = 4  # the migration that last changed these definitions
 # SQLite only auto-numbers an INTEGER PRIMARY KEY; PostgreSQL wants 64 bits for fact rows.
 RowId = BigInteger().with_variant(Integer(), "sqlite")
 Timestamp = DateTime(timezone=True)
@@ -64,7 +64,8 @@ def define_tables(metadata: MetaData, release: int = RELEASE) -> SimpleNamespace
     Args:
         metadata: where to define them.
         release: the tables as migration ``release`` left them (1: JSONB on PostgreSQL and no
-            ``sources`` column; 3 and later: today's).
+            ``sources`` column; 3: no ``result_key`` on commits nor ``owner`` on runs; 4 and
+            later: today's).
     """
     facts_json = JsonbValue if release < 3 else JsonValue
     migrations = Table(
@@ -206,7 +207,20 @@ def define_tables(metadata: MetaData, release: int = RELEASE) -> SimpleNamespace
         Column("source_ref", Text, nullable=True),
         Column("summary", Text, nullable=False),
         Column("committed_at", Timestamp, nullable=False),
+        *_release_4_columns(release, "commits"),
     )
+    if release >= 4:
+        # One commit per result key: a run resumed after a crash between a commit and its
+        # checkpoint finds the commit instead of writing it again.
+        keyed = commits.c.result_key.isnot(None)
+        Index(
+            f"{PREFIX}commits_result_uq",
+            commits.c.entity_id,
+            commits.c.result_key,
+            unique=True,
+            sqlite_where=keyed,
+            postgresql_where=keyed,
+        )
     runs = Table(
         f"{PREFIX}runs",
         metadata,
@@ -221,6 +235,7 @@ def define_tables(metadata: MetaData, release: int = RELEASE) -> SimpleNamespace
         Column("started_at", Timestamp, nullable=False),
         Column("updated_at", Timestamp, nullable=False),
         Column("finished_at", Timestamp, nullable=True),
+        *_release_4_columns(release, "runs"),
     )
     Index(f"{PREFIX}runs_recent", runs.c.started_at)
     Index(f"{PREFIX}runs_entity", runs.c.entity_id, runs.c.started_at)
@@ -260,6 +275,17 @@ def _fact_columns(release: int) -> list[Column]:
         # {source_ref, run_id, source_kind, confidence, at}; `corroborations` counts 1 + these.
         columns.append(Column("sources", JsonValue, nullable=True))
     return columns
+
+
+def _release_4_columns(release: int, table: str) -> list[Column]:
+    """Columns migration 4 added: the key of the controller result a commit applied (see
+    :class:`kgot.persistence.context.Provenance`), and the process a running run belongs to
+    (``host boot-id pid start-time``, see :mod:`kgot.persistence.owner`)."""
+    if release < 4:
+        return []
+    if table == "commits":
+        return [Column("result_key", Text, nullable=True)]
+    return [Column("owner", Text, nullable=True)]
 
 
 def _checks(table: str) -> list[CheckConstraint]:

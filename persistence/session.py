@@ -266,6 +266,22 @@ class EntitySession:
             )
             return [_history_entry(row, row.relationship) for row in rows]
 
+    def committed(self, result_key: str) -> dict[str, Any] | None:
+        """The commit made with ``result_key`` (see :class:`Provenance`), or ``None``: lets a
+        resumed run skip work whose commit was made before a crash."""
+        with self._read() as connection:
+            self._entity_version(connection)
+            row = self._keyed_commit(connection, result_key)
+            return None if row is None else _commit_entry(row)
+
+    def _keyed_commit(self, connection: Connection, result_key: str) -> Any:
+        commits = TABLES.commits
+        return connection.execute(
+            select(commits).where(
+                commits.c.entity_id == self._entity_id, commits.c.result_key == result_key
+            )
+        ).first()
+
     def commits(self, limit: int = 50) -> list[dict[str, Any]]:
         """The newest commits (version, run, step, summary, time), newest first."""
         commits = TABLES.commits
@@ -277,18 +293,7 @@ class EntitySession:
                 .order_by(commits.c.version.desc())
                 .limit(max(0, limit))
             )
-            return [
-                {
-                    "version": row.version,
-                    "run_id": row.run_id,
-                    "step": row.step,
-                    "tool_call": row.tool_call,
-                    "source_ref": row.source_ref,
-                    "summary": row.summary,
-                    "committed_at": iso(row.committed_at),
-                }
-                for row in rows
-            ]
+            return [_commit_entry(row) for row in rows]
 
     # ----------------------------------------------------------------------------- writing
 
@@ -333,6 +338,10 @@ class EntitySession:
                 tracked view, which then includes the new version; with a ``base`` the tracked
                 view is left alone (the change reaches it through :meth:`refresh`).
 
+        A ``provenance.result_key`` the entity already has a commit for writes nothing and
+        returns that commit's version: the work it names was applied once already (the
+        tracked view is left alone).
+
         Raises:
             ChangesetError: type or structure violations; nothing was written.
             CommitConflictError: another writer changed facts this change was based on;
@@ -359,6 +368,8 @@ class EntitySession:
             new_version, plan = outcome
             if new_version is None:
                 return view.latest  # nothing to write
+            if plan is None:
+                return new_version  # the result key's commit, made earlier
             if base is None:
                 self._view = self._view.with_own([new_version])
         self._context.note_rows_written(plan.rows_written)
@@ -366,11 +377,16 @@ class EntitySession:
 
     def _write(
         self, changeset: Changeset, provenance: Provenance, catalog: TypeCatalog, view: View
-    ) -> tuple[int | None, Plan] | None:
+    ) -> tuple[int | None, Plan | None] | None:
         """Lock the entity, plan and write; ``None`` when a type the changeset uses changed
-        since ``catalog`` was validated against (the caller validates again)."""
+        since ``catalog`` was validated against (the caller validates again); no plan when the
+        provenance's result key was committed before (its version comes back)."""
         with write_transaction(self._context.engine, self._context.target) as connection:
             version = self._lock_entity(connection)
+            if provenance.result_key is not None:
+                earlier = self._keyed_commit(connection, provenance.result_key)
+                if earlier is not None:
+                    return int(earlier.version), None
             locked = self._catalog(connection)
             if not _same_types(catalog, locked, changeset):
                 return None
@@ -650,6 +666,19 @@ def _with_meta(row: Any, attributes: dict[str, Any]) -> dict[str, Any]:
     if canonical is not None:
         attributes["_canonical_id"] = canonical
     return attributes
+
+
+def _commit_entry(row: Any) -> dict[str, Any]:
+    return {
+        "version": row.version,
+        "run_id": row.run_id,
+        "step": row.step,
+        "tool_call": row.tool_call,
+        "source_ref": row.source_ref,
+        "summary": row.summary,
+        "committed_at": iso(row.committed_at),
+        "result_key": row.result_key,
+    }
 
 
 def _history_entry(row: Any, type_name: str) -> dict[str, Any]:
