@@ -130,7 +130,8 @@ def check(
             {
                 **description,
                 "checks": [
-                    {"name": r.name, "passed": r.passed, "detail": r.detail} for r in results
+                    {"name": r.name, "passed": r.passed, "detail": r.detail, "warning": r.warning}
+                    for r in results
                 ],
                 "ok": not failed,
             }
@@ -142,6 +143,8 @@ def check(
                 typer.echo(f"{key.replace('_', ' ')}: {description[key]}")
         for result in results:
             typer.echo(f"{'PASS' if result.passed else 'FAIL'}  {result.name}: {result.detail}")
+            if result.warning:
+                typer.echo(f"WARN  {result.name}: {result.warning}")
         typer.echo(f"{len(results) - len(failed)}/{len(results)} guarantees hold")
     if failed:
         raise typer.Exit(1)

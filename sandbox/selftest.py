@@ -7,10 +7,14 @@ takes a few seconds on a warm pool.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
+import stat
+import tempfile
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,11 +24,17 @@ from kgot.sandbox.common import JOB_ENV
 
 @dataclass(frozen=True)
 class CheckResult:
-    """One guarantee: whether it held, and what was observed."""
+    """One guarantee: whether it held, and what was observed; ``warning`` names what the
+    kind does not guarantee there by design (printed as a WARN line, not a failure)."""
 
     name: str
     passed: bool
     detail: str
+    warning: str | None = None
+
+
+# What a check returns: passed, detail, and optionally a warning.
+CheckOutcome = tuple[bool, str] | tuple[bool, str, str | None]
 
 
 def _check_runs(box: Sandbox) -> tuple[bool, str]:
@@ -34,30 +44,121 @@ def _check_runs(box: Sandbox) -> tuple[bool, str]:
     return result.ok, f"python {result.stdout.strip() or '?'} in {elapsed:.0f} ms {_why(result)}"
 
 
-def _host_secrets() -> list[str]:
-    """Host files a job must not read: shadow passwords, this checkout, the user's home."""
+# How much of each probed file is compared: logs only grow, so their start stays the same.
+_PROBE_BYTES = 4096
+# World-readable host files outside the directories every isolating kind covers: bubblewrap
+# shows none of them (its /etc/passwd is its own), the fallback shows them all.
+_SYSTEM_FILES = ("/etc/passwd", "/etc/group", "/etc/hostname", "/etc/hosts")
+_LOG_DIR = Path("/var/log")
+_EMPTY_DIGEST = hashlib.sha256(b"").hexdigest()
+
+
+def _readable_by_jobs(path: Path, uid: int | None) -> bool:
+    """Whether the job's host uid (``None``: kgot's own) may read ``path`` by its permissions
+    alone: probing a file only its owner may read shows nothing about isolation.
+    ``sandbox.host_uid`` belongs to no account or group, so "others" bits decide for it."""
+    try:
+        if uid is None:
+            return os.access(path, os.R_OK)
+        info = path.stat()
+        if info.st_uid == uid:
+            return bool(info.st_mode & stat.S_IRUSR)
+        ancestors_open = all(os.stat(a).st_mode & stat.S_IXOTH for a in path.parents)
+        return ancestors_open and bool(info.st_mode & stat.S_IROTH)
+    except OSError:
+        return False
+
+
+def _probe_candidates() -> list[Path]:
+    """Host files a job must not read: the user's home and this checkout, a few world-readable
+    system files and logs, and shadow passwords (kept only where jobs could read them)."""
     import kgot
 
     candidates = [Path("/etc/shadow"), Path(kgot.__file__).resolve().parent / "pyproject.toml"]
     with contextlib.suppress(OSError):
         candidates += sorted(p for p in Path.home().iterdir() if p.is_file())[:3]
-    return [str(p) for p in candidates if p.exists()]
+    candidates += [Path(p) for p in _SYSTEM_FILES]
+    with contextlib.suppress(OSError):
+        candidates += sorted(p for p in _LOG_DIR.iterdir() if p.is_file() and not p.is_symlink())
+    return candidates
 
 
-def _check_files(box: Sandbox) -> tuple[bool, str]:
-    code = f"""
-seen = []
-for path in {_host_secrets()!r}:
+def _digest(path: Path) -> str | None:
     try:
-        open(path, "rb").read(1)
-        seen.append(path)
+        with path.open("rb") as handle:
+            return hashlib.sha256(handle.read(_PROBE_BYTES)).hexdigest()
+    except OSError:
+        return None
+
+
+def _probe_files(box: Sandbox, planted: Path | None) -> dict[str, str]:
+    """Path -> digest of each host file to probe: non-empty, readable by the job's uid, at
+    most three logs. ``planted`` is a world-readable file the check made in the host's /tmp."""
+    uid = getattr(box, "file_uid", None)
+    probes: dict[str, str] = {}
+    logs = 0
+    for path in [*_probe_candidates(), *([planted] if planted else [])]:
+        is_log = path.parent == _LOG_DIR
+        if (is_log and logs >= 3) or not _readable_by_jobs(path, uid):
+            continue
+        digest = _digest(path)
+        if digest is not None and digest != _EMPTY_DIGEST:  # an empty file tells nothing
+            probes[str(path)] = digest
+            logs += is_log
+    return probes
+
+
+@contextlib.contextmanager
+def _planted_tmp_file() -> Iterator[Path | None]:
+    """A world-readable file with unique content in the host's /tmp, removed afterwards."""
+    if not Path("/tmp").is_dir():
+        yield None
+        return
+    fd, name = tempfile.mkstemp(prefix=".kgot-check-", dir="/tmp")
+    try:
+        os.write(fd, f"kgot check {uuid.uuid4().hex}\n".encode())
+        os.fchmod(fd, 0o644)
+        os.close(fd)
+        yield Path(name)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+
+
+def _check_files(box: Sandbox) -> CheckOutcome:
+    """Host files the job's uid could read by permissions must be invisible; those a kind
+    documents as visible (the fallback shows world-readable files outside the directories it
+    covers) come back as a warning naming them, not as a pass."""
+    with _planted_tmp_file() as planted:
+        probes = _probe_files(box, planted)
+        code = f"""
+import hashlib, json
+seen = {{}}
+for path in {sorted(probes)!r}:
+    try:
+        with open(path, "rb") as handle:
+            seen[path] = hashlib.sha256(handle.read({_PROBE_BYTES})).hexdigest()
     except OSError:
         pass
-print(" ".join(seen) or "none")
+print(json.dumps(seen))
 """
-    result = box.run(Job(code))
-    visible = result.stdout.strip()
-    return result.ok and visible == "none", f"readable: {visible or '?'} {_why(result)}"
+        result = box.run(Job(code))
+    try:
+        seen = json.loads(result.stdout)
+    except ValueError:
+        return False, f"no listing came back {_why(result)}"
+    visible = [path for path, digest in sorted(seen.items()) if probes.get(path) == digest]
+    hides = getattr(box, "hides_from_jobs", None)  # kinds without it promise to hide all
+    promised = [p for p in probes if hides is None or hides(Path(p))]
+    leaked = [p for p in visible if p in promised]
+    shown = [p for p in visible if p not in promised]
+    detail = (
+        f"readable: {' '.join(leaked) or 'none'} ({len(promised)} probed, its uid may read them)"
+    )
+    warning = None
+    if shown:
+        warning = f"not hidden (this kind shows world-readable host files): {' '.join(shown)}"
+    return result.ok and not leaked, f"{detail} {_why(result)}", warning
 
 
 def _check_write(box: Sandbox) -> tuple[bool, str]:
@@ -192,7 +293,7 @@ def _check_memory(box: Sandbox) -> tuple[bool, str]:
     return stopped, f"allocation loop ended: {reason or result.stderr.strip()[-60:]}"
 
 
-CHECKS: tuple[tuple[str, Callable[[Sandbox], tuple[bool, str]]], ...] = (
+CHECKS: tuple[tuple[str, Callable[[Sandbox], CheckOutcome]], ...] = (
     ("runs code", _check_runs),
     ("host files hidden", _check_files),
     ("system directories read-only", _check_write),
@@ -210,11 +311,15 @@ def self_test(box: Sandbox) -> list[CheckResult]:
     """Run every check against ``box``; a check that raises counts as failed."""
     results = []
     for name, check in CHECKS:
+        warning = None
         try:
-            passed, detail = check(box)
+            outcome = check(box)
+            passed, detail = outcome[0], outcome[1]
+            if len(outcome) == 3:
+                warning = outcome[2]
         except Exception as error:  # a broken sandbox must show up as a failed line
             passed, detail = False, f"{type(error).__name__}: {error}"
-        results.append(CheckResult(name, passed, " ".join(detail.split())))
+        results.append(CheckResult(name, passed, " ".join(detail.split()), warning))
     return results
 
 
