@@ -249,7 +249,7 @@ class ToolSession:
         # One answer for a missing file and a host file outside the run's files alike: telling
         # them apart would let the model probe which paths exist on the machine.
         raise ToolFailure(
-            f"{given!r} is not one of this run's files; " + self._available_files_hint(),
+            f"no file {given!r} among the files of this run; " + self._available_files_hint(),
             kind="input",
         )
 

@@ -236,7 +236,7 @@ def test_missing_and_forbidden_paths(runner_for, tmp_path):
     secret.write_text("do not read")
     forbidden = call(runner, "inspect_file", path=str(secret))
     assert not forbidden.ok and forbidden.error_kind == "input"
-    assert "not one of this run's files" in forbidden.output and "notes.txt" in forbidden.output
+    assert "among the files of this run" in forbidden.output and "notes.txt" in forbidden.output
     assert "do not read" not in forbidden.output
     assert not call(runner, "inspect_file", path="/etc/passwd").ok
 
@@ -278,7 +278,7 @@ def test_a_path_under_a_directory_kgot_cannot_enter_is_just_not_a_run_file(
     monkeypatch.setattr(pathlib.Path, "exists", exists)
     outcome = call(runner_for("notes.txt"), "inspect_file", path=str(locked / "secret.txt"))
     assert not outcome.ok and outcome.error_kind == "input", outcome.output
-    assert "not one of this run's files" in outcome.output
+    assert "among the files of this run" in outcome.output
 
 
 def test_file_roots_allow_a_directory(samples):
