@@ -138,11 +138,16 @@ for place in {SCRATCH_PLACES + OTHER_PLACES!r}:
 os.environ["LEFTOVER"] = "1"
 json.LEFTOVER = True
 """
+# Mount points are the sandbox's own, read-only (kgot's Python environment when it lives under
+# /tmp or /work): a job cannot write there, and the probe does not list them.
 PROBE = f"""
 import json, os
 seen = []
 for root in {SCRATCH_PLACES!r}:
-    for directory, _, files in os.walk(root):
+    for directory, subdirectories, files in os.walk(root):
+        subdirectories[:] = [
+            d for d in subdirectories if not os.path.ismount(os.path.join(directory, d))
+        ]
         seen += [os.path.join(directory, f) for f in files]
 for place in {OTHER_PLACES!r}:
     if os.path.lexists(os.path.join(place, "leftover-7c1e")):
