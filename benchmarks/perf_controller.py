@@ -50,13 +50,15 @@ VOTE_LATENCY_S = 0.5
 _Interval = tuple[float, float]
 
 
-def run(quick: bool = False) -> list[Figure]:
+def run(quick: bool = False, sandbox: str = "auto") -> list[Figure]:
     rounds = 3 if quick else INSERT_ROUNDS
     questions = 1 if quick else QUESTIONS
     figures: list[Figure] = []
     with tempfile.TemporaryDirectory(prefix="kgot-perf-controller-") as tmp:
         for nodes in (10, 2000):
-            own, with_llm, calls = _overhead(Path(tmp), nodes, rounds, questions, entity=False)
+            own, with_llm, calls = _overhead(
+                Path(tmp), nodes, rounds, questions, entity=False, sandbox=sandbox
+            )
             target = 5.0 if nodes == 2000 else None
             figures += [
                 Figure(AREA, f"overhead per iteration, {nodes:,} nodes", own, "ms", target),
@@ -71,7 +73,9 @@ def run(quick: bool = False) -> list[Figure]:
                 "ms",
             )
         )
-        own, with_llm, _ = _overhead(Path(tmp), 2000, rounds, questions, entity=True)
+        own, with_llm, _ = _overhead(
+            Path(tmp), 2000, rounds, questions, entity=True, sandbox=sandbox
+        )
         figures += [
             Figure(AREA, "overhead per iteration, 2,000-node entity", own, "ms"),
             Figure(AREA, "  … with the LLM layer's own time, 2,000-node entity", with_llm, "ms"),
@@ -80,7 +84,7 @@ def run(quick: bool = False) -> list[Figure]:
             Figure(
                 AREA,
                 "vote round of 5 at 500 ms per call",
-                _measure_vote_round(Path(tmp)),
+                _measure_vote_round(Path(tmp), sandbox),
                 "ms",
                 target=VOTE_LATENCY_S * 1000 * 1.5,
             )
@@ -88,8 +92,12 @@ def run(quick: bool = False) -> list[Figure]:
     return figures
 
 
-def _settings(tmp: Path, name: str, **controller: Any) -> Settings:
-    overrides: dict[str, Any] = {"store.db": str(tmp / f"{name}.db"), "llm.model": "scripted"}
+def _settings(tmp: Path, name: str, sandbox: str, **controller: Any) -> Settings:
+    overrides: dict[str, Any] = {
+        "store.db": str(tmp / f"{name}.db"),
+        "llm.model": "scripted",
+        "sandbox.kind": sandbox,
+    }
     overrides.update({f"controller.{key}": value for key, value in controller.items()})
     return load_settings(overrides, environ={})
 
@@ -219,7 +227,7 @@ class _TimedSandbox:
 
 
 def _overhead(
-    tmp: Path, nodes: int, rounds: int, questions: int, *, entity: bool
+    tmp: Path, nodes: int, rounds: int, questions: int, *, entity: bool, sandbox: str
 ) -> tuple[float, float, float]:
     """The median INSERT-round overhead in ms over ``questions`` questions (without model calls
     and sandbox jobs; then with the LLM layer's own time), and LLM calls per question."""
@@ -228,7 +236,7 @@ def _overhead(
     calls = 0.0
     for number in range(questions):
         question_own, question_with_llm, calls = _measure_overhead(
-            tmp / f"q{number}", nodes, rounds, entity=entity
+            tmp / f"q{number}", nodes, rounds, entity=entity, sandbox=sandbox
         )
         own += question_own
         with_llm += question_with_llm
@@ -236,7 +244,7 @@ def _overhead(
 
 
 def _measure_overhead(
-    tmp: Path, nodes: int, rounds: int, *, entity: bool
+    tmp: Path, nodes: int, rounds: int, *, entity: bool, sandbox: str
 ) -> tuple[list[float], list[float], float]:
     """One question over ``nodes`` nodes, on an entity graph (changesets committed to the
     store) or an ephemeral one (started from a graph file).
@@ -250,7 +258,7 @@ def _measure_overhead(
     from kgot.llm import LLMClient
 
     name = f"overhead-{nodes}-{'entity' if entity else 'ephemeral'}"
-    settings = _settings(tmp, name, max_iterations=rounds + 2)
+    settings = _settings(tmp, name, sandbox, max_iterations=rounds + 2)
     where: dict[str, Any] = {}
     if entity:
         _seed_entity(settings, "bench", nodes)
@@ -287,10 +295,10 @@ def _measure_overhead(
     rounds_measured = list(itertools.pairwise(vote_times[: rounds + 1]))[1:]
     without_models, with_llm_layer = [], []
     for start, end in rounds_measured:
-        sandbox = _covered(sandbox_intervals, start, end)
+        in_sandbox = _covered(sandbox_intervals, start, end)
         either = _covered(sandbox_intervals + llm_intervals, start, end)
         without_models.append((end - start - either) * 1000)
-        with_llm_layer.append((end - start - sandbox) * 1000)
+        with_llm_layer.append((end - start - in_sandbox) * 1000)
     return without_models, with_llm_layer, float(result.llm_calls)
 
 
@@ -366,10 +374,10 @@ def _langgraph_floor(tmp: Path, rounds: int = 40, repeats: int = 5) -> float:
     return statistics.median(asyncio.run(measure()))
 
 
-def _measure_vote_round(tmp: Path) -> float:
+def _measure_vote_round(tmp: Path, sandbox: str) -> float:
     from kgot.controller import ask_async
 
-    settings = _settings(tmp, "votes", max_iterations=1)
+    settings = _settings(tmp, "votes", sandbox, max_iterations=1)
     model = ScriptedChatModel(
         script={
             "decide": [{"decision": "RETRIEVE", "reason": "measure"}],

@@ -113,8 +113,9 @@ def _close_ms(kind: str, workers: int = 2) -> float:
     return (time.perf_counter() - started) * 1000
 
 
-def run(quick: bool = False, kind: str = "auto") -> list[Figure]:
-    """Measure cold and warm latency; fewer repetitions with ``quick``."""
+def run(quick: bool = False, sandbox: str = "auto") -> list[Figure]:
+    """Measure cold and warm latency in the ``sandbox`` kind; fewer repetitions with ``quick``."""
+    kind = sandbox
     update = Job(GRAPH_UPDATE, files={"graph.json": _graph()})
     _, cold = _time_jobs(kind, pool_size=0, count=3 if quick else 10, job=update)
     _, warm = _time_jobs(kind, pool_size=1, count=30 if quick else 200, job=update)
@@ -154,7 +155,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="JSON lines instead of a table")
     parser.add_argument("--sandbox", default="auto", help="sandbox kind (default: auto)")
     args = parser.parse_args()
-    print_figures(run(quick=args.quick, kind=args.sandbox), as_json=args.json)
+    print_figures(run(quick=args.quick, sandbox=args.sandbox), as_json=args.json)
 
 
 if __name__ == "__main__":

@@ -516,14 +516,14 @@ def measure_guard(rounds: int = 20) -> list[Figure]:
     return figures
 
 
-def measure_jobs(backends: Sequence[str], rounds: int = 8) -> list[Figure]:
-    """Read and write round trips through the default sandbox at 2,000 nodes (wall clock,
+def measure_jobs(backends: Sequence[str], rounds: int = 8, sandbox: str = "auto") -> list[Figure]:
+    """Read and write round trips through the ``sandbox`` kind at 2,000 nodes (wall clock,
     warm pool): what one query or graph update costs a run, model time excluded."""
     from kgot.errors import SandboxUnavailableError
     from kgot.graph_backends import open_backend
 
     try:
-        sandbox = open_sandbox(SandboxSettings())
+        box = open_sandbox(SandboxSettings(kind=sandbox))  # type: ignore[arg-type]
     except SandboxUnavailableError:
         return []  # no isolating sandbox here: nothing representative to measure
     world = World(2_000, SEED)
@@ -542,7 +542,7 @@ def measure_jobs(backends: Sequence[str], rounds: int = 8) -> list[Figure]:
     figures = []
     try:
         for name in backends:
-            backend = open_backend(name, sandbox, world.graph)
+            backend = open_backend(name, box, world.graph)
             texts = jobs[name]
             backend.query(texts["query"])  # warm the pool and the job input
             timings: dict[str, list[float]] = {kind: [] for kind in texts}
@@ -566,7 +566,7 @@ def measure_jobs(backends: Sequence[str], rounds: int = 8) -> list[Figure]:
                 for kind, values in timings.items()
             ]
     finally:
-        sandbox.close()
+        box.close()
     return figures
 
 
@@ -579,26 +579,28 @@ def run(
     *,
     backends: Sequence[str] = BACKEND_NAMES,
     kinds: Sequence[str] = QUESTION_KINDS,
+    sandbox: str = "auto",
 ) -> list[Figure]:
     """Measure views on 1k/10k (quick) or 1k/10k/100k-node graphs, for ``backends`` and the
-    ``kinds`` of questions, then update costs, file reading, the guard and sandbox jobs."""
-    sandbox = open_sandbox(SandboxSettings(kind="subprocess"))  # renders need no jobs
+    ``kinds`` of questions, then update costs, file reading, the guard and jobs in the
+    ``sandbox`` kind."""
+    render_sandbox = open_sandbox(SandboxSettings(kind="subprocess"))  # renders need no jobs
     figures: list[Figure] = []
     try:
-        _warm_up(sandbox)
+        _warm_up(render_sandbox)
         for size in SIZES_QUICK if quick else SIZES_FULL:
             world = World(size, SEED + size)
             for name in backends:
-                figures += measure_views(world, sandbox, backend_name=name, kinds=kinds)
+                figures += measure_views(world, render_sandbox, backend_name=name, kinds=kinds)
             if size == max(SIZES_QUICK if quick else SIZES_FULL):
                 figures += measure_file_read(world)
         for name in backends:
-            figures += measure_update_overhead(sandbox, name)
+            figures += measure_update_overhead(render_sandbox, name)
     finally:
-        sandbox.close()
+        render_sandbox.close()
     if "rdf" in backends:
         figures += measure_guard()
-    figures += measure_jobs(backends, rounds=4 if quick else 12)
+    figures += measure_jobs(backends, rounds=4 if quick else 12, sandbox=sandbox)
     return figures
 
 

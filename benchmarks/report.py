@@ -12,6 +12,7 @@ from kgot.benchmarks.results import write_atomic
 
 __all__ = [
     "bar_chart",
+    "describe_cost",
     "error_list",
     "markdown_table",
     "percent",
@@ -101,16 +102,25 @@ def run_lines(run: Mapping[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
+def describe_cost(cost_usd: float, unknown: int, tasks: int) -> str:
+    """The cost of ``tasks`` tasks when ``unknown`` of them have no known cost: the sum, a
+    lower bound, or unknown (a sum over no known cost is not $0)."""
+    if not unknown:
+        return f"${cost_usd:.4f}"
+    if unknown >= tasks:
+        return f"unknown (no price known for any of the {tasks} task(s))"
+    return f"at least ${cost_usd:.4f} (price unknown for {unknown} of {tasks} task(s))"
+
+
 def usage_lines(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     """Report rows for tokens, cost, calls and latency."""
     tokens = summary["tokens"]
     latency = summary["latency_s"]
-    cost = f"${summary['cost_usd']:.4f}"
+    cost = describe_cost(summary["cost_usd"], summary["cost_unknown_tasks"], summary["recorded"])
     if summary["cost_unknown_tasks"]:
-        cost = (
-            f"at least {cost} (unknown for {summary['cost_unknown_tasks']} task(s): a run that "
-            "failed before reporting, or a model with no known price, which "
-            '[llm.prices."provider:name"] sets)'
+        cost += (
+            ": a run that failed before reporting, or a model with no known price, which "
+            '[llm.prices."provider:name"] sets'
         )
     rows = [
         ("tokens", f"{tokens['input']:,} in / {tokens['output']:,} out"),

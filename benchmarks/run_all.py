@@ -4,8 +4,10 @@ Runs each ``kgot.benchmarks.perf_<area>`` module present (controller overhead, v
 store, …) and prints all their figures with :func:`~kgot.benchmarks.figures.print_figures`,
 marking each target met or missed::
 
-    python -m kgot.benchmarks.run_all [--quick] [--json] [--only AREA ...]
+    python -m kgot.benchmarks.run_all [--quick] [--json] [--only AREA ...] [--sandbox KIND]
 
+Scripts that run sandbox jobs take the sandbox kind (a ``sandbox`` parameter of their ``run``):
+``--sandbox``, else ``sandbox.kind`` from the settings (``KGOT_SANDBOX``, the config file).
 A script that fails is reported on stderr and the others still run. The exit status is 0 when
 every script ran and every target was met, 1 when a target was missed, 2 when a script failed.
 """
@@ -14,11 +16,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import pkgutil
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from kgot.benchmarks.figures import Figure, print_figures
 from kgot.errors import KgotError
@@ -62,7 +66,8 @@ def run_all(
     *,
     quick: bool = False,
     only: Sequence[str] = (),
-    on_start: Callable[[str], None] | None = None,
+    on_start: Callable[[str], object] | None = None,
+    sandbox: str = "auto",
 ) -> PerfReport:
     """Import and run every perf script (or those whose area is in ``only``).
 
@@ -70,6 +75,7 @@ def run_all(
         quick: ask each script for its short version.
         only: areas (``controller``, ``sandbox``, …) or module names to run.
         on_start: called with each module name before it runs.
+        sandbox: the sandbox kind for scripts that run sandbox jobs.
 
     Raises:
         UsageError: an area in ``only`` has no script.
@@ -91,13 +97,20 @@ def run_all(
         started = time.perf_counter()
         try:
             module = importlib.import_module(f"kgot.benchmarks.{name}")
-            figures = list(module.run(quick=quick))
+            figures = list(_run_script(module, quick=quick, sandbox=sandbox))
         except Exception as error:  # one broken script must not hide the others' figures
             report.failures[name] = f"{type(error).__name__}: {' '.join(str(error).split())}"
         else:
             report.figures += figures
         report.seconds[name] = time.perf_counter() - started
     return report
+
+
+def _run_script(module: Any, *, quick: bool, sandbox: str) -> Any:
+    """The script's figures; a script whose ``run`` takes ``sandbox`` runs jobs in that kind."""
+    if "sandbox" in inspect.signature(module.run).parameters:
+        return module.run(quick=quick, sandbox=sandbox)
+    return module.run(quick=quick)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -110,16 +123,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--only", action="append", default=[], metavar="AREA", help="run only this area"
     )
+    parser.add_argument(
+        "--sandbox", metavar="KIND", help="sandbox kind (default: KGOT_SANDBOX / config, auto)"
+    )
     args = parser.parse_args(argv)
     try:
-        report = execute(quick=args.quick, as_json=args.json, only=args.only)
+        from kgot.config import load_settings
+
+        kind = load_settings({"sandbox.kind": args.sandbox}).sandbox.kind
+        report = execute(quick=args.quick, as_json=args.json, only=args.only, sandbox=kind)
     except KgotError as error:
         sys.stderr.write(f"error: {error}\n")
         return error.exit_code
     return report_exit_code(report)
 
 
-def execute(*, quick: bool, as_json: bool, only: Sequence[str]) -> PerfReport:
+def execute(
+    *, quick: bool, as_json: bool, only: Sequence[str], sandbox: str = "auto"
+) -> PerfReport:
     """Run the scripts, printing figures to stdout and progress and failures to stderr.
 
     Raises:
@@ -129,6 +150,7 @@ def execute(*, quick: bool, as_json: bool, only: Sequence[str]) -> PerfReport:
         quick=quick,
         only=only,
         on_start=lambda name: sys.stderr.write(f"running {name} …\n"),
+        sandbox=sandbox,
     )
     print_figures(report.figures, as_json=as_json)
     for name, reason in report.failures.items():

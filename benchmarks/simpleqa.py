@@ -38,6 +38,7 @@ from kgot.benchmarks.harness import (
 from kgot.benchmarks.progress import ProgressView
 from kgot.benchmarks.report import (
     bar_chart,
+    describe_cost,
     error_list,
     markdown_table,
     percent,
@@ -184,7 +185,11 @@ def _markdown(summary: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) 
         ("accuracy given attempted", percent(summary["accuracy_given_attempted"])),
         ("F1", f"{summary['f1']:.3f}"),
         *usage_lines(summary),
-        ("grading cost", f"${grading['cost_usd']:.4f} (included in cost above)"),
+        (
+            "grading cost",
+            describe_cost(grading["cost_usd"], grading["cost_unknown_tasks"], summary["recorded"])
+            + " (included in cost above)",
+        ),
     ]
     if summary["grader_unparsed"]:
         overview.append(

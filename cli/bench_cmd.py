@@ -315,12 +315,20 @@ def report(
 
 @app.command("perf")
 def perf(
+    ctx: typer.Context,
     quick: Annotated[bool, typer.Option("--quick", help="Short runs (a smoke check).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="JSON lines instead of a table.")] = False,
     only: Annotated[
         list[str] | None,
         typer.Option(
             help="Only this area: controller, harness, sandbox, store, tools, views (repeatable)."
+        ),
+    ] = None,
+    sandbox: Annotated[
+        str | None,
+        typer.Option(
+            help="Sandbox for the jobs measured: auto | bwrap | fallback | docker | subprocess "
+            "(default: KGOT_SANDBOX / config)."
         ),
     ] = None,
 ) -> None:
@@ -330,7 +338,9 @@ def perf(
     """
     from kgot.benchmarks.run_all import execute, report_exit_code
 
-    code = report_exit_code(execute(quick=quick, as_json=as_json, only=only or ()))
+    kind = settings_from(ctx, {"sandbox.kind": sandbox}).sandbox.kind
+    report = execute(quick=quick, as_json=as_json, only=only or (), sandbox=kind)
+    code = report_exit_code(report)
     if code:
         raise typer.Exit(code)
 
@@ -385,6 +395,8 @@ def _print_plan(
 
 
 def _print_outcome(outcome: BenchOutcome, as_json: bool) -> None:
+    from kgot.benchmarks.report import describe_cost
+
     summary = outcome.summary
     if as_json:
         print_json({**summary, "files": [str(path) for path in outcome.files]})
@@ -399,10 +411,10 @@ def _print_outcome(outcome: BenchOutcome, as_json: bool) -> None:
             f"accuracy given attempted {summary['accuracy_given_attempted']:.1%}, "
             f"F1 {summary['f1']:.3f}"
         )
-    unknown = " (some prices unknown)" if summary["cost_unknown_tasks"] else ""
+    cost = describe_cost(summary["cost_usd"], summary["cost_unknown_tasks"], summary["recorded"])
     lines.append(
         f"errors {summary['errors']}; tokens {summary['tokens']['input']:,} in / "
-        f"{summary['tokens']['output']:,} out; cost ${summary['cost_usd']:.4f}{unknown}"
+        f"{summary['tokens']['output']:,} out; cost {cost}"
     )
     lines.append("files: " + ", ".join(str(path) for path in outcome.files))
     sys.stdout.write("\n".join(lines) + "\n")

@@ -543,3 +543,97 @@ def test_ctrl_c_in_kgot_mode_exits_at_once_then_resumes(
     assert summary["recorded"] == 6 and summary["errors"] == 0
     lines = (out / "results.jsonl").read_text().splitlines()
     assert len(lines) == 6  # the recorded questions were not asked again
+
+
+# ---------------------------------------------------------------- perf sandbox kind
+
+
+@pytest.fixture
+def kind_reporting_script(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A perf script that reports the sandbox kind it was given, and one that takes none."""
+    import kgot.benchmarks as package
+
+    (tmp_path / "perf_kindarea.py").write_text(
+        "from kgot.benchmarks.figures import Figure\n"
+        "def run(quick=False, sandbox='auto'):\n"
+        "    return [Figure('kindarea', f'jobs in {sandbox}', 1.0, 'ms')]\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "perf_plainarea.py").write_text(
+        "from kgot.benchmarks.figures import Figure\n"
+        "def run(quick=False):\n"
+        "    return [Figure('plainarea', 'no jobs', 2.0, 'ms')]\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setattr(package, "__path__", [*package.__path__, str(tmp_path)])
+
+
+@pytest.mark.usefixtures("kind_reporting_script")
+@pytest.mark.parametrize(
+    ("flag", "environment", "expected"),
+    [
+        ([], None, "auto"),
+        (["--sandbox", "subprocess"], None, "subprocess"),
+        ([], "fallback", "fallback"),
+        (["--sandbox", "subprocess"], "fallback", "subprocess"),  # the flag wins
+    ],
+)
+def test_perf_runs_jobs_in_the_chosen_sandbox(
+    flag: list[str],
+    environment: str | None,
+    expected: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    if environment:
+        monkeypatch.setenv("KGOT_SANDBOX", environment)
+    code, stdout, err = run_cli(
+        capsys, "perf", "--only", "kindarea", "--only", "plainarea", "--json", *flag
+    )
+    assert code == 0, err
+    labels = [json.loads(line)["name"] for line in stdout.splitlines()]
+    assert labels == [f"jobs in {expected}", "no jobs"]
+
+
+def test_perf_refuses_an_unknown_sandbox_kind(capsys: pytest.CaptureFixture[str]) -> None:
+    code, stdout, err = run_cli(capsys, "perf", "--only", "sandbox", "--sandbox", "chroot")
+    assert code == 2 and stdout == ""
+    assert err.startswith("kgot: error: invalid setting `sandbox.kind`") and err.count("\n") == 1
+
+
+def test_the_scripts_that_run_jobs_take_the_sandbox_kind() -> None:
+    import inspect
+
+    from kgot.benchmarks import perf_controller, perf_sandbox, perf_views
+
+    for script in (perf_controller, perf_sandbox, perf_views):
+        assert "sandbox" in inspect.signature(script.run).parameters, script.__name__
+
+
+# ---------------------------------------------------------------- cost wording
+
+
+def test_cost_is_unknown_when_no_price_is_known(
+    gaia_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    with OpenAIServer(default=Reply.text("Paris")) as server:
+        code, stdout, err = run_cli(
+            capsys, "gaia", "--data", str(gaia_root), "--mode", "direct", "--limit", "2",
+            "--model", "openai:no-price-model", "--base-url", server.url, "--out", str(out),
+            "--quiet",
+        )  # fmt: skip
+    assert code == 0, err
+    assert "cost unknown (no price known for any of the 2 task(s))" in stdout
+    assert "$0.0000" not in stdout and "some prices unknown" not in stdout
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert "unknown (no price known for any of the 2 task(s)): a run that failed" in report
+    assert "at least $0.0000" not in report
+
+
+def test_describe_cost() -> None:
+    from kgot.benchmarks.report import describe_cost
+
+    assert describe_cost(0.25, 0, 4) == "$0.2500"
+    assert describe_cost(0.25, 1, 4) == "at least $0.2500 (price unknown for 1 of 4 task(s))"
+    assert describe_cost(0.0, 4, 4) == "unknown (no price known for any of the 4 task(s))"
