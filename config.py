@@ -83,6 +83,11 @@ class LLMSettings(_Section):
     structured_retries: int = Field(
         3, ge=0, description="re-asks after output that fails validation (error shown to model)"
     )
+    stop_on_invalid_output: bool = Field(
+        True,
+        description="end the run when every answer of a step (all votes, all solution samples) "
+        "failed validation for one reason, e.g. never any JSON; false = count them as failed",
+    )
     prices: dict[str, Price] = Field(
         default_factory=dict, description="per `provider:name`; overrides the built-in table"
     )

@@ -11,6 +11,8 @@ Two families, kept apart on purpose:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class KgotError(Exception):
     """A problem the user must fix; the message is one line naming the problem and the fix."""
@@ -86,11 +88,23 @@ class StructuredOutputError(StepFailure):
 
     Attributes:
         attempts: one entry per attempt: the raw text received and the validation error.
+        reasons: one entry per attempt: the kind of problem, in words (``"no JSON object in
+            the reply"``, …); equal kinds mean re-asking did not help.
+        methods: one entry per attempt: the structured-output method it was asked with.
     """
 
-    def __init__(self, message: str, attempts: list[tuple[str, str]] | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        attempts: list[tuple[str, str]] | None = None,
+        *,
+        reasons: Sequence[str] = (),
+        methods: Sequence[str] = (),
+    ) -> None:
         super().__init__(message)
         self.attempts = attempts or []
+        self.reasons = tuple(reasons)
+        self.methods = tuple(methods)
 
 
 class CodeExecutionError(StepFailure):

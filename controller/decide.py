@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -11,7 +10,6 @@ from kgot.controller.context import RunContext
 from kgot.controller.schemas import Decision
 from kgot.controller.state import RunState
 from kgot.controller.views import graph_view
-from kgot.errors import StepFailure
 from kgot.prompts import render_prompt
 
 
@@ -43,9 +41,10 @@ async def decide(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any
         iteration=iteration,
         max_iterations=limits.max_iterations,
     )
-    results = await asyncio.gather(
-        *(ctx.planning.structured(messages, Decision, step="decide") for _ in range(limits.votes)),
-        return_exceptions=True,
+    # A failed vote comes back as its error; the endpoint failing for good, or every vote
+    # unusable for one reason (never any JSON), raises: the run stops, resumable.
+    results = await ctx.planning.structured_samples(
+        messages, Decision, step="decide", count=limits.votes
     )
     votes: list[dict[str, Any]] = []
     inserts: list[str] = []
@@ -57,10 +56,8 @@ async def decide(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any
                 inserts.append(result.reason.strip())
             else:
                 retrieves += 1
-        elif isinstance(result, StepFailure):
-            votes.append({"failed": str(result)})  # no vote; recorded, visible in the trace
         else:
-            raise result  # the endpoint failed for good: the run stops, resumable
+            votes.append({"failed": str(result)})  # no vote; recorded, visible in the trace
     decision = "RETRIEVE" if retrieves > len(inserts) else "INSERT"
     missing = _merge_reasons(inserts)
     if decision == "INSERT" and not missing:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections import Counter
 from typing import Any
@@ -14,7 +13,6 @@ from kgot.controller.events import excerpt
 from kgot.controller.schemas import Solution
 from kgot.controller.state import RunState
 from kgot.controller.views import graph_view
-from kgot.errors import StepFailure
 from kgot.prompts import prompt_text, render_prompt
 
 
@@ -45,12 +43,8 @@ async def solve(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]
             retrieved="",
             answer_format=answer_format,
         )
-    samples = await asyncio.gather(
-        *(
-            ctx.planning.structured(messages, Solution, step="solve")
-            for _ in range(ctx.settings.controller.solution_samples)
-        ),
-        return_exceptions=True,
+    samples = await ctx.planning.structured_samples(
+        messages, Solution, step="solve", count=ctx.settings.controller.solution_samples
     )
     answers: list[str] = []
     shown: list[dict[str, str]] = []
@@ -64,11 +58,9 @@ async def solve(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]
         elif isinstance(sample, Solution):
             answers.append(sample.answer.strip())
             shown.append({"answer": sample.answer, "reasoning": excerpt(sample.reasoning, limit)})
-        elif isinstance(sample, StepFailure):
+        else:
             failures.append(str(sample))
             shown.append({"failed": failures[-1]})
-        else:
-            raise sample
     answer = pick_majority(answers)
     ctx.emit("solutions", iteration, samples=shown, answer=answer)
     if answer is None:

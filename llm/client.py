@@ -72,6 +72,8 @@ class LLMClient:
         retry: backoff policy for transient errors.
         structured_output: ``auto`` or one fixed method.
         structured_retries: re-asks after output that fails validation.
+        stop_on_invalid_output: end a :meth:`structured_samples` step whose every answer was
+            unusable for one reason with a :class:`~kgot.errors.ModelError`.
 
     Raises:
         ConfigError: ``structured_output="json_object"`` for a model that is not reached
@@ -91,6 +93,7 @@ class LLMClient:
         retry: RetryPolicy | None = None,
         structured_output: StructuredMethod = "auto",
         structured_retries: int = 3,
+        stop_on_invalid_output: bool = True,
     ) -> None:
         self.model = model
         self.role = role
@@ -101,6 +104,7 @@ class LLMClient:
         self.timeout = timeout
         self.retry = retry or RetryPolicy()
         self.structured_retries = structured_retries
+        self.stop_on_invalid_output = stop_on_invalid_output
         self.structured_output: StructuredMethod = structured_output
         if structured_output == "auto":
             self._chain: tuple[Method, ...] = applicable_methods(model)
@@ -166,6 +170,7 @@ class LLMClient:
             ),
             structured_output=settings.structured_output,
             structured_retries=llm.structured_retries,
+            stop_on_invalid_output=llm.stop_on_invalid_output,
         )
 
     @property
@@ -224,6 +229,8 @@ class LLMClient:
         conversation = list(messages)
         attempts = itertools.count(1)
         failures: list[tuple[str, str]] = []
+        reasons: list[str] = []
+        methods: list[str] = []
         for _ in range(self.structured_retries + 1):
             message, call, method = await self._structured_request(
                 conversation, schema, step, attempts
@@ -235,6 +242,8 @@ class LLMClient:
                 call.error = f"invalid output: {bad}"
                 self._record(call)
                 failures.append((bad.raw, str(bad)))
+                reasons.append(bad.reason)
+                methods.append(method)
                 conversation = repair_messages(conversation, bad.raw, str(bad))
                 continue
             self._record(call)
@@ -243,6 +252,63 @@ class LLMClient:
             f"{step}: no valid {schema.__name__} from {self.model_name} after "
             f"{len(failures)} attempts; last problem: {failures[-1][1]}",
             failures,
+            reasons=reasons,
+            methods=methods,
+        )
+
+    async def structured_samples(
+        self, messages: Sequence[BaseMessage], schema: type[M], *, step: str, count: int
+    ) -> list[M | StructuredOutputError]:
+        """``count`` concurrent :meth:`structured` answers to one request (votes, samples).
+
+        A sample that never validated is returned as its :class:`StructuredOutputError`, so the
+        caller can count it as a failed vote. When *every* attempt of every sample failed for
+        the same reason (say, never any JSON), re-asking is not going to help: with
+        ``stop_on_invalid_output`` the step ends in a :class:`ModelError` that names the
+        endpoint, the model, the methods tried and what to try instead.
+
+        Raises:
+            ModelError: the endpoint failed, or the step's answers were all unusable alike.
+        """
+        results = await asyncio.gather(
+            *(self.structured(messages, schema, step=step) for _ in range(count)),
+            return_exceptions=True,
+        )
+        samples: list[M | StructuredOutputError] = []
+        for result in results:
+            if isinstance(result, BaseException) and not isinstance(result, StructuredOutputError):
+                raise result  # the endpoint failed for good (or the task was cancelled)
+            samples.append(result)
+        failures = [s for s in samples if isinstance(s, StructuredOutputError)]
+        if self.stop_on_invalid_output and failures and len(failures) == len(samples):
+            reasons = {reason for failure in failures for reason in failure.reasons}
+            if len(reasons) == 1:
+                raise self._unusable_answers_error(step, reasons.pop(), failures)
+        return samples
+
+    def _unusable_answers_error(
+        self, step: str, reason: str, failures: Sequence[StructuredOutputError]
+    ) -> ModelError:
+        requests = sum(len(failure.attempts) for failure in failures)
+        tried = list(dict.fromkeys(m for failure in failures for m in failure.methods))
+        untried = [
+            m
+            for m in applicable_methods(self.model)
+            if m not in tried and m not in self._unsupported
+        ]
+        if untried:
+            options = ", ".join(untried[:-1]) + (" or " if len(untried) > 1 else "") + untried[-1]
+            advice = (
+                f"try KGOT_STRUCTURED_OUTPUT={options} (or --structured-output), "
+                "or a model that follows JSON schemas"
+            )
+        else:
+            advice = "every structured-output method was tried: use a model that follows them"
+        return ModelError(
+            f"model endpoint {self.endpoint} ({self.model_name}) gave no usable answer in step "
+            f"{step}: all {requests} requests returned {reason} (structured-output "
+            f"method{'s' * (len(tried) > 1)} tried: {', '.join(tried)}); {advice}; "
+            "set llm.stop_on_invalid_output = false to keep going instead"
         )
 
     # ------------------------------------------------------------------ structured output

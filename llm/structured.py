@@ -33,16 +33,29 @@ _FENCED = re.compile(r"```(?:json|JSON)?\s*\n(.*?)```", re.DOTALL)
 TOO_DEEP = "the JSON is nested too deeply to read; answer with a flat JSON object"
 
 
+# What kind of unusable answer it was, in words for the user (one of these per InvalidOutput):
+# the same kind again and again means re-asking will not help.
+NO_JSON = "no JSON object in the reply"
+NESTED_TOO_DEEPLY = "JSON nested too deeply"
+BAD_TOOL_ARGUMENTS = "tool call arguments that are not valid JSON"
+REFUSAL = "a refusal"
+EMPTY = "an empty reply"
+SCHEMA_MISMATCH = "JSON that does not match the schema"
+
+
 class InvalidOutput(Exception):
     """The model answered, but not with data that fits the schema.
 
     Attributes:
         raw: the text received (tool arguments as JSON text for tool calls).
+        reason: the kind of problem (``NO_JSON``, ``SCHEMA_MISMATCH``, …); the message says
+            the details.
     """
 
-    def __init__(self, message: str, raw: str) -> None:
+    def __init__(self, message: str, raw: str, reason: str) -> None:
         super().__init__(message)
         self.raw = raw
+        self.reason = reason
 
 
 def speaks_openai(model: BaseChatModel) -> bool:
@@ -155,12 +168,12 @@ def parse_output(message: AIMessage, method: Method, schema: type[M]) -> M:
         data, raw = _extract_data(message, method, schema)
         return schema.model_validate(data)
     except ValidationError as error:
-        raise InvalidOutput(describe_validation_error(error), raw) from None
+        raise InvalidOutput(describe_validation_error(error), raw, SCHEMA_MISMATCH) from None
     except RecursionError:
         # Model output nested past Python's recursion limit (a thousand brackets is enough for
         # the JSON reader or Pydantic): an unusable answer like any other, never a crash.
         # The raw text only: printing parsed arguments this deep would recurse again.
-        raise InvalidOutput(TOO_DEEP, message.text) from None
+        raise InvalidOutput(TOO_DEEP, message.text, NESTED_TOO_DEEPLY) from None
 
 
 def _extract_data(message: AIMessage, method: Method, schema: type[BaseModel]) -> tuple[Any, str]:
@@ -173,18 +186,20 @@ def _extract_data(message: AIMessage, method: Method, schema: type[BaseModel]) -
     if message.invalid_tool_calls:
         bad = message.invalid_tool_calls[0]
         raw = str(bad.get("args") or "")
-        raise InvalidOutput(f"the tool call arguments are not valid JSON: {bad.get('error')}", raw)
+        problem = f"the tool call arguments are not valid JSON: {bad.get('error')}"
+        raise InvalidOutput(problem, raw, BAD_TOOL_ARGUMENTS)
     text = message.text
     refusal = message.additional_kwargs.get("refusal")
     if refusal and not text.strip():
-        raise InvalidOutput(f"the model refused to answer: {refusal}", str(refusal))
+        raise InvalidOutput(f"the model refused to answer: {refusal}", str(refusal), REFUSAL)
     if not text.strip():
         expected = "a tool call" if method == "tool_calling" else "a JSON object"
-        raise InvalidOutput(f"the reply was empty; expected {expected}", text)
+        raise InvalidOutput(f"the reply was empty; expected {expected}", text, EMPTY)
     try:
         return extract_json(text), text
     except ValueError as error:
-        raise InvalidOutput(str(error), text) from None
+        reason = NESTED_TOO_DEEPLY if str(error) == TOO_DEEP else NO_JSON
+        raise InvalidOutput(str(error), text, reason) from None
 
 
 def strip_reasoning(text: str) -> str:

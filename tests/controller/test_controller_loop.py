@@ -269,7 +269,15 @@ def test_a_huge_calculation_output_is_cut_before_the_solution_prompt(
     assert result.answer == "19949"
 
 
-def test_malformed_votes_are_re_asked_then_count_as_no_vote(run: Run, facts_file: Path) -> None:
+def _going_on_after_invalid_output(settings: Settings) -> Settings:
+    return settings.model_copy(
+        update={"llm": settings.llm.model_copy(update={"stop_on_invalid_output": False})}
+    )
+
+
+def test_malformed_votes_are_re_asked_then_count_as_no_vote(
+    run: Run, settings: Settings, facts_file: Path
+) -> None:
     garbage = "I think we should insert."
 
     def decide(call: Any) -> Any:
@@ -292,7 +300,7 @@ def test_malformed_votes_are_re_asked_then_count_as_no_vote(run: Run, facts_file
         math_check=[NO_MATH],
         solve=[solution("2102650")],
     )
-    result = run(scripted)
+    result = run(scripted, settings=_going_on_after_invalid_output(settings))
 
     rounds = events(result, "votes")
     retries = [e for e in events(result, "llm_retry") if e["step"] == "decide"]
@@ -464,14 +472,29 @@ def test_unparsable_tool_calls_are_shown_to_the_model(run: Run, facts_file: Path
     assert result.tool_calls == 1  # the botched call never ran
 
 
-def test_every_solution_sample_failing_fails_the_run_visibly(run: Run, facts_file: Path) -> None:
+def test_a_round_of_votes_all_unusable_alike_stops_the_run(run: Run, facts_file: Path) -> None:
+    scripted = model(decide=["I think we should insert."])
+    result = run(scripted)
+
+    assert result.status == "failed"
+    assert result.resumable  # e.g. with --structured-output prompt
+    assert "gave no usable answer in step decide: all 10 requests returned no JSON" in (
+        result.error or ""
+    )
+    assert result.llm_calls == 10  # 5 votes, each re-asked once: one round, not seven
+    assert not events(result, "tool_calls")
+
+
+def test_every_solution_sample_failing_fails_the_run_visibly(
+    run: Run, settings: Settings, facts_file: Path
+) -> None:
     scripted = model(
         decide=[votes("RRRRR")],
         query=["```python\nresult = 'Paris has 2,102,650 inhabitants'\n```"],
         math_check=[NO_MATH],
         solve=["I cannot answer in JSON."],
     )
-    result = run(scripted)
+    result = run(scripted, settings=_going_on_after_invalid_output(settings))
 
     assert result.status == "failed"
     assert result.answer == ""

@@ -14,7 +14,7 @@ from langchain_core.tracers.context import collect_runs
 from pydantic import BaseModel, Field
 
 from kgot.errors import ModelError, StepFailure, StructuredOutputError
-from kgot.llm import LLMClient, RetryPolicy, ScriptedChatModel, UsageLedger
+from kgot.llm import LLMClient, RetryPolicy, ScriptedChatModel, UsageLedger, build_llm_clients
 from kgot.llm.scripted import ScriptedCall
 
 pytestmark = pytest.mark.anyio
@@ -239,6 +239,64 @@ async def test_votes_run_concurrently() -> None:
     elapsed = time.perf_counter() - started
     assert len(votes) == 5 and len(model.calls) == 5
     assert elapsed < 0.3 * 2.5, f"5 votes of 0.3 s took {elapsed:.2f} s: not concurrent"
+
+
+def samples_client(script: Any, **options: Any) -> tuple[LLMClient, ScriptedChatModel]:
+    llm, model = client(script, structured_retries=1, **options)
+    return llm, model
+
+
+async def test_samples_that_all_fail_alike_end_the_step_with_advice() -> None:
+    llm, model = samples_client({"decide": ["I would insert more facts."]})
+    with pytest.raises(ModelError) as caught:
+        await llm.structured_samples(QUESTION, Vote, step="decide", count=3)
+    message = str(caught.value)
+    assert message.startswith("model endpoint scripted (scripted) gave no usable answer")
+    assert "step decide: all 6 requests returned no JSON object in the reply" in message
+    assert "method tried: json_schema" in message
+    assert "KGOT_STRUCTURED_OUTPUT=tool_calling, json_object or prompt" in message
+    assert "llm.stop_on_invalid_output = false" in message
+    assert "\n" not in message
+    assert len(model.calls) == 6  # three samples, each asked once and re-asked once
+
+
+async def test_a_fixed_method_suggests_the_other_methods() -> None:
+    llm, _ = samples_client({"decide": [{"action": "PANIC", "reason": "?"}]}, method="prompt")
+    with pytest.raises(ModelError) as caught:
+        await llm.structured_samples(QUESTION, Vote, step="decide", count=2)
+    message = str(caught.value)
+    assert "returned JSON that does not match the schema" in message
+    assert "method tried: prompt" in message
+    assert "KGOT_STRUCTURED_OUTPUT=json_schema, tool_calling or json_object" in message
+
+
+@pytest.mark.parametrize(
+    "replies",
+    [
+        ["no json here", "no json here", GOOD, "no json here"],  # one sample succeeded
+        ["no json here", "no json here", "", ""],  # two reasons: no JSON, then empty replies
+    ],
+    ids=["one-success", "mixed-reasons"],
+)
+async def test_samples_fail_alone_unless_all_fail_alike(replies: list[Any]) -> None:
+    script = iter(replies)
+    llm, _ = samples_client(lambda call: next(script))
+    samples = await llm.structured_samples(QUESTION, Vote, step="decide", count=2)
+    assert any(isinstance(sample, StructuredOutputError) for sample in samples)
+
+
+async def test_stop_on_invalid_output_can_be_switched_off(make_settings) -> None:
+    model = ScriptedChatModel(script={"decide": ["never JSON"]})
+    settings = make_settings(llm__model="openai:m", llm__stop_on_invalid_output=False)
+    llm = build_llm_clients(settings, models={"planning": model, "execution": model}).planning
+    samples = await llm.structured_samples(QUESTION, Vote, step="decide", count=2)
+    assert all(isinstance(sample, StructuredOutputError) for sample in samples)
+
+
+async def test_samples_raise_an_endpoint_failure() -> None:
+    llm, _ = samples_client({"decide": [{"$error": "bad_request"}]}, method="json_schema")
+    with pytest.raises(ModelError, match="HTTP 400"):
+        await llm.structured_samples(QUESTION, Vote, step="decide", count=2)
 
 
 async def test_every_call_names_its_step_in_metadata_and_run_name() -> None:
