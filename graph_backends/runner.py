@@ -132,17 +132,32 @@ def _parse_outcome(
     result: ExecResult, error_type: type[GraphCodeError | GraphQueryError]
 ) -> dict[str, Any]:
     raw = result.outputs.get("result.json")
-    if raw is None:
+    outcome = _decoded(raw) if raw is not None else None
+    if outcome is not None:
+        return outcome
+    if raw is None or not _ended_cleanly(result):
+        # A job stopped while writing (a limit, a crash) leaves part of its result: the
+        # reason is how it ended, not the code writing to the file.
         raise error_type(_why_unfinished(result))
+    # The job's own writer leaves a whole outcome or none: only the code can have put this.
+    raise error_type("the code overwrote the job's result file; do not write to out/result.json")
+
+
+def _decoded(raw: bytes) -> dict[str, Any] | None:
     try:
         outcome = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        outcome = None
-    if not isinstance(outcome, dict) or "ok" not in outcome:
-        raise error_type(
-            "the code overwrote the job's result file; do not write to out/result.json"
-        )
-    return outcome
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    return outcome if isinstance(outcome, dict) and "ok" in outcome else None
+
+
+def _ended_cleanly(result: ExecResult) -> bool:
+    return (
+        result.exit_code == 0
+        and not result.timed_out
+        and result.error is None
+        and not result.truncated
+    )
 
 
 def _why_unfinished(result: ExecResult) -> str:

@@ -13,6 +13,7 @@ import gc
 import json
 import math
 import os
+import signal
 import traceback
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -46,8 +47,38 @@ def output_path() -> str:
 
 
 def write_outcome(path: str, outcome: Mapping[str, Any]) -> None:
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(outcome, handle, ensure_ascii=False, allow_nan=False)
+    """Write ``outcome`` whole, or a failure saying why it cannot be: a value without a JSON
+    form, or a result larger than the job may write. The text is built before the file is
+    opened, so the host never finds half an outcome it would blame on the model's code."""
+    try:
+        text = json.dumps(outcome, ensure_ascii=False, allow_nan=False)
+    except (ValueError, TypeError, RecursionError) as error:
+        summary = f"the result cannot be stored as JSON: {_why_not_json(error)}"
+        text = json.dumps(failure("unserialisable", summary[:MAX_MESSAGE]))
+    data = text.encode("utf-8")
+    # Past the file size limit a write fails (EFBIG) instead of killing the job.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    try:
+        _write_file(path, data)
+    except OSError as error:
+        with contextlib.suppress(OSError):
+            os.unlink(path)  # frees the space the small report below needs
+        summary = (
+            f"the result is too large to return ({len(data) / 1e6:.1f} MB as JSON: "
+            f"{error.strerror}); return less data (a count, a sample, the first items)"
+        )
+        _write_file(path, json.dumps(failure("too_large", summary)).encode("utf-8"))
+
+
+def _write_file(path: str, data: bytes) -> None:
+    with open(path, "wb") as handle:
+        handle.write(data)
+
+
+def _why_not_json(error: BaseException) -> str:
+    if "integer string conversion" in str(error):  # Python's own advice would not help here
+        return "it holds an integer of over 4,300 digits; return str(n), or fewer digits"
+    return " ".join(f"{type(error).__name__}: {error}".split())
 
 
 def failure(kind: str, summary: str, detail: str = "", problems: list[str] | None = None) -> dict:
