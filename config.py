@@ -88,6 +88,12 @@ class LLMSettings(_Section):
         description="end the run when every answer of a step (all votes, all solution samples) "
         "failed validation for one reason, e.g. never any JSON; false = count them as failed",
     )
+    waiting_notice_after: float = Field(
+        15.0,
+        ge=0,
+        description="seconds without a model answer before one status line on stderr names the "
+        "endpoint, try and time waited (0 = never)",
+    )
     prices: dict[str, Price] = Field(
         default_factory=dict, description="per `provider:name`; overrides the built-in table"
     )

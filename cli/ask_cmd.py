@@ -68,7 +68,9 @@ def ask(
     ] = None,
     graph: Annotated[
         Path | None,
-        typer.Option(help="Start the (ephemeral) graph from this file: .json/.graphml/.ttl/.nt."),
+        typer.Option(
+            help="Start the (ephemeral) graph from this file (.json, .graphml, .ttl or .nt)."
+        ),
     ] = None,
     attach: Annotated[
         list[Path] | None,

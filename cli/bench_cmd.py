@@ -54,7 +54,8 @@ ModeOption = Annotated[
 OutOption = Annotated[
     Path | None,
     typer.Option(
-        help="Output folder; an existing one is resumed (default: bench-runs/<benchmark>-<mode>).",
+        help="Output folder; an existing one is resumed (default: a folder in bench-runs named "
+        "after the benchmark and mode).",
         rich_help_panel=_RUN,
     ),
 ]

@@ -7,6 +7,7 @@ with ``KGOT_DEBUG=1``.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -61,6 +62,29 @@ def root(
     ] = False,
 ) -> None:
     global_options(ctx).config_path = config
+    _show_waiting_notices()
+
+
+class _StderrLine(logging.Handler):
+    """Each record as one ``kgot: …`` line on the stderr of the moment (tests swap it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stderr.write(f"kgot: {record.getMessage()}\n")
+            sys.stderr.flush()
+        except Exception:  # a closed or broken stderr must not end the run
+            self.handleError(record)
+
+
+def _show_waiting_notices() -> None:
+    """Print the model layer's "still waiting" notices: a hung endpoint is not silent minutes.
+
+    The library only logs them (INFO on ``kgot.llm.waiting``); the command line shows them.
+    """
+    logger = logging.getLogger("kgot.llm.waiting")
+    if not any(isinstance(handler, _StderrLine) for handler in logger.handlers):
+        logger.addHandler(_StderrLine())
+    logger.setLevel(logging.INFO)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,5 +1,8 @@
 """Readable, live rendering of a run's trace events (`kgot ask --trace`).
 
+In a terminal, lines are fitted to its width and code is framed; piped or redirected, each line
+is written whole (a fixed 80-column wrap would break questions, results and code in logs).
+
 Every value in an event can come from a model or a web page, so each one is escaped before it
 meets Rich markup (a tool named ``[/bold]`` must print as text, not end a style, or the run)
 and loses its control characters (an escape sequence must not recolour, clear or retitle the
@@ -34,21 +37,28 @@ class TraceRenderer:
 
     def __init__(self, console: Console) -> None:
         self.console = console
+        self.fits_width = console.is_terminal
 
     def __call__(self, event: Event) -> None:
         handler = getattr(self, f"_on_{event['type']}", None)
         if handler is None:
-            self.console.print(Text(json.dumps(event, default=str), style="dim"))
+            self._line(Text(json.dumps(event, default=str), style="dim"))
         else:
             handler(event)
 
-    def _line(self, markup: str) -> None:
-        self.console.print(markup)
+    def _line(self, markup: str | Text) -> None:
+        self.console.print(markup, soft_wrap=not self.fits_width)
+
+    def _rule(self, markup: str) -> None:
+        if self.fits_width:
+            self.console.rule(markup)
+        else:
+            self._line(f"── {markup} ──")
 
     def _on_run_started(self, event: Event) -> None:
         verb = "Resuming" if event.get("resumed") else "Run"
         where = f" · entity [bold]{_safe(event['entity'])}[/]" if event.get("entity") else ""
-        self.console.rule(f"{verb} {_safe(event['run_id'])} · {_safe(event['backend'])}{where}")
+        self._rule(f"{verb} {_safe(event['run_id'])} · {_safe(event['backend'])}{where}")
         self._line(f"[bold]Question:[/] {_safe(event['question'])}")
 
     def _on_votes(self, event: Event) -> None:
@@ -84,9 +94,12 @@ class TraceRenderer:
         title = Text(f"{event['purpose']} code (attempt {event['attempt']})")
         lexer = "sparql" if event["purpose"] == "query" and "SELECT" in event["code"] else "python"
         code = printable(event["code"])
-        self.console.print(
-            Panel(Syntax(code, lexer, word_wrap=True), title=title, title_align="left")
-        )
+        if self.fits_width:
+            framed = Panel(Syntax(code, lexer, word_wrap=True), title=title, title_align="left")
+            self.console.print(framed)
+        else:
+            self._line(Text.assemble("── ", title, " ──"))
+            self._line(Text(code.rstrip("\n")))
 
     def _on_code_failed(self, event: Event) -> None:
         self._line(f"  [red]✗ {_safe(event['purpose'])} failed:[/] {_safe(event['error'], 600)}")
@@ -129,7 +142,7 @@ class TraceRenderer:
 
     def _on_run_finished(self, event: Event) -> None:
         style = {"answered": "green", "forced": "yellow"}.get(event["status"], "red")
-        self.console.rule(f"[{style}]{_safe(event['status'])}[/]")
+        self._rule(f"[{style}]{_safe(event['status'])}[/]")
 
 
 def _args(args: dict[str, Any]) -> str:
