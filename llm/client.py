@@ -6,7 +6,9 @@ One client wraps one LangChain chat model and adds what kgot needs around every 
 * kgot's own deadline (``asyncio.wait_for``) and bounded retries with backoff on transient
   errors, ending in one :class:`~kgot.errors.ModelError` that names the endpoint;
 * structured output with method fallback (``auto``) and Pydantic validation with re-asks;
-* a :class:`~kgot.llm.usage.LLMCall` in the ledger for every request, failed or not.
+* a :class:`~kgot.llm.usage.LLMCall` in the ledger for every request, failed or not;
+* one ``INFO`` record on the ``kgot.llm.waiting`` logger when requests go unanswered for
+  ``notice_after`` seconds (the CLI prints it: a hung endpoint is not ten silent minutes).
 
 Everything is async and holds no lock across a request, so concurrent votes really overlap.
 """
@@ -16,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import logging
+import math
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
@@ -48,6 +52,8 @@ from kgot.llm.usage import LLMCall, UsageLedger
 
 M = TypeVar("M", bound=BaseModel)
 _BINDING_CACHE_SIZE = 64
+WAITING_LOGGER = "kgot.llm.waiting"
+_waiting = logging.getLogger(WAITING_LOGGER)
 
 
 class _MethodUnsupported(Exception):
@@ -74,6 +80,9 @@ class LLMClient:
         structured_retries: re-asks after output that fails validation.
         stop_on_invalid_output: end a :meth:`structured_samples` step whose every answer was
             unusable for one reason with a :class:`~kgot.errors.ModelError`.
+        notice_after: seconds without an answer before one ``INFO`` record on the
+            ``kgot.llm.waiting`` logger names the endpoint, step, try and time waited
+            (``0`` = never). Concurrent requests that wait alike share one record.
 
     Raises:
         ConfigError: ``structured_output="json_object"`` for a model that is not reached
@@ -94,6 +103,7 @@ class LLMClient:
         structured_output: StructuredMethod = "auto",
         structured_retries: int = 3,
         stop_on_invalid_output: bool = True,
+        notice_after: float = 15.0,
     ) -> None:
         self.model = model
         self.role = role
@@ -105,6 +115,9 @@ class LLMClient:
         self.retry = retry or RetryPolicy()
         self.structured_retries = structured_retries
         self.stop_on_invalid_output = stop_on_invalid_output
+        self.notice_after = notice_after
+        self._in_flight = 0
+        self._last_notice = -math.inf
         self.structured_output: StructuredMethod = structured_output
         if structured_output == "auto":
             self._chain: tuple[Method, ...] = applicable_methods(model)
@@ -171,6 +184,7 @@ class LLMClient:
             structured_output=settings.structured_output,
             structured_retries=llm.structured_retries,
             stop_on_invalid_output=llm.stop_on_invalid_output,
+            notice_after=llm.waiting_notice_after,
         )
 
     @property
@@ -409,6 +423,8 @@ class LLMClient:
             attempt = next(attempts)
             started_at = time.time()
             started = time.perf_counter()
+            watch = self._watch(step, retries, started)
+            self._in_flight += 1
             try:
                 output = await asyncio.wait_for(
                     runnable.ainvoke(messages, config=config), self.timeout
@@ -444,20 +460,60 @@ class LLMClient:
                 )
                 if probing and failure.method_signal:
                     raise _MethodUnsupported(failure) from error
-                if failure.transient and retries < self.retry.max_retries:
-                    retries += 1
-                    await asyncio.sleep(self.retry.delay(retries, failure.retry_after))
-                    continue
-                raise self._model_error(failure, retries, method) from error
-            return message, self._call(
-                step,
-                method=method,
-                attempt=attempt,
-                started_at=started_at,
-                started=started,
-                messages=messages,
-                message=message,
-            )
+                if not (failure.transient and retries < self.retry.max_retries):
+                    raise self._model_error(failure, retries, method) from error
+                retries += 1
+                backoff = self.retry.delay(retries, failure.retry_after)
+            else:
+                return message, self._call(
+                    step,
+                    method=method,
+                    attempt=attempt,
+                    started_at=started_at,
+                    started=started,
+                    messages=messages,
+                    message=message,
+                )
+            finally:
+                self._in_flight -= 1
+                if watch is not None:
+                    watch.cancel()
+            await asyncio.sleep(backoff)  # not waiting on the endpoint: no notice meanwhile
+
+    def _watch(self, step: str, retries: int, started: float) -> asyncio.TimerHandle | None:
+        """Arrange the waiting notice for one try (cancelled when the try ends)."""
+        if not self.notice_after:
+            return None
+        return asyncio.get_running_loop().call_later(
+            self.notice_after, self._notice_waiting, step, retries, started
+        )
+
+    def _notice_waiting(self, step: str, retries: int, started: float) -> None:
+        now = time.perf_counter()
+        if now - self._last_notice < self.notice_after:
+            return  # concurrent votes waiting on the same endpoint: one line says it
+        self._last_notice = now
+        elapsed = now - started
+        waiting = f"{self._in_flight} requests" if self._in_flight > 1 else "a request"
+        _waiting.info(
+            "still waiting for model endpoint %s (%s): %s for step %s, try %d of %d, %.0f s "
+            "so far; each try gives up after %g s",
+            self.endpoint,
+            self.model_name,
+            waiting,
+            step,
+            retries + 1,
+            self.retry.max_retries + 1,
+            elapsed,
+            self.timeout,
+            extra={
+                "endpoint": self.endpoint,
+                "model": self.model_name,
+                "step": step,
+                "try_number": retries + 1,
+                "elapsed_s": elapsed,
+            },
+        )
 
     def _call(
         self,

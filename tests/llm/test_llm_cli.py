@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from kgot.tests.support.openai_server import OpenAIServer, Reply
+
 
 def kgot(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("KGOT_", "OPENAI_"))}
@@ -57,3 +59,29 @@ def test_deeply_nested_model_json_is_a_failed_answer_not_a_crash(
     assert result.returncode == 1, result.stderr  # was 70, "internal error: RecursionError"
     assert "internal error" not in result.stderr
     assert "returned JSON nested too deeply" in result.stderr
+
+
+def test_a_hung_endpoint_prints_one_status_line_while_the_run_waits(tmp_path: Path) -> None:
+    config = tmp_path / "config" / "kgot" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text("[llm]\nwaiting_notice_after = 0.3\n")  # 15 s by default
+    with OpenAIServer(default=Reply.hanging()) as server:
+        result = kgot(
+            tmp_path,
+            "ask",
+            "--model",
+            "openai:test-model",
+            "--base-url",
+            server.url,
+            "--timeout",
+            "1.5",
+            "What is 2+2?",
+            KGOT_LLM_MAX_RETRIES="0",
+        )
+    assert result.returncode == 1, result.stderr
+    notices = [line for line in result.stderr.splitlines() if "still waiting" in line]
+    assert notices == [
+        f"kgot: still waiting for model endpoint {server.url} (openai:test-model): 5 requests "
+        "for step decide, try 1 of 1, 0 s so far; each try gives up after 1.5 s"
+    ]
+    assert "no answer within 1.5 s" in result.stderr

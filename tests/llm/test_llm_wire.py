@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from typing import Any
 
@@ -446,3 +447,52 @@ async def test_a_body_nested_too_deeply_is_named(planning, openai_server: OpenAI
     )
     with pytest.raises(ModelError, match="HTTP 200 with JSON nested too deeply to read"):
         await planning().text(QUESTION, step="answer")
+
+
+def _waiting_notices(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == "kgot.llm.waiting"]
+
+
+async def test_a_slow_endpoint_gets_one_waiting_notice(
+    planning, openai_server: OpenAIServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    openai_server.default = Reply.json(GOOD).delayed(0.8)
+    llm = planning(llm__structured_output="json_schema", llm__waiting_notice_after=0.2)
+    with caplog.at_level(logging.INFO, logger="kgot.llm.waiting"):
+        votes = await asyncio.gather(
+            *(llm.structured(QUESTION, Vote, step="decide") for _ in range(3))
+        )
+    assert len(votes) == 3
+    [notice] = _waiting_notices(caplog)  # three votes waiting together: one line
+    message = notice.getMessage()
+    assert message.startswith(f"still waiting for model endpoint {openai_server.url} ")
+    assert "(openai:test-model): 3 requests for step decide, try 1 of 5" in message
+    assert "each try gives up after 120 s" in message
+    assert 0.2 <= notice.elapsed_s < 0.8  # type: ignore[attr-defined]
+
+
+async def test_no_waiting_notice_for_answers_within_the_threshold(
+    planning, openai_server: OpenAIServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    openai_server.default = Reply.text("ok").delayed(0.1)
+    llm = planning(llm__waiting_notice_after=0.3)
+    with caplog.at_level(logging.INFO, logger="kgot.llm.waiting"):
+        assert await llm.text(QUESTION, step="answer") == "ok"
+        await asyncio.sleep(0.4)  # a notice left armed after the answer would fire here
+    assert not _waiting_notices(caplog)
+
+
+async def test_each_try_of_a_hung_endpoint_gets_its_notice(
+    planning, openai_server: OpenAIServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    openai_server.default = Reply.hanging()
+    llm = planning(llm__timeout=0.5, llm__max_retries=1, llm__waiting_notice_after=0.2)
+    with (
+        caplog.at_level(logging.INFO, logger="kgot.llm.waiting"),
+        pytest.raises(ModelError, match="failed after 2 attempts"),
+    ):
+        await llm.text(QUESTION, step="answer")
+    notices = [r.getMessage() for r in _waiting_notices(caplog)]
+    assert len(notices) == 2
+    assert "a request for step answer, try 1 of 2" in notices[0]
+    assert "try 2 of 2" in notices[1]
