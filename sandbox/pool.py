@@ -125,6 +125,10 @@ class WorkerSilent(WorkerCrashed):
     it, being the same user); the whole worker is killed instead."""
 
 
+class PoolClosed(SandboxUnavailableError):
+    """The pool was closed while a worker started for it (the start was stopped on purpose)."""
+
+
 class WorkerProcess:
     """One running sandbox with a zygote inside, used by one thread at a time."""
 
@@ -473,17 +477,19 @@ class _PoolState:
     idle: list[WorkerProcess] = field(default_factory=list)
     busy: set[WorkerProcess] = field(default_factory=set)
     mounted: list[WorkerProcess] = field(default_factory=list)  # at most one idle
+    starting: set[WorkerProcess] = field(default_factory=set)  # not ready yet
 
     def stop(self) -> None:
         with self.cond:
             idle = [*self.idle, *self.mounted]
             self.idle.clear()
             self.mounted.clear()
-            busy = list(self.busy)
+            # Their starting threads see them die and give up quietly (see _start_worker).
+            stopped = [*self.busy, *self.starting]
             self.cond.notify_all()
         for worker in idle:
             worker.close()
-        for worker in busy:
+        for worker in stopped:
             worker.kill()
 
 
@@ -723,7 +729,7 @@ class PooledSandbox:
                 self._live -= 1
         if closed_meanwhile:  # closed while this worker started: the job must not run now
             worker.close()
-            raise SandboxUnavailableError("the sandbox was closed while the job's worker started")
+            raise PoolClosed(_CLOSED_WHILE_STARTING)
         return worker
 
     def _release(self, worker: WorkerProcess) -> None:
@@ -783,7 +789,8 @@ class PooledSandbox:
                 self._cond.notify_all()
             if raise_errors:
                 raise
-            log.warning("%s", error)
+            if not isinstance(error, PoolClosed):  # closing a warming pool is no failure
+                log.warning("%s", error)
             return
         with self._cond:
             self._starting -= 1
@@ -813,8 +820,22 @@ class PooledSandbox:
             if cgroup is not None:
                 cgroup.remove()
             raise
+        with self._cond:
+            closings = self._closings
         worker = WorkerProcess(plan, cgroup, key)
-        worker.wait_ready()
+        with self._cond:
+            self._state.starting.add(worker)
+        try:
+            worker.wait_ready()
+        except SandboxUnavailableError:
+            with self._cond:
+                closed_meanwhile = self._closings != closings
+            if closed_meanwhile:  # close() stopped it: that is why it did not start
+                raise PoolClosed(_CLOSED_WHILE_STARTING) from None
+            raise
+        finally:
+            with self._cond:
+                self._state.starting.discard(worker)
         return worker
 
     def _run_one_shot(self, job: Job, limits: Limits) -> ExecResult:
@@ -840,6 +861,9 @@ class PooledSandbox:
             worker.close()
         result.duration_ms = (time.monotonic() - started) * 1000
         return result
+
+
+_CLOSED_WHILE_STARTING = "the sandbox was closed while the job's worker started"
 
 
 def _silent_worker_result(limits: Limits, duration_ms: float = 0.0) -> ExecResult:
@@ -887,6 +911,7 @@ __all__ = [
     "STDLIB_PRELOAD",
     "LaunchPlan",
     "Launcher",
+    "PoolClosed",
     "PooledSandbox",
     "WorkerCrashed",
     "WorkerProcess",
