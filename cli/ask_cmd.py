@@ -228,15 +228,17 @@ def _context_overflow(question: str, settings: Any) -> str | None:
     """A warning when the question alone is longer than a role's context window, as the
     model's LangChain profile states it (no profile, no window known: no warning). The run
     still starts: the estimate over-counts, and some servers accept more than they state."""
+    from kgot.errors import ConfigError
     from kgot.llm.models import build_chat_model
     from kgot.llm.tokens import count_tokens
 
     windows: list[tuple[int, str, str]] = []
     for role in ("planning", "execution"):
         role_settings = getattr(settings.llm, role)
-        if not role_settings.model:
-            continue  # the run reports the missing model, naming the role
-        profile = build_chat_model(role_settings).profile or {}
+        try:
+            profile = build_chat_model(role_settings).profile or {}
+        except ConfigError:
+            continue  # the run reports the unusable model, after checking its other inputs
         window = profile.get("max_input_tokens")
         if isinstance(window, int) and window > 0:
             windows.append((window, role, role_settings.model))

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
 
     from kgot.persistence import Store
+    from kgot.sandbox.base import Sandbox
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,8 @@ async def is_resumable(run_id: str, settings: Settings | None = None) -> bool:
     """Whether ``run_id`` has a checkpoint :func:`resume_async` can continue (a run stopped
     before its first checkpoint has none: nothing of it was saved)."""
     snapshot = await _last_checkpoint(run_id, settings or load_settings(), None, None)
+    if snapshot is None:
+        return False
     return bool((snapshot.values or {}).get("question")) and bool(snapshot.next)
 
 
@@ -123,9 +126,15 @@ async def _last_checkpoint(
     store: Store | None,
     checkpointer: BaseCheckpointSaver | None,
 ) -> Any:
-    """The run's latest LangGraph state snapshot (empty values when it has none)."""
-    async with _opened(settings, store, checkpointer) as (_store, saver):
-        return await build_controller_graph(saver).aget_state(_config(run_id, settings))
+    """The run's latest LangGraph state snapshot (empty values when it has none), or ``None``
+    when there is no store at all (looking for a run creates none)."""
+    from kgot.persistence import StoreNotFoundError
+
+    try:
+        async with _opened(settings, store, checkpointer, create=False) as (_store, saver):
+            return await build_controller_graph(saver).aget_state(_config(run_id, settings))
+    except StoreNotFoundError:
+        return None
 
 
 async def resume_async(
@@ -150,7 +159,7 @@ async def resume_async(
     """
     settings = settings or load_settings()
     snapshot = await _last_checkpoint(run_id, settings, store, checkpointer)
-    values: dict[str, Any] = dict(snapshot.values or {})
+    values: dict[str, Any] = dict(snapshot.values or {}) if snapshot is not None else {}
     if not values.get("question"):
         raise UsageError(f"no run {run_id!r} to resume; list runs with `kgot runs list`")
     spec = _RunSpec(
@@ -204,6 +213,10 @@ async def _execute(
     ledger = UsageLedger()
     roles = build_llm_clients(settings, ledger, models=models)  # fails early without a model
     async with contextlib.AsyncExitStack() as stack:
+        # A new run's sandbox and starting graph can refuse it; both are checked before the
+        # store is opened, which creates the default store: a refused run leaves none behind.
+        sandbox = None if resume else _open_sandbox(stack, settings)
+        start = None if resume or spec.entity else _start_graph(spec.graph_file)
         opened_store, saver = await stack.enter_async_context(
             _opened(settings, store, checkpointer, entity=spec.entity)
         )
@@ -224,6 +237,8 @@ async def _execute(
             stack,
             spec,
             settings,
+            sandbox=sandbox or _open_sandbox(stack, settings),
+            start=start,
             roles=roles,
             ledger=ledger,
             session=session,
@@ -300,25 +315,24 @@ def _services(
     spec: _RunSpec,
     settings: Settings,
     *,
+    sandbox: Sandbox,
+    start: nx.MultiDiGraph | None,
     roles: Any,
     ledger: Any,
     session: Any,
     extra_tools: Sequence[BaseTool],
     values: dict[str, Any],
 ) -> RunContext:
-    """Sandbox, graph backend and tools for one invocation, closed with ``stack``."""
+    """Graph backend and tools for one invocation (on ``sandbox`` and, for an ephemeral graph,
+    the ``start`` graph when it was read already), closed with ``stack``."""
     from kgot.graph_backends import open_backend
-    from kgot.sandbox import open_sandbox
     from kgot.tools import ToolContext, ToolRunner, build_tools
 
-    sandbox = open_sandbox(settings.sandbox)
-    stack.callback(sandbox.close)
-    sandbox.warm_up(wait=False)  # workers start while the first votes are with the model
-    initial = (
-        session.load_graph()
-        if session
-        else _replay(_start_graph(spec.graph_file), values.get("changesets", []))
-    )
+    if session:
+        initial = session.load_graph()
+    else:
+        initial = start if start is not None else _start_graph(spec.graph_file)
+        initial = _replay(initial, values.get("changesets", []))
     backend = open_backend(spec.backend, sandbox, initial)
     context = ToolContext.from_settings(
         settings,
@@ -365,6 +379,16 @@ def _initial_state(spec: _RunSpec, options: dict[str, Any]) -> RunState:
     )
 
 
+def _open_sandbox(stack: contextlib.AsyncExitStack, settings: Settings) -> Sandbox:
+    """The configured sandbox, closed with ``stack``; its workers start warming at once."""
+    from kgot.sandbox import open_sandbox
+
+    sandbox = open_sandbox(settings.sandbox)
+    stack.callback(sandbox.close)
+    sandbox.warm_up(wait=False)  # workers start while the first votes are with the model
+    return sandbox
+
+
 @contextlib.asynccontextmanager
 async def _opened(
     settings: Settings,
@@ -372,22 +396,26 @@ async def _opened(
     checkpointer: BaseCheckpointSaver | None,
     *,
     entity: str | None = None,
+    create: bool = True,
 ) -> AsyncIterator[tuple[Store, BaseCheckpointSaver]]:
     """The given store and checkpointer, or ones opened (and closed) from the settings.
 
     A run on an ``entity`` needs the entity's store to exist: a missing one is reported like
-    a missing entity, and nothing (database, checkpoint file) is created for it.
+    a missing entity, and nothing (database, checkpoint file) is created for it. Without
+    ``create`` a missing store raises :class:`~kgot.persistence.StoreNotFoundError`.
     """
     from kgot.persistence import StoreNotFoundError, open_checkpointer, open_store
 
     async with contextlib.AsyncExitStack() as stack:
         if store is None:
             try:
-                store = open_store(settings.store.db, create=entity is None)
+                store = open_store(settings.store.db, create=create and entity is None)
             except StoreNotFoundError as missing:
+                if entity is None:
+                    raise
                 from kgot.persistence.target import no_store_for_entity
 
-                raise no_store_for_entity(entity or "", settings.store.db) from missing
+                raise no_store_for_entity(entity, settings.store.db) from missing
             stack.callback(store.close)
         if checkpointer is None:
             checkpointer = await stack.enter_async_context(open_checkpointer(settings.store.db))

@@ -74,8 +74,10 @@ def test_runs_show_takes_a_unique_abbreviation(runs: Kgot, given: str) -> None:
     code, out, err = runs("runs", "show", given)
     assert code == 0, err
     assert f"run_id       {TWINS[0]}\n" in out
-    assert "[ERR] iteration 1: inspect_file {'path': 'missing.txt'}" in out
-    assert "reason: Error: 'missing.txt' is not one of this run's files" in out
+    lines = out.splitlines()
+    failed = lines.index("  [ERR] iteration 1: inspect_file {'path': 'missing.txt'}")
+    reason = lines[failed + 1]  # the tool's own error, as the model saw it
+    assert reason.startswith("        reason: Error: ") and "'missing.txt'" in reason
 
 
 def test_runs_show_json_keeps_the_full_id(runs: Kgot) -> None:
