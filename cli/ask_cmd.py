@@ -161,10 +161,10 @@ def ask(
                     on_event=on_event,
                 )
             )
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM / SIGHUP (RunTerminated)
         message = _interrupted(the_run_id, settings_from(ctx, store_flag))
         err.print(message, soft_wrap=True, markup=False)
-        raise typer.Exit(130) from None
+        raise typer.Exit(128 + getattr(stop, "signum", 2)) from None
     except GraphFileError as error:  # the graph to start from is bad input, like any argument
         raise UsageError(str(error)) from None
 
@@ -296,6 +296,7 @@ def runs_list(
     from rich.text import Text
 
     from kgot.persistence import open_store
+    from kgot.tools.workspace_owner import remove_stale_workspaces
 
     settings = settings_from(ctx, {"store.db": db})
     runs: list[Any] = []
@@ -303,6 +304,10 @@ def runs_list(
     if _store_exists(settings.store.db):
         store = open_store(settings.store.db)
         try:
+            # Runs whose process was killed show as interrupted (resumable), not running; what
+            # such processes left in the temporary directory goes (what a new run also does).
+            store.interrupt_dead_runs()
+            remove_stale_workspaces()
             runs = store.list_runs(limit=limit, entity=entity)
             every_id = store.run_ids() if runs and not as_json else []
         finally:

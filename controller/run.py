@@ -18,6 +18,7 @@ from kgot.controller.context import RunContext, empty_usage
 from kgot.controller.events import Event
 from kgot.controller.graph import build_controller_graph, recursion_limit
 from kgot.controller.result import AskResult
+from kgot.controller.signals import RunTerminated, stopped_by_termination
 from kgot.controller.state import RunState, Usage
 from kgot.errors import KgotError, UsageError
 from kgot.graph_backends.base import Changeset, apply_to_networkx
@@ -230,6 +231,9 @@ async def _execute(
                 f"run {spec.run_id!r} already exists; continue it with `kgot ask --resume "
                 f"{spec.run_id}` or choose another --run-id"
             )
+        clean_up_after_dead_runs(opened_store)
+        if resume:
+            _refuse_if_running(opened_store, spec.run_id)
         if resume and not snapshot.next:  # finished (or failed at the very end): report it
             status = values.get("status") or "failed"
             return _result(spec, values, None, status=status)
@@ -268,6 +272,7 @@ async def _execute(
             backend=spec.backend,
             entity=spec.entity,
         )
+        stop_signals = stack.enter_context(stopped_by_termination())
         try:
             first = None if resume else _initial_state(spec, public_dump(settings))
             # Steps report through ctx.emit; the state is read once, at the end. (ainvoke streams
@@ -279,6 +284,8 @@ async def _execute(
             final = (await controller.aget_state(config)).values
         except (asyncio.CancelledError, KeyboardInterrupt):
             opened_store.finish_run(spec.run_id, "interrupted", None, _totals(ctx, values))
+            if stop_signals:
+                raise RunTerminated(stop_signals[0]) from None
             raise
         except KgotError as error:
             snapshot = await controller.aget_state(config)
@@ -308,6 +315,31 @@ async def _execute(
         )
         result.trace = list(ctx.trace)
         return result
+
+
+def clean_up_after_dead_runs(store: Store) -> tuple[list[str], list[Path]]:
+    """Record runs whose process died without saying so (SIGKILL, a crash, a restart) as
+    ``interrupted`` (resumable), and remove the temporary tool directories such processes
+    left; return the run ids and directories. Live runs and their directories are left alone.
+    """
+    from kgot.tools.workspace_owner import remove_stale_workspaces
+
+    return store.interrupt_dead_runs(), remove_stale_workspaces()
+
+
+def _refuse_if_running(store: Store, run_id: str) -> None:
+    """Two processes must not continue one run: both would write its checkpoint and graph."""
+    from kgot.persistence.owner import Owner, current_owner, owner_state
+
+    owner = store.running_owner(run_id)
+    if owner is None or owner == current_owner() or owner_state(owner) != "alive":
+        return
+    process = Owner.parse(owner)
+    pid = process.pid if process else "?"
+    raise UsageError(
+        f"run {run_id} is still running (process {pid} on this machine); wait for it to "
+        f"end, or stop it (kill {pid}) and resume it then"
+    )
 
 
 def _services(
@@ -409,7 +441,11 @@ async def _opened(
     async with contextlib.AsyncExitStack() as stack:
         if store is None:
             try:
-                store = open_store(settings.store.db, create=create and entity is None)
+                store = open_store(
+                    settings.store.db,
+                    create=create and entity is None,
+                    limits=settings.store.limits(),
+                )
             except StoreNotFoundError as missing:
                 if entity is None:
                     raise
@@ -417,9 +453,11 @@ async def _opened(
 
                 raise no_store_for_entity(entity, settings.store.db) from missing
             stack.callback(store.close)
-        if checkpointer is None:
-            checkpointer = await stack.enter_async_context(open_checkpointer(settings.store.db))
-        yield store, checkpointer
+        if checkpointer is not None:
+            saver: BaseCheckpointSaver = checkpointer
+        else:
+            saver = await stack.enter_async_context(open_checkpointer(settings.store.db))
+        yield store, saver
 
 
 def _config(run_id: str, settings: Settings) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from kgot.persistence.engine import (
     write_transaction,
 )
 from kgot.persistence.migrations import migrate, store_not_found
+from kgot.persistence.owner import current_owner, owner_state
 from kgot.persistence.schema import TABLES
 from kgot.persistence.session import EntitySession, StoreContext
 from kgot.persistence.target import StoreTarget, parse_target
@@ -515,6 +516,7 @@ class Store:
                                 attempts=1,
                                 started_at=now,
                                 updated_at=now,
+                                owner=current_owner(),
                             )
                         )
                         return
@@ -531,6 +533,7 @@ class Store:
                             attempts=runs.c.attempts + 1,
                             updated_at=now,
                             finished_at=None,
+                            owner=current_owner(),
                         )
                     )
                     return
@@ -561,10 +564,49 @@ class Store:
                     totals=_plain_json(totals),
                     updated_at=now,
                     finished_at=now,
+                    owner=None,
                 )
             )
             if result.rowcount == 0:
                 raise StoreError(f"no run {run_id!r} was started in {self.location}")
+
+    def running_owner(self, run_id: str) -> str | None:
+        """The process running ``run_id`` now (see :mod:`kgot.persistence.owner`), or ``None``
+        when the run is not recorded as running (or was by a kgot that did not record it)."""
+        runs = TABLES.runs
+        with self._read() as connection:
+            return connection.execute(
+                select(runs.c.owner).where(runs.c.run_id == run_id, runs.c.status == "running")
+            ).scalar()
+
+    def interrupt_dead_runs(self) -> list[str]:
+        """Record runs whose process has ended without saying how (killed, crashed, the
+        machine restarted) as ``interrupted``, so they show as resumable; return their ids.
+
+        Only processes of this machine can be judged: runs of other hosts stay as they are.
+        """
+        runs = TABLES.runs
+        with self._read() as connection:
+            running = connection.execute(
+                select(runs.c.run_id, runs.c.owner).where(runs.c.status == "running")
+            ).all()
+        dead = [row for row in running if owner_state(row.owner) == "gone"]
+        marked = []
+        for row in dead:
+            with self._write() as connection:
+                # Only if no process resumed it meanwhile (it would have recorded itself).
+                changed = connection.execute(
+                    update(runs)
+                    .where(
+                        runs.c.run_id == row.run_id,
+                        runs.c.status == "running",
+                        runs.c.owner == row.owner,
+                    )
+                    .values(status="interrupted", owner=None, updated_at=utc_now())
+                ).rowcount
+            if changed:
+                marked.append(row.run_id)
+        return marked
 
     def list_runs(self, limit: int = 50, entity: str | None = None) -> list[RunRecord]:
         """The newest runs first; only ``entity``'s runs when it is given.

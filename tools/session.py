@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import os
 import shutil
-import tempfile
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Iterator
@@ -34,6 +33,7 @@ from kgot.tools.convert_pool import ConverterPool, shared_pool
 from kgot.tools.flight import SingleFlight, interrupted_from_outside
 from kgot.tools.net import Http
 from kgot.tools.paging import Document, DocumentStore, find_in, render_page
+from kgot.tools.workspace_owner import make_owned_temp_dir, remove_owned_temp_dir
 
 WORKSPACE_NAME = "workspace"  # the python tool sees it at /mnt/inputs/workspace
 
@@ -79,11 +79,12 @@ class ToolSession:
             return self._workspace
 
     def _private(self) -> Path:
-        """This session's own temporary directory (mkdtemp makes it 0700), removed with it."""
+        """This session's own temporary directory (mkdtemp makes it 0700), removed with it, or
+        by a later kgot process if this one is killed (see :mod:`kgot.tools.workspace_owner`)."""
         with self._setup_lock:
             if self._private_root is None:
-                self._private_root = Path(tempfile.mkdtemp(prefix="kgot-tools-"))
-                weakref.finalize(self, shutil.rmtree, self._private_root, True)
+                self._private_root, lock = make_owned_temp_dir()
+                weakref.finalize(self, remove_owned_temp_dir, self._private_root, lock)
             return self._private_root
 
     def has_workspace_files(self) -> bool:
