@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,3 +54,20 @@ def run(settings: Settings, facts_file: Path) -> Callable[..., AskResult]:
         )
 
     return go
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store_settings(request: pytest.FixtureRequest, settings: Settings) -> Iterator[Settings]:
+    """``settings`` with the store on SQLite, or on PostgreSQL in a schema of its own."""
+    if request.param == "sqlite":
+        yield settings
+        return
+    from kgot.tests.persistence.conftest import POSTGRES_URL, drop_schema, postgres_unreachable
+
+    reason = postgres_unreachable()
+    if reason:
+        pytest.skip(reason)
+    schema = f"kgot_test_{uuid.uuid4().hex[:12]}"
+    store = settings.store.model_copy(update={"db": f"{POSTGRES_URL}?schema={schema}"})
+    yield settings.model_copy(update={"store": store})
+    drop_schema(schema)

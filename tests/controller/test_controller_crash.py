@@ -12,8 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -93,23 +91,6 @@ def _resume(settings: Settings) -> tuple[Any, ScriptedChatModel]:
     )
     models = {"planning": model, "execution": model}
     return asyncio.run(resume_async("crash-run", settings=settings, models=models)), model
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def store_settings(request: pytest.FixtureRequest, settings: Settings) -> Iterator[Settings]:
-    """``settings`` with the store on SQLite, or on PostgreSQL in a schema of its own."""
-    if request.param == "sqlite":
-        yield settings
-        return
-    from kgot.tests.persistence.conftest import POSTGRES_URL, drop_schema, postgres_unreachable
-
-    reason = postgres_unreachable()
-    if reason:
-        pytest.skip(reason)
-    schema = f"kgot_test_{uuid.uuid4().hex[:12]}"
-    store = settings.store.model_copy(update={"db": f"{POSTGRES_URL}?schema={schema}"})
-    yield settings.model_copy(update={"store": store})
-    drop_schema(schema)
 
 
 @pytest.mark.parametrize("entity", ["atlas", None], ids=["entity", "ephemeral"])

@@ -152,9 +152,8 @@ def _interrupt(_: Any) -> Any:
     raise KeyboardInterrupt
 
 
-def test_a_run_still_running_elsewhere_is_not_resumed_twice(
-    settings: Settings, facts_file: Path
-) -> None:
+def test_a_run_still_running_elsewhere_is_not_resumed_twice(store_settings: Settings) -> None:
+    settings = store_settings
     from kgot.controller import ask_async
     from kgot.tests.controller.scripts import votes
 
