@@ -211,8 +211,8 @@ def test_closing_releases_jobs_waiting_for_a_worker(sandbox_factory: object) -> 
         thread.join(timeout=10)
     assert not any(thread.is_alive() for thread in threads)
     assert isinstance(outcomes["waiting"], SandboxUnavailableError)
-    busy = outcomes["busy"]
-    assert isinstance(busy, SandboxUnavailableError) or not busy.ok  # type: ignore[attr-defined]
+    busy_outcome = outcomes["busy"]
+    assert isinstance(busy_outcome, SandboxUnavailableError) or not busy_outcome.ok  # type: ignore[attr-defined]
 
 
 def test_a_forgotten_pool_stops_its_workers(sandbox_factory: object) -> None:
