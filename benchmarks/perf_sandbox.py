@@ -35,9 +35,12 @@ G.add_node("n9", label="City", name="Zurich")
 G.add_edge("n1", "n9", relationship="lives_in")
 json.dump(nx.node_link_data(G, edges="edges"), open("out/graph.json", "w"))
 """
+# Mounts are under /mnt/inputs, except in the subprocess kind (no mount namespace), which
+# names their folder in $KGOT_INPUTS.
 MOUNTED_READ = """
-import csv
-rows = list(csv.DictReader(open("/mnt/inputs/people.csv")))
+import csv, os
+inputs = os.environ.get("KGOT_INPUTS", "/mnt/inputs")
+rows = list(csv.DictReader(open(os.path.join(inputs, "people.csv"))))
 print(sum(int(row["age"]) for row in rows))
 """
 RDF_QUERY = """

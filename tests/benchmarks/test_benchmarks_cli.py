@@ -637,3 +637,16 @@ def test_describe_cost() -> None:
     assert describe_cost(0.25, 0, 4) == "$0.2500"
     assert describe_cost(0.25, 1, 4) == "at least $0.2500 (price unknown for 1 of 4 task(s))"
     assert describe_cost(0.0, 4, 4) == "unknown (no price known for any of the 4 task(s))"
+
+
+@pytest.mark.slow
+def test_perf_sandbox_measures_the_subprocess_kind(capsys: pytest.CaptureFixture[str]) -> None:
+    """What a machine without an isolating sandbox is told to use must measure: jobs find their
+    mounts where that kind puts them."""
+    code, stdout, err = run_cli(
+        capsys, "perf", "--only", "sandbox", "--quick", "--json", "--sandbox", "subprocess"
+    )
+    assert code in (0, 1), err  # 2 = a script failed; missed targets are the kind's
+    assert "perf_sandbox failed" not in err
+    names = {json.loads(line)["name"] for line in stdout.splitlines()}
+    assert "job with a mount, warm p50" in names
