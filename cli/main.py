@@ -11,10 +11,11 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from typer import Abort, Exit
+from typer.core import TyperOption
 
 from kgot import __version__
 from kgot.cli import ask_cmd, bench_cmd, config_cmd, graph_cmd, sandbox_cmd, store_cmd, tools_cmd
@@ -25,6 +26,23 @@ try:  # recent typer carries its own copy of click; older ones use the click pac
     from typer._click.exceptions import ClickException, UsageError
 except ImportError:  # pragma: no cover - depends on the installed typer
     from click.exceptions import ClickException, UsageError  # type: ignore[no-redef]
+
+
+def _show_flags_without_a_value_type() -> None:
+    """Typer's rich help prints a value type after every option, flags included (`--json
+    <bool>`), which reads as if the flag took a value; `--json true` is then refused. Flags
+    take none, so their help shows none (typer versions without the column need nothing)."""
+    shown = getattr(TyperOption, "display_type_rich", None)
+    if shown is None:
+        return
+
+    def value_type(option: TyperOption, ctx: Any) -> str | None:
+        return None if option.is_flag else shown(option, ctx)
+
+    TyperOption.display_type_rich = value_type  # type: ignore[method-assign,assignment]
+
+
+_show_flags_without_a_value_type()
 
 app = typer.Typer(
     name="kgot",
