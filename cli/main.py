@@ -25,7 +25,7 @@ from kgot.errors import KgotError
 try:  # recent typer carries its own copy of click; older ones use the click package
     from typer._click.exceptions import ClickException, UsageError
 except ImportError:  # pragma: no cover - depends on the installed typer
-    from click.exceptions import ClickException, UsageError  # type: ignore[no-redef]
+    from click.exceptions import ClickException, UsageError  # type: ignore[no-redef,assignment]
 
 
 def _show_flags_without_a_value_type() -> None:

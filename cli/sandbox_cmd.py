@@ -215,7 +215,7 @@ def _describe(box: Any) -> dict[str, str]:
         }
         description["process_cap"] = caps.get(launcher.process_cap, launcher.process_cap)
     bwrap = getattr(launcher, "bwrap", None)
-    if bwrap:
+    if bwrap and launcher is not None:
         description["tool"] = f"{bwrap} ({launcher.describe()})"
         if launcher.note:
             description["warning"] = launcher.note
