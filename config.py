@@ -32,11 +32,14 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from kgot.errors import ConfigError
+
+if TYPE_CHECKING:
+    from kgot.persistence.limits import StoreLimits
 
 StructuredMethod = Literal["auto", "json_schema", "tool_calling", "json_object", "prompt"]
 BackendName = Literal["networkx", "rdf"]
@@ -202,6 +205,27 @@ class StoreSettings(_Section):
         description="SQLite path or `postgresql://…` URL",
         json_schema_extra={"default_doc": "`$XDG_DATA_HOME/kgot/kgot.db` (`~/.local/share/…`)"},
     )
+    max_property_bytes: int = Field(
+        1_000_000, ge=1024, description="largest property value a fact may hold (UTF-8 JSON)"
+    )
+    check_seconds: float = Field(
+        30.0, gt=0, description="longest checking one change against its types may take"
+    )
+    max_import_mb: int = Field(100, ge=1, description="largest file `kgot graph import` reads")
+    max_import_nodes: int = Field(250_000, ge=1, description="most nodes one import may hold")
+    max_import_edges: int = Field(1_000_000, ge=1, description="most edges one import may hold")
+
+    def limits(self) -> StoreLimits:
+        """The caps the store checks on commits and imports."""
+        from kgot.persistence.limits import StoreLimits
+
+        return StoreLimits(
+            max_property_bytes=self.max_property_bytes,
+            check_seconds=self.check_seconds,
+            max_import_bytes=self.max_import_mb * 1024 * 1024,
+            max_import_nodes=self.max_import_nodes,
+            max_import_edges=self.max_import_edges,
+        )
 
 
 class Settings(_Section):

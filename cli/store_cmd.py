@@ -61,9 +61,10 @@ def opened_store(
     from kgot.persistence import StoreNotFoundError, open_store
     from kgot.persistence.target import no_store_for_entity
 
-    location = settings_from(ctx, {"store.db": db}).store.db
+    settings = settings_from(ctx, {"store.db": db}).store
+    location = settings.db
     try:
-        store = open_store(location, create=create)
+        store = open_store(location, create=create, limits=settings.limits())
     except StoreNotFoundError as missing:
         if entity is None:
             raise
@@ -390,13 +391,12 @@ def import_entity(
 ) -> None:
     """Merge the graph in FILE into an entity (validated, one atomic commit)."""
     from kgot.errors import ChangesetError
-    from kgot.graph_backends import read_graph
     from kgot.persistence import CommitConflictError, Provenance
-    from kgot.persistence.transfer import import_graph
+    from kgot.persistence.transfer import import_graph, read_import_file
 
-    graph = read_graph(file)
     provenance = Provenance(run_id="", step="import", source_ref=str(file.resolve()))
     with opened_store(ctx, db, entity=entity) as store:
+        graph = read_import_file(file, store.limits)  # size and counts before building it
         try:
             result = import_graph(
                 store.session(entity), graph, provenance, replace=replace, dry_run=dry_run

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import networkx as nx
 
@@ -60,12 +60,18 @@ def graph_format(path: Path) -> str:
     return suffix
 
 
-def read_graph(path: Path) -> nx.MultiDiGraph:
+def read_graph(
+    path: Path, *, max_nodes: int | None = None, max_edges: int | None = None
+) -> nx.MultiDiGraph:
     """Read a property graph from ``path`` (format by extension).
 
     The graph is built once and checked in place: every node a label, every edge a
     relationship, JSON property values, and no id or edge key listed twice (``1`` and ``"1"``
     are the same id).
+
+    Args:
+        max_nodes, max_edges: caps of an import (``store.max_import_nodes`` / ``…_edges``),
+            checked as soon as the file is parsed, before the graph is built and checked.
 
     Raises:
         GraphFileError: unknown extension, unreadable file, malformed content or a graph that
@@ -76,15 +82,16 @@ def read_graph(path: Path) -> nx.MultiDiGraph:
     suffix = graph_format(path)
     if not path.is_file():
         raise GraphFileError(f"{path}: no such file")
-    readers: dict[str, Callable[[Path], nx.MultiDiGraph]] = {
+    readers: dict[str, Callable[[Path, _Caps], nx.MultiDiGraph]] = {
         ".json": _read_json,
         ".graphml": _read_graphml,
         ".ttl": _read_rdf,
         ".nt": _read_rdf,
     }
+    caps = _Caps(max_nodes, max_edges)
     try:
         with collector_paused():  # hundreds of thousands of new objects, no cycles among them
-            graph = readers[suffix](path)
+            graph = readers[suffix](path, caps)
             if suffix == ".graphml":  # other tools' GraphML may repeat identities in attributes
                 return normalize_in_place(graph)
             raise_problems(graph)  # the other readers build normalised graphs
@@ -122,6 +129,21 @@ def write_graph(graph: nx.MultiDiGraph, path: Path) -> None:
     _write_atomically(path, content)
 
 
+class _Caps(NamedTuple):
+    """How many nodes and edges a file may hold (``None``: any number)."""
+
+    nodes: int | None
+    edges: int | None
+
+    def check(self, path: Path, nodes: int, edges: int) -> None:
+        for count, cap, noun in ((nodes, self.nodes, "node"), (edges, self.edges, "edge")):
+            if cap is not None and count > cap:
+                raise GraphFileError(
+                    f"{path}: {count:,} {noun}s, more than the {cap:,} one import may hold "
+                    f"(split the file, or raise the setting store.max_import_{noun}s)"
+                )
+
+
 def _rule_message(path: Path, problems: list[str]) -> str:
     more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
     return f"{path}: {problems[0]}{more}"
@@ -156,8 +178,9 @@ def _json_bytes(graph: nx.MultiDiGraph) -> bytes:
     return json.dumps(document, ensure_ascii=False, allow_nan=False, indent=1).encode("utf-8")
 
 
-def _read_json(path: Path) -> nx.MultiDiGraph:
+def _read_json(path: Path, caps: _Caps) -> nx.MultiDiGraph:
     document, links = _node_link_document(path)
+    caps.check(path, len(document["nodes"]), len(links))
     nodes = []
     for index, entry in enumerate(document["nodes"]):
         if type(entry) is not dict or "id" not in entry:
@@ -303,7 +326,7 @@ def _encode_values(attrs: dict[str, Any], json_names: set[str]) -> dict[str, Any
     }
 
 
-def _read_graphml(path: Path) -> nx.MultiDiGraph:
+def _read_graphml(path: Path, caps: _Caps) -> nx.MultiDiGraph:
     from xml.etree.ElementTree import ParseError
 
     try:
@@ -321,6 +344,7 @@ def _read_graphml(path: Path) -> nx.MultiDiGraph:
         raise GraphFileError(
             f'{path}: the graph is undirected; kgot graphs are directed (edgedefault="directed")'
         )
+    caps.check(path, raw.number_of_nodes(), raw.number_of_edges())
     try:
         encoded = json.loads(raw.graph.get(_JSON_ATTRIBUTES, "{}"))
         node_names = set(encoded.get("node", []))
@@ -419,7 +443,7 @@ def _turtle_bytes(graph: nx.MultiDiGraph) -> bytes:
     return content
 
 
-def _read_rdf(path: Path) -> nx.MultiDiGraph:
+def _read_rdf(path: Path, caps: _Caps) -> nx.MultiDiGraph:
     import pyoxigraph as ox
 
     rdf_format = ox.RdfFormat.TURTLE if path.suffix.lower() == ".ttl" else ox.RdfFormat.N_TRIPLES
@@ -430,6 +454,7 @@ def _read_rdf(path: Path) -> nx.MultiDiGraph:
             f"{path}: {_rdf_position(error)}invalid {FORMATS[path.suffix.lower()]} "
             f"({_rdf_reason(error)})"
         ) from None
+    caps.check(path, len(decoded.nodes), len(decoded.edges))
     if decoded.problems:
         raise GraphFileError(_rule_message(path, decoded.problems))
     graph = nx.MultiDiGraph()

@@ -18,6 +18,7 @@ from kgot.persistence.catalog import (
 )
 from kgot.persistence.checkpoints import open_checkpointer, purge_checkpoints
 from kgot.persistence.graph_diff import diff_graphs
+from kgot.persistence.limits import StoreLimits
 from kgot.persistence.session import CommitConflictError, EntitySession, Provenance
 from kgot.persistence.store import EntityInfo, RunRecord, Store, open_store
 from kgot.persistence.target import StoreNotFoundError
@@ -34,6 +35,7 @@ __all__ = [
     "Provenance",
     "RunRecord",
     "Store",
+    "StoreLimits",
     "StoreNotFoundError",
     "TypeCatalog",
     "TypeDef",

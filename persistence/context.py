@@ -12,6 +12,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from kgot.errors import ChangesetError
 from kgot.persistence.catalog import TypeDef
+from kgot.persistence.limits import DEFAULT_LIMITS, StoreLimits
 from kgot.persistence.schema import SOURCE_KINDS, TABLES
 
 if TYPE_CHECKING:
@@ -84,6 +85,7 @@ class StoreContext:
     engine: Engine
     target: StoreTarget
     type_cache: dict[int, TypeDef] = field(default_factory=dict)
+    limits: StoreLimits = DEFAULT_LIMITS
     rows_since_analyze: int = 0
     analyze_lock: threading.Lock = field(default_factory=threading.Lock)
 

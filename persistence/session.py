@@ -49,6 +49,7 @@ from kgot.persistence.context import (
 )
 from kgot.persistence.counts import edge_counts, node_counts
 from kgot.persistence.engine import read_transaction, write_transaction
+from kgot.persistence.limits import StoreLimits
 from kgot.persistence.planner import Plan, Planner
 from kgot.persistence.schema import TABLES
 from kgot.persistence.timeutil import as_utc, iso, utc_now
@@ -60,7 +61,7 @@ from kgot.persistence.types_store import (
     type_history,
     update_type,
 )
-from kgot.persistence.validation import capped, content_problems
+from kgot.persistence.validation import SchemaMemo, capped, content_problems
 
 __all__ = [
     "ANALYZE_EVERY",
@@ -90,6 +91,12 @@ class EntitySession:
         self.entity = entity
         self._view = View(version)
         self._lock = threading.RLock()
+        self._schema_memo: SchemaMemo = {}  # what the last `check` validated (see `commit`)
+
+    @property
+    def limits(self) -> StoreLimits:
+        """The caps on this store's commits and imports."""
+        return self._context.limits
 
     @property
     def version(self) -> int:
@@ -309,7 +316,10 @@ class EntitySession:
         with self._lock:
             view = self._view if base is None else View(base)
         catalog = self.type_catalog()
-        return self._problems(changeset, catalog, view, content_problems(changeset, catalog))
+        memo: SchemaMemo = {}
+        content = content_problems(changeset, catalog, limits=self._context.limits, memo=memo)
+        self._schema_memo = memo  # the commit that usually follows validates nothing again
+        return self._problems(changeset, catalog, view, content)
 
     def _problems(
         self, changeset: Changeset, catalog: TypeCatalog, view: View, content: list[str]
@@ -352,9 +362,12 @@ class EntitySession:
             return self.version if base is None else base
         with self._lock:
             view = self._view if base is None else View(base)
+            memo, self._schema_memo = self._schema_memo, {}
             for _attempt in range(_TYPE_RETRIES):
                 catalog = self.type_catalog()
-                problems = content_problems(changeset, catalog)
+                problems = content_problems(
+                    changeset, catalog, limits=self._context.limits, memo=memo
+                )
                 if problems:
                     raise ChangesetError(self._problems(changeset, catalog, view, problems))
                 outcome = self._write(changeset, provenance, catalog, view)

@@ -29,6 +29,7 @@ from kgot.persistence.engine import (
     read_transaction,
     write_transaction,
 )
+from kgot.persistence.limits import DEFAULT_LIMITS, StoreLimits
 from kgot.persistence.migrations import migrate, store_not_found
 from kgot.persistence.owner import current_owner, owner_state
 from kgot.persistence.schema import TABLES
@@ -100,7 +101,7 @@ class RunRecord:
         }
 
 
-def open_store(url: str, *, create: bool = True) -> Store:
+def open_store(url: str, *, create: bool = True, limits: StoreLimits | None = None) -> Store:
     """Open (creating and migrating when needed) the store at a SQLite path or PostgreSQL URL.
 
     Args:
@@ -109,6 +110,8 @@ def open_store(url: str, *, create: bool = True) -> Store:
             (a mistyped path, schema or URL) raises instead of getting a new, empty store, and
             nothing (file, directory, schema) is created. An existing older store is still
             migrated.
+        limits: caps on commits and imports (``[store]`` settings; default
+            :data:`~kgot.persistence.limits.DEFAULT_LIMITS`).
 
     Raises:
         StoreNotFoundError: ``create`` is false and there is no kgot database at ``url``.
@@ -126,7 +129,7 @@ def open_store(url: str, *, create: bool = True) -> Store:
     except BaseException:
         engine.dispose()
         raise
-    return Store(StoreContext(engine=engine, target=target))
+    return Store(StoreContext(engine=engine, target=target, limits=limits or DEFAULT_LIMITS))
 
 
 def create_private_file(path: Path, display: str) -> None:
@@ -165,6 +168,11 @@ class Store:
     def location(self) -> str:
         """Where the store lives, password masked."""
         return self._context.target.display
+
+    @property
+    def limits(self) -> StoreLimits:
+        """The caps on commits and imports this store was opened with."""
+        return self._context.limits
 
     def close(self) -> None:
         """Release the connection pool (sessions of this store stop working)."""

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from collections.abc import MutableMapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import networkx as nx
 
-from kgot.errors import ChangesetError
+from kgot.errors import ChangesetError, GraphFileError
 from kgot.graph_backends.base import Changeset
 from kgot.persistence.graph_diff import diff_graphs
+from kgot.persistence.limits import DEFAULT_LIMITS, StoreLimits
 from kgot.persistence.session import (
     VERSION_ATTRIBUTE,
     CommitConflictError,
@@ -39,6 +41,32 @@ def export_graph(session: EntitySession, *, include_meta: bool = True) -> nx.Mul
     return session.load_graph(include_meta=include_meta, track=False)
 
 
+def read_import_file(path: Path, limits: StoreLimits = DEFAULT_LIMITS) -> nx.MultiDiGraph:
+    """The graph in ``path``, read for an import: its size is checked before it is read, its
+    node and edge counts as soon as it is parsed (before the graph is built).
+
+    Raises:
+        GraphFileError: the file is missing, too large, holds too many nodes or edges, or is
+            not a valid graph file (one line naming the file and the cap or problem).
+    """
+    from kgot.graph_backends import read_graph
+
+    try:
+        size = path.stat().st_size
+    except OSError:
+        size = 0  # a missing or unreadable file is reported by the reader, in its words
+    if size > limits.max_import_bytes:
+        raise GraphFileError(
+            f"{path}: {_megabytes(size)} MB, more than the {_megabytes(limits.max_import_bytes)}"
+            " MB one import may read (split the file, or raise the setting store.max_import_mb)"
+        )
+    return read_graph(path, max_nodes=limits.max_import_nodes, max_edges=limits.max_import_edges)
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 2**20:,.1f}".removesuffix(".0")
+
+
 def import_graph(
     session: EntitySession,
     graph: nx.MultiDiGraph,
@@ -59,10 +87,23 @@ def import_graph(
     import starts over once on the new graph. The session's tracked view is left alone.
 
     Raises:
-        ChangesetError: a fact breaks its type (nothing was written).
+        ChangesetError: a fact breaks its type, or the graph holds more nodes or edges than
+            the store's limits allow (nothing was written).
         CommitConflictError: other writers kept changing facts the import touches (nothing
             was written).
     """
+    limits = session.limits
+    for count, cap, noun in (
+        (graph.number_of_nodes(), limits.max_import_nodes, "node"),
+        (graph.number_of_edges(), limits.max_import_edges, "edge"),
+    ):
+        if count > cap:
+            raise ChangesetError(
+                [
+                    f"the graph holds {count:,} {noun}s, more than the {cap:,} one import may "
+                    f"hold (rule: import size; split it, or raise store.max_import_{noun}s)"
+                ]
+            )
     for attempt in range(2):
         current = session.load_graph(include_meta=True, track=False)
         before = int(current.graph[VERSION_ATTRIBUTE])

@@ -14,6 +14,14 @@ against them, so checking must never hang or crash:
   ``oneOf`` / ``not`` / ``if`` … may lead back to where it started without consuming input
   (validation would recurse forever); schemas and values nest at most :data:`MAX_SCHEMA_DEPTH`
   and :data:`MAX_VALUE_DEPTH` levels.
+* Every keyword costs time linear in the value it checks: ``uniqueItems`` compares items by
+  hashing (jsonschema's own check is quadratic for arrays of objects), and ``iri`` /
+  ``iri-reference`` are checked as the URI their non-ASCII characters map to (RFC 3987 §3.1)
+  instead of by a parser that took half a millisecond per character.
+* What no per-keyword bound catches — a schema whose branches multiply (``anyOf`` in ``anyOf``
+  …) — stops at a deadline (:func:`check_deadline`): every keyword checks the clock, and a
+  check past its deadline raises :class:`CheckTimeout`. A new type must check its own example
+  (or ``{}``) within :data:`TYPE_CHECK_SECONDS`.
 """
 
 from __future__ import annotations
@@ -21,9 +29,12 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Iterator, Mapping
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NamedTuple
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 import re2
 
@@ -39,6 +50,7 @@ DIALECT_URIS = (
 )
 MAX_SCHEMA_DEPTH = 40  # nesting of objects/arrays in a properties schema
 MAX_VALUE_DEPTH = 32  # nesting of objects/arrays in one fact's properties
+TYPE_CHECK_SECONDS = 5.0  # a new type's schema must check its example (or `{}`) within this
 ACCEPTED_FORMATS = (
     "date",
     "date-time",
@@ -94,6 +106,46 @@ _DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
 
 class FormatCheckerMissing(KgotError):
     """kgot was installed without the packages that check some accepted ``format`` s."""
+
+
+class CheckTimeout(Exception):
+    """Validation went past the deadline of :func:`check_deadline`."""
+
+
+# ---------------------------------------------------------------------------- deadline
+
+_deadline = threading.local()  # .at: time.monotonic() value, or None
+
+
+@contextmanager
+def check_deadline(seconds: float | None) -> Iterator[None]:
+    """Make validation in this thread raise :class:`CheckTimeout` once ``seconds`` have passed
+    (``None``: no deadline of its own; an enclosing, earlier deadline still holds)."""
+    previous: float | None = getattr(_deadline, "at", None)
+    if seconds is not None:
+        mine = time.monotonic() + seconds
+        _deadline.at = mine if previous is None else min(previous, mine)
+    try:
+        yield
+    finally:
+        _deadline.at = previous
+
+
+def past_deadline() -> bool:
+    at: float | None = getattr(_deadline, "at", None)
+    return at is not None and time.monotonic() > at
+
+
+def _timed(keyword: Callable[..., Any]) -> Callable[..., Any]:
+    """``keyword`` (a jsonschema keyword function) checking the deadline before it runs: each
+    keyword applied to each part of a value is a step, so no schema outruns the clock long."""
+
+    def check(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+        if past_deadline():
+            raise CheckTimeout
+        return keyword(validator, value, instance, schema)
+
+    return check
 
 
 # ---------------------------------------------------------------------------- RE2 patterns
@@ -161,6 +213,94 @@ def _pattern_properties(
                 yield from validator.descend(value, subschema, path=key, schema_path=pattern)
 
 
+def _unique_items(
+    validator: Any, unique: bool, instance: Any, schema: Any
+) -> Iterator[ValidationError]:
+    """``uniqueItems`` in linear time: items compared through a hashable identity with JSON
+    Schema's equality (``1`` equals ``1.0``, ``true`` does not equal ``1``, object members in
+    any order)."""
+    if not unique or not validator.is_type(instance, "array"):
+        return
+    seen: dict[Any, int] = {}
+    for index, item in enumerate(instance):
+        first = seen.setdefault(_json_identity(item), index)
+        if first != index:
+            ValidationError = _dialect().ValidationError  # noqa: N806  (loaded lazily)
+            yield ValidationError(
+                f"items [{first}] and [{index}] are equal; each value may occur once"
+            )
+            return
+
+
+def _json_identity(value: Any) -> Any:
+    if isinstance(value, bool):
+        return ("b", value)
+    if isinstance(value, int | float):
+        return ("n", value)  # 1 and 1.0 hash and compare equal
+    if isinstance(value, str):
+        return ("s", value)
+    if isinstance(value, list):
+        return ("a", tuple(_json_identity(item) for item in value))
+    if isinstance(value, Mapping):
+        return ("o", frozenset((key, _json_identity(item)) for key, item in value.items()))
+    return ("z", None) if value is None else ("?", repr(value))
+
+
+# Code points RFC 3987 allows in IRIs beyond ASCII: `ucschar` anywhere an unreserved
+# character may stand, `iprivate` only in the query.
+_UCSCHAR = re.compile(
+    "[\u00a0-\ud7ff\uf900-\ufdcf\ufdf0-\uffef\U00010000-\U0001fffd\U00020000-\U0002fffd"
+    "\U00030000-\U0003fffd\U00040000-\U0004fffd\U00050000-\U0005fffd\U00060000-\U0006fffd"
+    "\U00070000-\U0007fffd\U00080000-\U0008fffd\U00090000-\U0009fffd\U000a0000-\U000afffd"
+    "\U000b0000-\U000bfffd\U000c0000-\U000cfffd\U000d0000-\U000dfffd\U000e1000-\U000efffd]"
+)
+_IPRIVATE = re.compile("[\ue000-\uf8ff\U000f0000-\U000ffffd\U00100000-\U0010fffd]")
+_NON_ASCII = re.compile("[^\x00-\x7f]+")
+
+
+def _iri_as_uri(value: str) -> str | None:
+    """The URI an IRI maps to (RFC 3987 §3.1: its allowed non-ASCII characters
+    percent-encoded), or ``None`` when it holds a character no IRI may hold there.
+
+    The mapping keeps validity both ways: IRI syntax differs from URI syntax only in allowing
+    these characters exactly where URIs allow percent-encoded octets (``iprivate`` only in
+    the query), so an IRI is valid exactly when its mapping is a valid URI.
+    """
+    if value.isascii():
+        return value
+    end = len(value) if "#" not in value else value.index("#")
+    query = value.find("?", 0, end)
+    for match in _NON_ASCII.finditer(value):
+        for offset, character in enumerate(match.group(), match.start()):
+            if _UCSCHAR.match(character):
+                continue
+            if _IPRIVATE.match(character) and query != -1 and query < offset < end:
+                continue
+            return None
+    try:
+        return _NON_ASCII.sub(lambda run: quote(run.group(), safe=""), value)
+    except UnicodeEncodeError:  # lone surrogates
+        return None
+
+
+def _is_iri(value: object) -> bool:
+    if not isinstance(value, str):
+        return True
+    from rfc3986_validator import validate_rfc3986
+
+    uri = _iri_as_uri(value)
+    return uri is not None and bool(validate_rfc3986(uri, rule="URI"))
+
+
+def _is_iri_reference(value: object) -> bool:
+    if not isinstance(value, str):
+        return True
+    from rfc3986_validator import validate_rfc3986
+
+    uri = _iri_as_uri(value)
+    return uri is not None and bool(validate_rfc3986(uri, rule="URI_reference"))
+
+
 def _is_regex(value: object) -> bool:
     if not isinstance(value, str):
         return True
@@ -193,9 +333,17 @@ def _dialect() -> _Dialect:
         if name in ACCEPTED_FORMATS
     }
     checker.checks("regex", raises=PatternError)(_is_regex)
+    checker.checks("iri")(_is_iri)
+    checker.checks("iri-reference")(_is_iri_reference)
+    keywords = {
+        **Draft202012Validator.VALIDATORS,
+        "pattern": _pattern,
+        "patternProperties": _pattern_properties,
+        "uniqueItems": _unique_items,
+    }
     validator = validators.extend(
         Draft202012Validator,
-        validators={"pattern": _pattern, "patternProperties": _pattern_properties},
+        validators={name: _timed(keyword) for name, keyword in keywords.items()},
     )
     return _Dialect(validator, checker, ValidationError, SchemaError)
 
@@ -309,9 +457,12 @@ def _identity_problems(schema: Mapping[str, Any]) -> list[str]:
 def example_problems(schema: Mapping[str, Any], example: Mapping[str, Any]) -> list[str]:
     """How ``example`` breaks ``schema`` (assumed to pass :func:`schema_problems`)."""
     try:
-        errors = sorted(make_validator(schema).iter_errors(dict(example)), key=error_order)
+        with check_deadline(TYPE_CHECK_SECONDS):
+            errors = sorted(make_validator(schema).iter_errors(dict(example)), key=error_order)
     except RecursionError:
         return [f"example: {cycle_message()}"]
+    except CheckTimeout:
+        return [f"example: {too_costly_message(TYPE_CHECK_SECONDS)}"]
     return [
         f"example at {error.json_path}: {error.message} (rule: {error.validator})"
         for error in errors
@@ -325,6 +476,13 @@ def cycle_message() -> str:
     )
 
 
+def too_costly_message(seconds: float) -> str:
+    return (
+        f"checking took more than {seconds:g} s (rule: check time); the schema makes too much "
+        "work of it: fewer nested anyOf/oneOf/allOf branches, or smaller values"
+    )
+
+
 def error_order(error: Any) -> tuple[str, str]:
     return (error.json_path, str(error.validator))
 
@@ -332,10 +490,13 @@ def error_order(error: Any) -> tuple[str, str]:
 def _runtime_problems(schema: Mapping[str, Any]) -> list[str]:
     """Last line of defence behind the static checks: validating ``{}`` must terminate."""
     try:
-        for _ in make_validator(schema).iter_errors({}):
-            pass
+        with check_deadline(TYPE_CHECK_SECONDS):
+            for _ in make_validator(schema).iter_errors({}):
+                pass
     except RecursionError:
         return [f"properties schema: {cycle_message()}"]
+    except CheckTimeout:
+        return [f"properties schema: {too_costly_message(TYPE_CHECK_SECONDS)}"]
     return []
 
 

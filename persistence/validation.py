@@ -29,13 +29,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kgot.graph_backends.base import Changeset, Edge, Node
-from kgot.graph_backends.jobs.graphdata import cap_problems, locate_value_problem
-from kgot.persistence.catalog import TypeCatalog
+from kgot.graph_backends.jobs.graphdata import cap_problems, child_path, locate_value_problem
+from kgot.persistence.catalog import TypeCatalog, TypeDef
+from kgot.persistence.limits import DEFAULT_LIMITS, StoreLimits
 from kgot.persistence.schema import SOURCE_KINDS
 from kgot.persistence.type_schema import (
     MAX_VALUE_DEPTH,
     RESERVED_PREFIX,
     RESERVED_PROPERTY_NAMES,
+    CheckTimeout,
+    check_deadline,
+    too_costly_message,
     value_depth_exceeds,
 )
 
@@ -161,22 +165,28 @@ def parse_timestamp(value: Any) -> datetime | None:
     return parsed.astimezone(UTC) if parsed.tzinfo else None
 
 
-def encode_properties(properties: Mapping[str, Any], where: str, problems: list[str]) -> bool:
-    """Report values that cannot be stored identically on SQLite and PostgreSQL and
-    checkpointed (each with its JSON path); ``True`` when there is none."""
+def encode_properties(
+    properties: Mapping[str, Any],
+    where: str,
+    problems: list[str],
+    max_property_bytes: int = DEFAULT_LIMITS.max_property_bytes,
+) -> str | None:
+    """The properties as JSON text when they can be stored identically on SQLite and
+    PostgreSQL and checkpointed; else ``None``, with each problem (and its JSON path) added to
+    ``problems``."""
     too_deep = value_depth_exceeds(properties)
     if too_deep is not None:
         problems.append(
             f"{where} at {too_deep[:120]}: value nests deeper than {MAX_VALUE_DEPTH} levels "
             "(rule: JSON nesting; flatten it or store it as a string)"
         )
-        return False
+        return None
     text: str | None
     try:
         text = json.dumps(properties, allow_nan=False, ensure_ascii=False)
-        text.encode("utf-8")  # lone surrogates fail here
+        size = len(text.encode("utf-8"))  # lone surrogates fail here
     except (TypeError, ValueError, RecursionError):  # UnicodeEncodeError is a ValueError
-        text = None  # the walk below finds what and where
+        text, size = None, 0  # the walk below finds what and where
     # Serialising is fast C code; only when it fails, or the text holds a digit run long enough
     # for an integer out of range, is the value walked in Python to find the culprit's path.
     if text is None or _LONG_DIGIT_RUN.search(text):
@@ -184,17 +194,38 @@ def encode_properties(properties: Mapping[str, Any], where: str, problems: list[
         if found is not None:
             path, why = found
             problems.append(f"{where} at {path[:120]}: {why} (rule: JSON values)")
-            return False
+            return None
     if text is None:
         problems.append(f"{where}: properties are not plain JSON (rule: JSON values)")
-        return False
+        return None
     if "\\u0000" in text:
         problems.append(f"{where}: a string contains a NUL character (rule: no NUL in text)")
-        return False
-    return True
+        return None
+    if size > max_property_bytes:
+        oversized = _oversized_properties(properties, max_property_bytes)
+        problems.extend(f"{where} at {path}: {why}" for path, why in oversized)
+        if oversized:
+            return None
+    return text
 
 
 _LONG_DIGIT_RUN = re.compile(r"\d{19}")  # 2**63 has 19 digits: shorter integers are in range
+
+
+def _oversized_properties(properties: Mapping[str, Any], limit: int) -> list[tuple[str, str]]:
+    found = []
+    for name, value in properties.items():
+        size = len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
+        if size > limit:
+            found.append(
+                (
+                    child_path("$", name)[:120],
+                    f"the value is {size:,} bytes of JSON, more than the {limit:,} a property "
+                    "may hold (rule: property size; keep large content in a file and store "
+                    "its path or URL; the cap is the setting store.max_property_bytes)",
+                )
+            )
+    return found
 
 
 def node_where(node: Node) -> str:
@@ -207,16 +238,47 @@ def edge_where(edge: Edge) -> str:
     return f"edge {source!r} -[{edge.relationship}]-> {target!r}{suffix}"
 
 
-def content_problems(changeset: Changeset, catalog: TypeCatalog) -> list[str]:
+# Schema problems of facts already checked, by (type row id, properties JSON text): what
+# `EntitySession.check` found, for the `commit` of the same changeset that usually follows.
+SchemaMemo = dict[tuple[int, str], list[tuple[str, str, str]]]
+
+
+def content_problems(
+    changeset: Changeset,
+    catalog: TypeCatalog,
+    *,
+    limits: StoreLimits = DEFAULT_LIMITS,
+    memo: SchemaMemo | None = None,
+) -> list[str]:
     """What the changeset breaks by itself, given the types: structure, ids, metadata,
-    property values and their JSON Schemas. Needs no database access, so commits run it
-    before taking the entity's lock (a slow schema never holds other writers up)."""
+    property values (and their size) and their JSON Schemas. Needs no database access, so
+    commits run it before taking the entity's lock (a slow schema never holds other writers
+    up).
+
+    Checking stops at ``limits.check_seconds``: the fact being checked then is reported (its
+    type's schema makes too much work of it) and nothing after it is checked.
+
+    Args:
+        memo: schema problems of facts checked before, by type id and properties text; facts
+            found there are not validated again, and what is validated is added.
+    """
     problems: list[str] = []
     problems.extend(_structure_problems(changeset))
-    for node in (*changeset.added_nodes, *changeset.changed_nodes):
-        problems.extend(node_problems(node, catalog))
-    for edge in (*changeset.added_edges, *changeset.changed_edges):
-        problems.extend(edge_content_problems(edge, catalog))
+    check = _FactCheck(catalog, limits, {} if memo is None else memo)
+    where = ""
+    try:
+        with check_deadline(limits.check_seconds):
+            for node in (*changeset.added_nodes, *changeset.changed_nodes):
+                where = node_where(node)
+                problems.extend(check.node(node, where))
+            for edge in (*changeset.added_edges, *changeset.changed_edges):
+                where = edge_where(edge)
+                problems.extend(check.edge(edge, where))
+    except CheckTimeout:
+        problems.append(
+            f"{where}: {too_costly_message(limits.check_seconds)}; nothing after it was checked "
+            "(the cap is the setting store.check_seconds)"
+        )
     return capped(problems)
 
 
@@ -285,59 +347,74 @@ def _structure_problems(changeset: Changeset) -> list[str]:
     return problems
 
 
-def node_problems(node: Node, catalog: TypeCatalog) -> list[str]:
-    """What ``node`` breaks by itself: id, metadata, type, property values and schema."""
-    where = node_where(node)
-    problems: list[str] = []
-    if not isinstance(node.id, str) or not node.id.strip():
-        problems.append(f"node {node.id!r}: ids must be non-empty strings (rule: id)")
-    elif len(node.id) > MAX_ID_LENGTH:
-        problems.append(
-            f"node {node.id[:40]!r}…: id is {len(node.id)} characters, at most {MAX_ID_LENGTH} "
-            "(rule: id length; put long text in a property)"
-        )
-    plain, _meta = split_properties(node.properties, where, problems, "node")
-    _check_against_type(plain, where, "node", node.label, catalog.node_types, problems=problems)
-    return problems
+class _FactCheck:
+    """Checks facts one by one against the catalog's types (see :func:`content_problems`)."""
 
+    def __init__(self, catalog: TypeCatalog, limits: StoreLimits, memo: SchemaMemo) -> None:
+        self.catalog = catalog
+        self.limits = limits
+        self.memo = memo
 
-def edge_content_problems(edge: Edge, catalog: TypeCatalog) -> list[str]:
-    """What ``edge`` breaks by itself: key, metadata, type, property values and schema."""
-    where = edge_where(edge)
-    problems: list[str] = []
-    _source, _target, key = edge.ident
-    if not key.strip() or len(key) > MAX_ID_LENGTH:
-        problems.append(
-            f"{where}: edge keys must be non-empty strings of at most {MAX_ID_LENGTH} "
-            "characters (rule: key)"
-        )
-    plain, _meta = split_properties(edge.properties, where, problems, "edge")
-    _check_against_type(
-        plain, where, "edge", edge.relationship, catalog.edge_types, problems=problems
-    )
-    return problems
+    def node(self, node: Node, where: str) -> list[str]:
+        """What ``node`` breaks by itself: id, metadata, type, property values and schema."""
+        problems: list[str] = []
+        if not isinstance(node.id, str) or not node.id.strip():
+            problems.append(f"node {node.id!r}: ids must be non-empty strings (rule: id)")
+        elif len(node.id) > MAX_ID_LENGTH:
+            problems.append(
+                f"node {node.id[:40]!r}…: id is {len(node.id)} characters, at most "
+                f"{MAX_ID_LENGTH} (rule: id length; put long text in a property)"
+            )
+        plain, _meta = split_properties(node.properties, where, problems, "node")
+        types = self.catalog.node_types
+        self._against_type(plain, where, "node", node.label, types, problems=problems)
+        return problems
 
+    def edge(self, edge: Edge, where: str) -> list[str]:
+        """What ``edge`` breaks by itself: key, metadata, type, property values and schema."""
+        problems: list[str] = []
+        _source, _target, key = edge.ident
+        if not key.strip() or len(key) > MAX_ID_LENGTH:
+            problems.append(
+                f"{where}: edge keys must be non-empty strings of at most {MAX_ID_LENGTH} "
+                "characters (rule: key)"
+            )
+        plain, _meta = split_properties(edge.properties, where, problems, "edge")
+        types = self.catalog.edge_types
+        self._against_type(plain, where, "edge", edge.relationship, types, problems=problems)
+        return problems
 
-def _check_against_type(
-    plain: dict[str, Any],
-    where: str,
-    kind: str,
-    type_name: str,
-    types: Mapping[str, Any],
-    *,
-    problems: list[str],
-) -> None:
-    """Add what ``plain`` (properties without metadata) breaks: an unknown type, values that
-    are not JSON, or the type's schema (each schema problem with its JSON path and rule)."""
-    type_def = types.get(type_name)
-    if type_def is None:
-        problems.append(unknown_type_message(where, kind, type_name, types))
-        return
-    if encode_properties(plain, where, problems):
+    def _against_type(
+        self,
+        plain: dict[str, Any],
+        where: str,
+        kind: str,
+        type_name: str,
+        types: Mapping[str, TypeDef],
+        *,
+        problems: list[str],
+    ) -> None:
+        """Add what ``plain`` (properties without metadata) breaks: an unknown type, values
+        that cannot be stored, or the type's schema (each problem with its JSON path and
+        rule)."""
+        type_def = types.get(type_name)
+        if type_def is None:
+            problems.append(unknown_type_message(where, kind, type_name, types))
+            return
+        text = encode_properties(plain, where, problems, self.limits.max_property_bytes)
+        if text is None:
+            return
+        found = self.memo.get((type_def.id, text))
+        if found is None:
+            found = self.memo[(type_def.id, text)] = type_def.property_problems(plain)
         problems.extend(
-            f"{where} at {path}: {message} (rule: {rule})"
-            for path, message, rule in type_def.property_problems(plain)
+            f"{where} at {path}: {_clip(message)} (rule: {rule})" for path, message, rule in found
         )
+
+
+def _clip(message: str, limit: int = 300) -> str:
+    """jsonschema's messages quote the value checked, which may be a long text or array."""
+    return message if len(message) <= limit else message[: limit - 1] + "…"
 
 
 def edge_link_problems(

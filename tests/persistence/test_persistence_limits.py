@@ -4,7 +4,9 @@ one kind are reported."""
 
 from __future__ import annotations
 
+import asyncio
 import math
+import time
 from pathlib import Path
 
 import networkx as nx
@@ -13,8 +15,11 @@ import pytest
 from kgot.errors import ChangesetError
 from kgot.graph_backends import write_graph
 from kgot.graph_backends.base import Changeset, Node
-from kgot.persistence import Provenance, Store
+from kgot.persistence import Provenance, Store, StoreLimits, open_store
+from kgot.persistence.catalog import TypeDef
 from kgot.tests.persistence.test_persistence_cli import kgot  # noqa: F401  (fixture)
+from kgot.tools.base import ToolFailure
+from kgot.tools.type_tools import build_type_tools
 
 PROV = Provenance(run_id="run-1", step="update_graph")
 
@@ -57,8 +62,8 @@ def test_numbers_a_checkpoint_cannot_hold_are_refused_with_their_json_path(store
 
 def test_violations_of_many_nodes_are_grouped_in_commits_and_imports(
     store: Store,
-    kgot,
-    tmp_path: Path,  # noqa: F811  (fixture)
+    kgot,  # noqa: F811  (the fixture imported above)
+    tmp_path: Path,
 ) -> None:
     # 80 nodes of an unknown type printed 9,200 characters, one violation per node.
     store.create_entity("alice")
@@ -85,3 +90,225 @@ def test_violations_of_many_nodes_are_grouped_in_commits_and_imports(
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and len(err) < 600
     assert "nodes 'n0', 'n1', 'n2' and 77 more (Gadget): label 'Gadget'" in err
+
+
+def node_type(name: str, properties: dict) -> dict:
+    return {"kind": "node", "name": name, "description": "d", "properties": properties}
+
+
+def test_unique_items_on_large_arrays_of_objects_is_linear(store: Store) -> None:
+    # jsonschema's own check compared every pair: 5,000 objects took 26 s, twice per commit.
+    store.create_entity("alice")
+    session = store.session("alice")
+    schema = {"type": "object", "properties": {"rows": {"type": "array", "uniqueItems": True}}}
+    session.create_type(node_type("Table", schema), justification="j")
+    rows = [{"n": i, "cells": [i, str(i), {"x": i}]} for i in range(5_000)]
+    started = time.perf_counter()
+    assert session.check(Changeset(added_nodes=(Node("t", "Table", {"rows": rows}),))) == []
+    # JSON Schema equality: 1 equals 1.0 and members compare in any order.
+    twin = {"cells": [3.0, "3", {"x": 3}], "n": 3}
+    problems = session.check(Changeset(added_nodes=(Node("t", "Table", {"rows": [*rows, twin]}),)))
+    assert problems == [
+        "node 't' (Table) at $.rows: items [3] and [5000] are equal; each value may occur once "
+        "(rule: uniqueItems)"
+    ]
+    flags = [True, 1, False, 0]  # true is not 1
+    assert session.check(Changeset(added_nodes=(Node("f", "Table", {"rows": flags}),))) == []
+    assert time.perf_counter() - started < 5
+
+
+def test_iri_formats_cost_linear_time_and_follow_rfc_3987(store: Store) -> None:
+    # The IRI parser took about half a millisecond per character (20,000 characters: 10 s).
+    store.create_entity("alice")
+    session = store.session("alice")
+    schema = {
+        "type": "object",
+        "properties": {
+            "iri": {"type": "string", "format": "iri"},
+            "ref": {"type": "string", "format": "iri-reference"},
+        },
+    }
+    session.create_type(node_type("Page", schema), justification="j")
+
+    def problems(**properties: str) -> list[str]:
+        return session.check(Changeset(added_nodes=(Node("p", "Page", properties),)))
+
+    started = time.perf_counter()
+    assert problems(iri="https://例え.テスト/" + "ü" * 20_000, ref="../" + "ß" * 20_000) == []
+    assert time.perf_counter() - started < 2
+    assert problems(iri="http://[::1]:8080/é?q=\ue000#😀", ref="#frag") == []
+    assert problems(iri="//no-scheme/x") == [
+        "node 'p' (Page) at $.iri: '//no-scheme/x' is not a 'iri' (rule: format)"
+    ]
+    assert len(problems(iri="http://a/b c")) == 1  # a space is not allowed anywhere
+    assert len(problems(iri="http://a/\ue000")) == 1  # private use only in the query
+    assert len(problems(iri="ü:x")) == 1  # nor any non-ASCII in the scheme
+
+
+# 24 levels of `anyOf` with two equal branches: a value failing at the bottom is tried 2**24
+# ways. Valid values and `{}` are quick, so such a type can be created.
+EXPONENTIAL = {
+    "type": "object",
+    "properties": {"v": {"$ref": "#/$defs/d0"}},
+    "$defs": {
+        **{f"d{level}": {"anyOf": [{"$ref": f"#/$defs/d{level + 1}"}] * 2} for level in range(24)},
+        "d24": {"type": "string", "minLength": 3},
+    },
+}
+
+
+def test_checking_a_changeset_stops_at_its_deadline(store_url: str) -> None:
+    with open_store(store_url, limits=StoreLimits(check_seconds=0.5)) as store:
+        store.create_entity("alice")
+        session = store.session("alice")
+        session.create_type(node_type("Slow", EXPONENTIAL), justification="j")
+        fine = Changeset(added_nodes=(Node("ok", "Slow", {"v": "long enough"}),))
+        assert session.check(fine) == []
+        slow = Changeset(
+            added_nodes=(
+                Node("a", "Slow", {"v": "ok"}),
+                Node("b", "Slow", {"v": "ok"}),
+                Node("c", "Thing", {"name": "c"}),
+            )
+        )
+        started = time.perf_counter()
+        with pytest.raises(ChangesetError) as rejected:
+            session.commit(slow, PROV)
+        assert time.perf_counter() - started < 5
+        assert rejected.value.problems == [
+            "node 'a' (Slow): checking took more than 0.5 s (rule: check time); the schema makes "
+            "too much work of it: fewer nested anyOf/oneOf/allOf branches, or smaller values; "
+            "nothing after it was checked (the cap is the setting store.check_seconds)"
+        ]
+        assert store.get_entity("alice").version == 0
+
+
+def test_the_model_cannot_create_a_type_whose_checking_would_not_end(store: Store) -> None:
+    store.create_entity("mallory")
+    tools = {t.name: t for t in build_type_tools(store.session("mallory"), run_id="r")}
+    started = time.perf_counter()
+    with pytest.raises(ToolFailure, match=r"example: checking took more than 5 s"):
+        asyncio.run(
+            tools["create_node_type"].ainvoke(
+                {
+                    "name": "Slow",
+                    "description": "d",
+                    "justification": "j",
+                    "properties": EXPONENTIAL,
+                    "example": {"v": "no"},
+                }
+            )
+        )
+    assert time.perf_counter() - started < 15
+
+
+def test_a_commit_after_a_check_validates_each_fact_once(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.create_entity("alice")
+    session = store.session("alice")
+    calls: list[str] = []
+    validate = TypeDef.property_problems
+
+    def counted(self: TypeDef, properties: dict) -> list:
+        calls.append(self.name)
+        return validate(self, properties)
+
+    monkeypatch.setattr(TypeDef, "property_problems", counted)
+    nodes = tuple(Node(f"p{i}", "Person", {"name": f"P{i}"}) for i in range(10))
+    changeset = Changeset(added_nodes=nodes)
+    assert session.check(changeset) == []
+    assert len(calls) == 10
+    session.commit(changeset, PROV)
+    assert len(calls) == 10  # the commit reused what the check found
+    # A fact changed after the check is validated again at the commit.
+    changed = Node("p0", "Person", {"name": "P0"})
+    later = Changeset(changed_nodes=(changed,))
+    assert session.check(later) == []
+    changed.properties["name"] = 42
+    with pytest.raises(ChangesetError, match=r"node 'p0' \(Person\) at \$.name: 42 is not"):
+        session.commit(later, PROV)
+
+
+def test_a_property_value_larger_than_the_cap_is_refused(store_url: str) -> None:
+    # A 50 MB property was accepted: every load, view and prompt then carried it.
+    with open_store(store_url) as store:
+        store.create_entity("alice")
+        session = store.session("alice")
+        big = Changeset(
+            added_nodes=(Node("d", "Document", {"title": "d", "text": "x" * 1_100_000}),)
+        )
+        assert session.check(big) == [
+            "node 'd' (Document) at $.text: the value is 1,100,002 bytes of JSON, more than the "
+            "1,000,000 a property may hold (rule: property size; keep large content in a file "
+            "and store its path or URL; the cap is the setting store.max_property_bytes)"
+        ]
+        with pytest.raises(ChangesetError):
+            session.commit(big, PROV)
+        assert store.get_entity("alice").version == 0
+    with open_store(store_url, limits=StoreLimits(max_property_bytes=2_000_000)) as store:
+        assert store.session("alice").check(big) == []  # the cap is a setting
+
+
+def _gadget_graph(path: Path, nodes: int) -> Path:
+    graph = nx.MultiDiGraph()
+    for i in range(nodes):
+        graph.add_node(f"n{i}", label="Thing", name=f"thing {i}")
+    for i in range(1, nodes):
+        graph.add_edge(f"n{i - 1}", f"n{i}", key="related_to", relationship="related_to")
+    write_graph(graph, path)
+    return path
+
+
+def test_imports_over_the_size_and_count_caps_are_refused_before_the_graph_is_built(
+    kgot,  # noqa: F811  (the fixture imported above)
+    tmp_path: Path,
+    store_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A 1M-node file was imported whole (2.7 GB resident) with no cap to stop it.
+    config = tmp_path / "config" / "kgot" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(
+        "[store]\nmax_import_mb = 1\nmax_import_nodes = 100\nmax_import_edges = 150\n",
+        encoding="utf-8",
+    )
+    assert kgot("entities", "create", "alice")[0] == 0
+    from kgot.graph_backends import files
+
+    def built(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("the graph was built before its size was checked")
+
+    with monkeypatch.context() as patch:  # (the fixture keeps its own patches)
+        patch.setattr(files, "fill_graph", built)
+        for suffix in ("json", "ttl", "graphml"):
+            many = _gadget_graph(tmp_path / f"many.{suffix}", 120)
+            code, out, err = kgot("graph", "import", "--entity", "alice", str(many))
+            assert code != 0 and out == "" and err.count("\n") == 1, suffix
+            assert err == (
+                f"kgot: error: {many}: 120 nodes, more than the 100 one import may hold (split the "
+                "file, or raise the setting store.max_import_nodes)\n"
+            )
+        big = tmp_path / "big.json"
+        big.write_bytes(b" " * (1024 * 1024 + 1))
+        code, _, err = kgot("graph", "import", "--entity", "alice", str(big))
+        assert code != 0 and err == (
+            f"kgot: error: {big}: 1 MB, more than the 1 MB one import may read (split the file, or "
+            "raise the setting store.max_import_mb)\n"
+        )
+    with open_store(store_url) as store:
+        assert store.get_entity("alice").version == 0
+    fits = _gadget_graph(tmp_path / "fits.json", 100)
+    code, out, _ = kgot("graph", "import", "--entity", "alice", str(fits))
+    assert code == 0 and "+100 nodes, +99 edges (version 1)" in out
+
+
+def test_the_python_import_checks_the_counts_too(store_url: str) -> None:
+    from kgot.persistence.transfer import import_graph
+
+    graph = nx.MultiDiGraph()
+    graph.add_nodes_from((f"n{i}", {"label": "Thing", "name": "x"}) for i in range(11))
+    with open_store(store_url, limits=StoreLimits(max_import_nodes=10)) as store:
+        store.create_entity("alice")
+        with pytest.raises(ChangesetError, match=r"the graph holds 11 nodes, more than the 10"):
+            import_graph(store.session("alice"), graph, PROV)

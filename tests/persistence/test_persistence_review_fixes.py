@@ -33,7 +33,8 @@ FLOATS = {
     "b": 2.5e-8,
     "c": 1e22,
     "d": -0.0,
-    "e": 123456789012345678901234567890,
+    "e": 2**63 - 1,  # the widest integers a property may hold
+    "e2": -(2**63),
     "f": 0.1 + 0.2,
     "g": 1.7976931348623157e308,
     "z": "last key first",

@@ -60,9 +60,9 @@ def test_a_backtracking_pattern_cannot_hang_a_run(store: Store) -> None:
         )
     session.create_type(node_type("Evil", BACKTRACKING), justification="j")
     problems = session.check(Changeset(added_nodes=(Node("x", "Evil", {"v": "a" * 5000 + "!"}),)))
-    assert problems == [
-        f"node 'x' (Evil) at $.v: '{'a' * 5000}!' does not match '^(a+)+$' (rule: pattern)"
-    ]
+    (problem,) = problems  # the value is quoted only in part: the line stays readable
+    assert problem.startswith(f"node 'x' (Evil) at $.v: '{'a' * 200}")
+    assert problem.endswith("… (rule: pattern)") and len(problem) < 360
     assert time.perf_counter() - started < 10  # Python's `re` would take hours
 
 
