@@ -115,7 +115,12 @@ def entities_list(ctx: typer.Context, db: DbOption = None, as_json: JsonOption =
 @entities_app.command("create")
 def entities_create(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="Entity name (letters, digits, . @ - _).")],
+    name: Annotated[
+        str,
+        typer.Argument(
+            help="Entity name: ASCII letters, digits, . @ - _ (unique regardless of case)."
+        ),
+    ],
     description: Annotated[str, typer.Option("--description", "-d", help="What it is.")] = "",
     types: Annotated[
         Path | None,

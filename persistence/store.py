@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy import Connection, delete, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 
 from kgot.errors import EntityNameError, EntityNotFoundError, StoreError
@@ -45,8 +46,14 @@ from kgot.persistence.types_store import (
     update_type,
 )
 
-_ENTITY_NAME = re.compile(r"^[^\W_][\w.@-]*(?: [\w.@-]+)*$")
+# Entity names are identifiers typed in commands and listed side by side, so two of them must
+# never look alike: ASCII only (Latin `A`, Cyrillic `А` and fullwidth `Ａ` would be three
+# tenants), and unique without regard to case (see `_name_taken`).
+_ENTITY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9.@_-]*(?: [A-Za-z0-9.@_-]+)*")
 MAX_ENTITY_NAME = 128
+_PG_NAMES_LOCK = (
+    0x6B676F74_6E616D65  # pg_advisory_xact_lock key ("kgotname"): one creation at a time
+)
 RUN_STATUSES = ("running", "answered", "forced", "failed", "interrupted")
 
 
@@ -210,6 +217,7 @@ class Store:
         now = utc_now()
         try:
             with self._write() as connection:
+                self._refuse_taken_name(connection, name)
                 entity_id = connection.execute(
                     insert(TABLES.entities)
                     .values(
@@ -234,11 +242,21 @@ class Store:
                         shadow=shadow,
                     )
         except IntegrityError:
-            raise StoreError(
-                f"entity {name!r} already exists (pick another name, or delete it first with "
-                f"`kgot entities delete {name}`)"
-            ) from None
+            raise _taken(name, name) from None
         return EntityInfo(name, description, 0, 0, 0, now, now)
+
+    def _refuse_taken_name(self, connection: Connection, name: str) -> None:
+        """Raise when an entity's name equals ``name`` but for case. Creations take turns
+        (SQLite's write lock; an advisory lock on PostgreSQL), so two writers cannot both
+        pass this check with ``A`` and ``a``."""
+        if not self._context.target.is_sqlite:
+            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_NAMES_LOCK})
+        entities = TABLES.entities
+        existing = connection.execute(
+            select(entities.c.name).where(func.lower(entities.c.name) == name.lower())
+        ).scalar()
+        if existing is not None:
+            raise _taken(name, existing)
 
     def list_entities(self) -> list[EntityInfo]:
         """Every entity with its version and current node and edge counts, by name."""
@@ -673,6 +691,13 @@ class Store:
             query = query.with_for_update()
         row = connection.execute(query).first()
         if row is None:
+            other = connection.execute(
+                select(entities.c.name).where(func.lower(entities.c.name) == name.lower())
+            ).scalar()
+            if other is not None:  # names are unique without regard to case
+                raise EntityNotFoundError(
+                    f"no entity named {name!r} in {self.location}; did you mean {other!r}?"
+                )
             raise EntityNotFoundError(
                 f"no entity named {name!r} in {self.location}; create it with "
                 f"`kgot entities create {_shell_word(name)}`"
@@ -689,12 +714,39 @@ class Store:
 
 
 def _check_entity_name(name: str) -> None:
-    if not isinstance(name, str) or not _ENTITY_NAME.match(name) or len(name) > MAX_ENTITY_NAME:
-        raise EntityNameError(
-            f"invalid entity name {name!r}: use letters, digits and . @ - _ (single spaces "
-            f"between words allowed), starting with a letter or digit, at most "
-            f"{MAX_ENTITY_NAME} characters"
+    if isinstance(name, str) and len(name) <= MAX_ENTITY_NAME and _ENTITY_NAME.fullmatch(name):
+        return
+    raise EntityNameError(
+        f"invalid entity name {name!r}: use ASCII letters, digits and . @ - _ (single spaces "
+        f"between words allowed), starting with a letter or digit, at most {MAX_ENTITY_NAME} "
+        f"characters{_name_hint(name)}"
+    )
+
+
+def _name_hint(name: object) -> str:
+    """What to type instead: the plain form of fullwidth or compatibility characters, or why
+    other scripts are refused."""
+    if not isinstance(name, str) or name.isascii():
+        return ""
+    plain = unicodedata.normalize("NFKC", name)
+    if plain != name and _ENTITY_NAME.fullmatch(plain) and len(plain) <= MAX_ENTITY_NAME:
+        return f"; did you mean {plain!r}?"
+    return (
+        " (ASCII only: a letter of another script or width, such as Cyrillic А or fullwidth Ａ, "
+        "can look exactly like another entity's name)"
+    )
+
+
+def _taken(name: str, existing: str) -> StoreError:
+    if existing == name:
+        return StoreError(
+            f"entity {name!r} already exists (pick another name, or delete it first with "
+            f"`kgot entities delete {_shell_word(name)}`)"
         )
+    return StoreError(
+        f"entity {existing!r} already exists, and names are unique without regard to case "
+        f"(pick another name than {name!r}, or use {existing!r})"
+    )
 
 
 def _run_record(row: Any) -> RunRecord:
