@@ -163,6 +163,12 @@ def compile_pattern(pattern: str) -> Any:
     Raises:
         PatternError: RE2 cannot compile it (backreferences, lookaround, huge repetitions, …).
     """
+    return compile_uncached(pattern)
+
+
+def compile_uncached(pattern: str) -> Any:
+    """:func:`compile_pattern` without the cache, for patterns that are data (``format:
+    regex`` values), which would otherwise fill it with texts of up to a property's size."""
     options = re2.Options()
     options.log_errors = False  # RE2 would print each failure to stderr
     try:
@@ -325,7 +331,7 @@ def _is_uri_template(value: object) -> bool:
 def _is_regex(value: object) -> bool:
     if not isinstance(value, str):
         return True
-    compile_pattern(value)
+    compile_uncached(value)
     return True
 
 
