@@ -347,25 +347,17 @@ def normalize_in_place(graph: nx.MultiDiGraph) -> nx.MultiDiGraph:
 
 
 def raise_problems(graph: nx.MultiDiGraph) -> None:
-    """Check every element of ``graph`` (stopping after the first hundred problems).
+    """Check every element of ``graph``: all of them, so that a grouped problem line counts
+    every element breaking its rule (valid elements cost no message).
 
     Raises:
         ChangesetError: a node or edge breaks a rule.
     """
     problems: list[str] = []
     for node_id, attrs in graph._node.items():
-        found = node_problems(node_id, attrs)
-        if found:
-            problems.extend(found)
-            if len(problems) > 100:
-                break
-    if len(problems) <= 100:
-        for source, target, key, attrs in _edges(graph):
-            found = edge_problems(source, target, key, attrs)
-            if found:
-                problems.extend(found)
-                if len(problems) > 100:
-                    break
+        problems.extend(node_problems(node_id, attrs))
+    for source, target, key, attrs in _edges(graph):
+        problems.extend(edge_problems(source, target, key, attrs))
     if problems:
         raise ChangesetError(cap_problems(problems))
 

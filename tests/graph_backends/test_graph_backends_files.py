@@ -324,3 +324,15 @@ def test_integers_outside_64_bits_are_refused_with_their_place(tmp_path: Path):
     )
     graph = read_graph(edge)  # the bounds themselves are fine
     assert graph.nodes["a"]["n"] == 2**63 - 1 and graph.nodes["b"]["n"] == -(2**63)
+
+
+def test_a_file_breaking_one_rule_many_times_is_one_line_with_the_full_count(tmp_path: Path):
+    path = tmp_path / "nolabel.json"
+    nodes = [{"id": f"n{i}", "name": "x"} for i in range(1000)]
+    path.write_text(json.dumps({"directed": True, "nodes": nodes, "edges": []}), encoding="utf-8")
+    with pytest.raises(GraphFileError) as error:
+        read_graph(path)
+    assert str(error.value) == (
+        f"{path}: nodes 'n0', 'n1', 'n2' and 997 more: missing `label` (every node needs a "
+        "non-empty string label: its type)"
+    )
