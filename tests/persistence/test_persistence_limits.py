@@ -203,6 +203,25 @@ def test_checking_a_changeset_stops_at_its_deadline(store_url: str) -> None:
         assert store.get_entity("alice").version == 0
 
 
+def test_one_fact_whose_checking_takes_too_long_stops_the_check_early(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kgot.persistence import validation
+
+    monkeypatch.setattr(validation, "TYPE_CHECK_SECONDS", 0.3)  # 5 s in earnest
+    store.create_entity("alice")
+    session = store.session("alice")
+    session.create_type(node_type("Slow", EXPONENTIAL), justification="j")
+    started = time.perf_counter()
+    problems = session.check(Changeset(added_nodes=(Node("a", "Slow", {"v": "ok"}),)))
+    assert time.perf_counter() - started < 3  # not the 30 s the whole change may take
+    assert problems == [
+        "node 'a' (Slow): checking took more than 0.3 s (rule: check time); the schema makes "
+        "too much work of it: fewer nested anyOf/oneOf/allOf branches, or smaller values; "
+        "nothing after it was checked"
+    ]
+
+
 def test_the_model_cannot_create_a_type_whose_checking_would_not_end(store: Store) -> None:
     store.create_entity("mallory")
     tools = {t.name: t for t in build_type_tools(store.session("mallory"), run_id="r")}
