@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import unquote
 
-from .graphdata import LABEL, RELATIONSHIP, canonical_json
+from .graphdata import INT_MAX, INT_MIN, LABEL, RELATIONSHIP, canonical_json
 
 NAMESPACE = "urn:kgot:"
 NODE = NAMESPACE + "node:"
@@ -299,6 +299,26 @@ class ValueProblem(ValueError):
     """A literal that has no property-graph value."""
 
 
+_DIGITS = re.compile(r"[+-]?[0-9]+")
+
+
+def _integer_value(lexical: str, datatype: str) -> int:
+    """An integer literal within the signed 64-bit range property values allow."""
+    try:
+        number = int(lexical)
+    except ValueError:
+        if not _DIGITS.fullmatch(lexical.strip()):
+            raise ValueProblem(f"{_quote(lexical)} is not a valid {compact(datatype)}") from None
+        number = None  # digits too many for Python to convert
+    if number is None or not INT_MIN <= number <= INT_MAX:
+        shown = lexical if len(lexical) <= 40 else lexical[:12] + "…"
+        raise ValueProblem(
+            f"{_quote(shown)} is an integer outside the signed 64-bit range ({INT_MIN} to "
+            f"{INT_MAX}); store it as a string"
+        )
+    return number
+
+
 def literal_value(lexical: str, datatype: str, language: str | None = None) -> Any:
     """The property value of an RDF literal.
 
@@ -314,10 +334,7 @@ def literal_value(lexical: str, datatype: str, language: str | None = None) -> A
             return False
         raise ValueProblem(f"{_quote(lexical)} is not a valid xsd:boolean")
     if datatype in _INTEGER_TYPES:
-        try:
-            return int(lexical)
-        except ValueError:
-            raise ValueProblem(f"{_quote(lexical)} is not a valid {compact(datatype)}") from None
+        return _integer_value(lexical, datatype)
     if datatype in _FLOAT_TYPES:
         try:
             number = float(lexical)

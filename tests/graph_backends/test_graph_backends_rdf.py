@@ -72,7 +72,8 @@ def test_typed_literals_come_back_unchanged_through_oxigraph():
         date="1815-12-10",
         stamp="2024-02-29T12:30:00.5Z",
         small=1e-05,
-        big=2**80,
+        big=2**63 - 1,  # the widest integers a property may hold
+        low=-(2**63),
         neg=-0.0,
         flag=True,
         obj={"b": [1, 2], "a": None},
@@ -563,3 +564,20 @@ def test_the_job_input_follows_changes_element_by_element(sandbox):
 
 def _triples_of(ntriples: bytes) -> list[str]:
     return [line for line in ntriples.decode("utf-8").splitlines() if line]
+
+
+@pytest.mark.parametrize(
+    "lexical", [str(2**63), str(-(2**63) - 1), "9" * 5000], ids=["2**63", "-2**63-1", "5000 digits"]
+)
+def test_integer_literals_outside_64_bits_are_named_as_such(lexical):
+    # A 5,000-digit literal was reported as "not a valid xsd:integer".
+    integer = "<http://www.w3.org/2001/XMLSchema#integer>"
+    text = (
+        "<urn:kgot:node:x> <http://www.w3.org/1999/02/22-rdf-syntax-ns#type> <urn:kgot:type:T> .\n"
+        f'<urn:kgot:node:x> <urn:kgot:prop:n> "{lexical}"^^{integer} .\n'
+    )
+    store = ox.Store()
+    store.load(text.encode(), ox.RdfFormat.N_TRIPLES)
+    decoded = decode(store.quads_for_pattern(None, None, None, ox.DefaultGraph()))
+    (problem,) = decoded.problems
+    assert "is an integer outside the signed 64-bit range" in problem
