@@ -365,7 +365,9 @@ def _services(
     else:
         initial = start if start is not None else _start_graph(spec.graph_file)
         initial = _replay(initial, values.get("changesets", []))
-    backend = open_backend(spec.backend, sandbox, initial)
+    backend = open_backend(
+        spec.backend, sandbox, initial, max_property_bytes=settings.store.max_property_bytes
+    )
     context = ToolContext.from_settings(
         settings,
         sandbox=sandbox,

@@ -62,6 +62,7 @@ def open_backend(
     endpoint: str | None = None,
     endpoint_update: str | None = None,
     endpoint_graph: str | None = None,
+    max_property_bytes: int | None = None,
 ) -> GraphBackend:
     """A backend holding ``graph`` (a property graph; ``None`` = empty).
 
@@ -73,6 +74,8 @@ def open_backend(
         endpoint: ``rdf`` only: URL of a SPARQL 1.1 query endpoint that also holds the graph.
         endpoint_update: its update URL (default: ``endpoint``).
         endpoint_graph: the named graph kgot uses there (default: the endpoint's default graph).
+        max_property_bytes: changes with a larger property value (as UTF-8 JSON) are refused
+            (``store.max_property_bytes``; ``None``: no cap).
 
     Raises:
         UsageError: unknown backend name, or an endpoint given for ``networkx``.
@@ -84,7 +87,9 @@ def open_backend(
             raise UsageError("a SPARQL endpoint needs the rdf backend; use --backend rdf")
         from kgot.graph_backends.networkx_backend import NetworkXBackend
 
-        return NetworkXBackend(sandbox, graph, timeout_s=timeout_s)
+        return NetworkXBackend(
+            sandbox, graph, timeout_s=timeout_s, max_property_bytes=max_property_bytes
+        )
     if name == "rdf":
         from kgot.graph_backends.rdf_backend import RdfBackend
 
@@ -95,5 +100,11 @@ def open_backend(
             remote = SparqlEndpoint(
                 endpoint, update_url=endpoint_update, graph_iri=endpoint_graph, timeout_s=timeout_s
             )
-        return RdfBackend(sandbox, graph, timeout_s=timeout_s, endpoint=remote)
+        return RdfBackend(
+            sandbox,
+            graph,
+            timeout_s=timeout_s,
+            endpoint=remote,
+            max_property_bytes=max_property_bytes,
+        )
     raise UsageError(f"unknown graph backend {name!r}; choose one of: {', '.join(BACKENDS)}")

@@ -60,12 +60,13 @@ class PropertyGraphBackend:
         lines: LineFormat,
         serializer: Serializer,
         timeout_s: float | None = None,
+        max_property_bytes: int | None = None,
     ) -> None:
         self.sandbox = sandbox
         self.timeout_s = timeout_s
         self._view = ViewIndex(lines)
         self._serializer = serializer
-        self._state = GraphState([self._view, serializer])
+        self._state = GraphState([self._view, serializer], max_property_bytes=max_property_bytes)
         self._state.load(graph)
 
     # -- the contract -------------------------------------------------------------------------

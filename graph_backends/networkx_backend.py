@@ -99,6 +99,7 @@ class NetworkXBackend(PropertyGraphBackend):
         graph: nx.MultiDiGraph | None = None,
         *,
         timeout_s: float | None = None,
+        max_property_bytes: int | None = None,
     ) -> None:
         super().__init__(
             sandbox,
@@ -106,4 +107,5 @@ class NetworkXBackend(PropertyGraphBackend):
             lines=PythonLines(),
             serializer=RecordSerializer(),
             timeout_s=timeout_s,
+            max_property_bytes=max_property_bytes,
         )

@@ -138,6 +138,7 @@ class RdfBackend(PropertyGraphBackend):
         *,
         timeout_s: float | None = None,
         endpoint: SparqlEndpoint | None = None,
+        max_property_bytes: int | None = None,
     ) -> None:
         self.endpoint = endpoint
         given = graph is not None
@@ -150,6 +151,7 @@ class RdfBackend(PropertyGraphBackend):
             lines=TurtleLines(),
             serializer=self._ntriples,
             timeout_s=timeout_s,
+            max_property_bytes=max_property_bytes,
         )
         if endpoint is not None and given:
             endpoint.replace_graph(self.to_networkx())

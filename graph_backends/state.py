@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
 import networkx as nx
@@ -26,8 +26,10 @@ from kgot.graph_backends.jobs.graphdata import (
     check_edge,
     check_node,
     describe_edge,
+    describe_id,
     edge_problems,
     node_problems,
+    oversized_problem,
 )
 from kgot.graph_backends.jobs.outcome import collector_paused
 from kgot.graph_backends.jobs.python_job import (
@@ -50,8 +52,11 @@ class ChangeListener(Protocol):
 class GraphState:
     """A property graph, a lock, and the listeners kept in step with it."""
 
-    def __init__(self, listeners: Iterable[ChangeListener] = ()) -> None:
+    def __init__(
+        self, listeners: Iterable[ChangeListener] = (), *, max_property_bytes: int | None = None
+    ) -> None:
         self.graph = nx.MultiDiGraph()
+        self.max_property_bytes = max_property_bytes  # None: no cap on a property value's size
         self.lock = threading.RLock()
         self.version = 0
         self.listeners = list(listeners)
@@ -96,7 +101,9 @@ class GraphState:
         and elements that changed since the version the changeset was computed from."""
         with self.lock:
             return cap_problems(
-                changeset_problems(self.graph, changeset) + self._stale_problems(changeset)
+                changeset_problems(self.graph, changeset)
+                + self._stale_problems(changeset)
+                + size_problems(changeset, self.max_property_bytes)
             )
 
     def apply(self, changeset: Changeset) -> None:
@@ -384,6 +391,27 @@ def _needs_normalizing(graph: nx.MultiDiGraph) -> bool:
         ):
             return True
     return False
+
+
+def size_problems(changeset: Changeset, limit: int | None) -> list[str]:
+    """Property values of new and changed elements larger than ``limit`` bytes of JSON."""
+    if limit is None:
+        return []
+    problems = []
+    elements: list[tuple[str, Mapping[str, Any]]] = [
+        (f"node {describe_id(node.id)}", node.properties)
+        for node in (*changeset.added_nodes, *changeset.changed_nodes)
+    ]
+    elements.extend(
+        (describe_edge(*edge.ident), edge.properties)
+        for edge in (*changeset.added_edges, *changeset.changed_edges)
+    )
+    for where, properties in elements:
+        for name, value in properties.items():
+            why = oversized_problem(value, limit)
+            if why is not None:
+                problems.append(f"{where}: property `{name}`: {why}")
+    return problems
 
 
 def changeset_problems(graph: nx.MultiDiGraph, changeset: Changeset) -> list[str]:

@@ -30,7 +30,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kgot.graph_backends.base import Changeset, Edge, Node
-from kgot.graph_backends.jobs.graphdata import cap_problems, child_path, locate_value_problem
+from kgot.graph_backends.jobs.graphdata import (
+    cap_problems,
+    child_path,
+    locate_value_problem,
+    oversized_problem,
+)
 from kgot.persistence.catalog import TypeCatalog, TypeDef
 from kgot.persistence.limits import DEFAULT_LIMITS, StoreLimits
 from kgot.persistence.schema import SOURCE_KINDS
@@ -217,16 +222,9 @@ _LONG_DIGIT_RUN = re.compile(r"\d{19}")  # 2**63 has 19 digits: shorter integers
 def _oversized_properties(properties: Mapping[str, Any], limit: int) -> list[tuple[str, str]]:
     found = []
     for name, value in properties.items():
-        size = len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
-        if size > limit:
-            found.append(
-                (
-                    child_path("$", name)[:120],
-                    f"the value is {size:,} bytes of JSON, more than the {limit:,} a property "
-                    "may hold (rule: property size; keep large content in a file and store "
-                    "its path or URL; the cap is the setting store.max_property_bytes)",
-                )
-            )
+        why = oversized_problem(value, limit)
+        if why is not None:
+            found.append((child_path("$", name)[:120], why))
     return found
 
 

@@ -199,6 +199,23 @@ def _int_out_of_range(value: int) -> str:
     )
 
 
+def oversized_problem(value: Any, limit: int) -> str | None:
+    """Why ``value`` is too large for a property (more than ``limit`` bytes as UTF-8 JSON), or
+    ``None``. Scalars and strings that cannot reach the limit are not serialised."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return None
+    if isinstance(value, str) and 6 * len(value) + 2 <= limit:  # \u0001 is 6 bytes of JSON
+        return None
+    size = len(json.dumps(value, ensure_ascii=False).encode("utf-8", "replace"))
+    if size <= limit:
+        return None
+    return (
+        f"the value is {size:,} bytes of JSON, more than the {limit:,} a property may hold "
+        "(rule: property size; keep large content in a file and store its path or URL; the cap "
+        "is the setting store.max_property_bytes)"
+    )
+
+
 def _text_problem(text: str) -> str | None:
     if text.isascii():
         return None

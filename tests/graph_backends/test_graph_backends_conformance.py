@@ -412,3 +412,18 @@ def test_large_results_are_cut_and_say_so(make_backend, dialect):
     cut = backend.query(code, max_items=10 if dialect.name == "rdf" else 30)
     assert cut.truncated and 0 < len(cut.value) < 30
     assert "[the result was cut to its first" in cut.text  # what the model reads says so
+
+
+def test_a_property_value_over_the_size_cap_is_refused(make_backend, dialect):
+    # Runs without an entity kept any property a job could write (50 MB were accepted).
+    backend = make_backend(max_property_bytes=1000)
+    with pytest.raises(ChangesetError) as refused:
+        backend.propose(dialect.add_person("ada", "A" * 2000))
+    assert refused.value.problems == [
+        "node 'ada': property `name`: the value is 2,002 bytes of JSON, more than the 1,000 a "
+        "property may hold (rule: property size; keep large content in a file and store its "
+        "path or URL; the cap is the setting store.max_property_bytes)"
+    ]
+    assert backend.stats().nodes == 0
+    backend.apply(backend.propose(dialect.add_person("ada", "A" * 900)))
+    assert backend.stats().nodes == 1
