@@ -91,7 +91,8 @@ def ask(
         bool, typer.Option("--json", help="Print one JSON object with answer, usage and graph.")
     ] = False,
     resume: Annotated[
-        str | None, typer.Option(help="Continue the interrupted run with this id.")
+        str | None,
+        typer.Option(help="Continue the interrupted run with this id (or a unique start of it)."),
     ] = None,
     run_id: Annotated[
         str | None, typer.Option(help="Id for the new run (default: random).")
@@ -114,6 +115,7 @@ def ask(
                 "--run-id": run_id,
             }
         )
+        resume = full_run_id(resume, settings_from(ctx, {"store.db": db}).store.db)
     else:
         question = _question_text(question, question_file)
     flags = {
@@ -352,11 +354,11 @@ def runs_show(
     from kgot.persistence import open_store
 
     settings = settings_from(ctx, {"store.db": db})
+    run_id = full_run_id(run_id, settings.store.db)
     run = None
     if _store_exists(settings.store.db):
         store = open_store(settings.store.db)
         try:
-            run_id = resolve_run_id(run_id, store.run_ids(run_id))
             run = store.get_run(run_id)
         finally:
             store.close()
@@ -458,6 +460,20 @@ def resolve_run_id(given: str, candidates: list[str]) -> str:
         f"run id {given!r} is the start of {len(candidates)} run ids; give more characters "
         "(see `kgot runs list`)"
     )
+
+
+def full_run_id(given: str, location: str) -> str:
+    """The whole id of the run ``given`` names in the store at ``location`` (``given`` itself
+    when there is no store or no such run: the caller reports a missing run its own way)."""
+    from kgot.persistence import open_store
+
+    if not _store_exists(location):
+        return given
+    store = open_store(location)
+    try:
+        return resolve_run_id(given, store.run_ids(given))
+    finally:
+        store.close()
 
 
 def _store_exists(location: str) -> bool:

@@ -106,3 +106,12 @@ def test_abbreviations_like_git() -> None:
     assert resolve_run_id("nope", []) == "nope"
     with pytest.raises(UsageError, match="start of 2 run ids"):
         resolve_run_id("r", ["r1", "r2"])
+
+
+def test_resume_takes_a_unique_abbreviation(runs: Kgot) -> None:
+    code, out, err = runs("ask", "--resume", "3f1c0a2b-a")
+    assert code == 0, err  # the finished run is reported again, under its whole id
+    assert out == "unknown\n"
+    code, out, err = runs("ask", "--resume", "3f1c")
+    assert code == 2 and out == ""
+    assert "run id '3f1c' is the start of 2 run ids" in err
