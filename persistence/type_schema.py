@@ -484,9 +484,10 @@ def _identity_problems(schema: Mapping[str, Any]) -> list[str]:
 
 def example_problems(schema: Mapping[str, Any], example: Mapping[str, Any]) -> list[str]:
     """How ``example`` breaks ``schema`` (assumed to pass :func:`schema_problems`)."""
+    validator = make_validator(schema)  # built before the clock starts (see _runtime_problems)
     try:
         with check_deadline(TYPE_CHECK_SECONDS):
-            errors = sorted(make_validator(schema).iter_errors(dict(example)), key=error_order)
+            errors = sorted(validator.iter_errors(dict(example)), key=error_order)
     except RecursionError:
         return [f"example: {cycle_message()}"]
     except CheckTimeout:
@@ -517,9 +518,12 @@ def error_order(error: Any) -> tuple[str, str]:
 
 def _runtime_problems(schema: Mapping[str, Any]) -> list[str]:
     """Last line of defence behind the static checks: validating ``{}`` must terminate."""
+    # Building the validator is outside the deadline: it loads format checkers (up to a
+    # second, once per process, longer on a busy machine), which says nothing of the schema.
+    validator = make_validator(schema)
     try:
         with check_deadline(TYPE_CHECK_SECONDS):
-            for _ in make_validator(schema).iter_errors({}):
+            for _ in validator.iter_errors({}):
                 pass
     except RecursionError:
         return [f"properties schema: {cycle_message()}"]

@@ -413,7 +413,11 @@ class _FactCheck:
         found = self.memo.get((type_def.id, text))
         if found is None:
             # One fact gets as long as a new type's example (a schema that takes longer for
-            # one value is broken, not busy); the whole change gets `check_seconds`.
+            # one value is broken, not busy); the whole change gets `check_seconds`. The
+            # validator is built before the clock starts: building it costs up to a second
+            # once per type and process (format checkers load), which a busy machine can
+            # stretch past the deadline, and it is no measure of the value.
+            _ = type_def.validator
             with check_deadline(TYPE_CHECK_SECONDS):
                 found = type_def.property_problems(plain)
             self.memo[(type_def.id, text)] = found

@@ -222,6 +222,32 @@ def test_one_fact_whose_checking_takes_too_long_stops_the_check_early(
     ]
 
 
+def test_loading_the_schema_checkers_does_not_count_against_a_facts_deadline(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # jsonschema and its format checkers load on first use: about a second, several on a busy
+    # machine. That time says nothing of the value, so it must not trip the 5 s per fact.
+    from kgot.persistence import type_schema, validation
+
+    monkeypatch.setattr(validation, "TYPE_CHECK_SECONDS", 0.3)
+    monkeypatch.setattr(type_schema, "TYPE_CHECK_SECONDS", 0.3)
+    store.create_entity("alice")
+    session = store.session("alice")
+    build = type_schema.make_validator
+
+    def slow_first_build(schema: dict) -> object:
+        time.sleep(0.5)  # a cold, busy process loading the checkers
+        return build(schema)
+
+    monkeypatch.setattr(type_schema, "make_validator", slow_first_build)
+    monkeypatch.setattr("kgot.persistence.catalog.make_validator", slow_first_build)
+    session.create_type(node_type("Plain", {"type": "object"}), justification="j")
+    problems = store.session("alice").check(
+        Changeset(added_nodes=(Node("a", "Plain", {"v": "ok"}),))
+    )
+    assert problems == []
+
+
 def test_the_model_cannot_create_a_type_whose_checking_would_not_end(store: Store) -> None:
     store.create_entity("mallory")
     tools = {t.name: t for t in build_type_tools(store.session("mallory"), run_id="r")}
