@@ -238,9 +238,11 @@ def scripted_error(kind: str) -> Exception:
     import httpx
     import openai
 
-    request = httpx.Request("POST", "http://scripted.invalid/v1/chat/completions")
+    # openai's exceptions are typed against the HTTP client it ships with (httpx2 in recent
+    # releases); they only keep the request and response for display, so httpx's do.
+    request: Any = httpx.Request("POST", "http://scripted.invalid/v1/chat/completions")
 
-    def status(code: int) -> httpx.Response:
+    def status(code: int) -> Any:
         return httpx.Response(code, request=request, json={"error": {"message": kind}})
 
     by_status: dict[str, tuple[type[openai.APIStatusError], int]] = {

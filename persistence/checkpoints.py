@@ -76,9 +76,9 @@ async def open_checkpointer(url: str) -> AsyncIterator[BaseCheckpointSaver]:
 
     await _ensure_schema(target)
     try:
-        async with AsyncPostgresSaver.from_conn_string(target.libpq_conninfo()) as saver:
-            await saver.setup()
-            yield saver
+        async with AsyncPostgresSaver.from_conn_string(target.libpq_conninfo()) as async_saver:
+            await async_saver.setup()
+            yield async_saver
     except psycopg.OperationalError as error:
         # Also when the server goes away mid-run: still the user's to fix, in one line.
         raise StoreError(_unreachable(target, error)) from None
@@ -133,17 +133,22 @@ def purge_checkpoints(target: StoreTarget | str, run_ids: Sequence[str]) -> None
 
     import psycopg
     from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg.rows import dict_row
 
     try:
-        with PostgresSaver.from_conn_string(target.libpq_conninfo()) as postgres_saver:
+        # The connection PostgresSaver.from_conn_string would open, kept typed as one.
+        with psycopg.connect(
+            target.libpq_conninfo(), autocommit=True, prepare_threshold=0, row_factory=dict_row
+        ) as pg_connection:
             # No setup(): its CREATE INDEX CONCURRENTLY waits for every open transaction —
             # the caller's own included (delete_entity purges while it holds the entity lock).
             # Without the tables there is nothing to purge.
-            row = postgres_saver.conn.execute(
+            row = pg_connection.execute(
                 "SELECT to_regclass('checkpoints') IS NOT NULL AS present"
             ).fetchone()
             if not row or not row["present"]:
                 return
+            postgres_saver = PostgresSaver(pg_connection)
             for run_id in run_ids:
                 postgres_saver.delete_thread(run_id)
     except psycopg.OperationalError as error:

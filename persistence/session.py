@@ -235,10 +235,12 @@ class EntitySession:
         now = utc_now()
         with self._read() as connection:
             self._entity_version(connection)
-            by_label = node_counts(connection, now, self._entity_id, by_label=True)
-            by_relationship = edge_counts(connection, now, self._entity_id, by_relationship=True)
-        by_label = dict(sorted(by_label.items()))
-        by_relationship = dict(sorted(by_relationship.items()))
+            label_counts = node_counts(connection, now, self._entity_id, by_label=True)
+            relationship_counts = edge_counts(
+                connection, now, self._entity_id, by_relationship=True
+            )
+        by_label = dict(sorted(label_counts.items()))
+        by_relationship = dict(sorted(relationship_counts.items()))
         return GraphStats(
             nodes=sum(by_label.values()),
             edges=sum(by_relationship.values()),
@@ -447,13 +449,21 @@ class EntitySession:
                 self._view = View(version)
                 return Changeset()  # every version since the base is this session's own
             now = utc_now()
-            scope = {"entity_id": self._entity_id, "view": view, "now": now}
-            nodes = _catch_up(connection, _nodes, key_columns=(_nodes.c.node_id,), **scope)
+            nodes = _catch_up(
+                connection,
+                _nodes,
+                key_columns=(_nodes.c.node_id,),
+                entity_id=self._entity_id,
+                view=view,
+                now=now,
+            )
             edges = _catch_up(
                 connection,
                 _edges,
                 key_columns=(_edges.c.source, _edges.c.target, _edges.c.key),
-                **scope,
+                entity_id=self._entity_id,
+                view=view,
+                now=now,
             )
             self._view = View(version)
         return Changeset(

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import overload
 
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+@overload
+def as_utc(value: datetime) -> datetime: ...
+@overload
+def as_utc(value: None) -> None: ...
 
 
 def as_utc(value: datetime | None) -> datetime | None:

@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 
 from pydantic import Field
 
-from kgot.tools.base import ToolFailure, ToolResult
+from kgot.tools.base import ErrorKind, ToolFailure, ToolResult
 from kgot.tools.dates import parse_date
 from kgot.tools.paging import Document
 from kgot.tools.session import ToolSession
@@ -61,7 +61,7 @@ class MediaWiki:
             error = data["error"]
             code = error.get("code", "") if isinstance(error, dict) else ""
             info = error.get("info", error) if isinstance(error, dict) else error
-            kind = "not_found" if code in ("missingtitle", "nosuchrevid") else "network"
+            kind: ErrorKind = "not_found" if code in ("missingtitle", "nosuchrevid") else "network"
             raise ToolFailure(f"the Wikipedia API refused the request: {info}", kind=kind)
         return data
 
