@@ -11,10 +11,18 @@ Two kinds of request use it:
 
 * :meth:`Http.api` — JSON APIs at configured endpoints (MediaWiki, Wayback, search providers).
   The endpoint is trusted configuration: its own origin (scheme, host and port) may be on
-  loopback or a private network. Any other origin it redirects to is checked.
+  loopback or a private network. Its keys are for that origin alone, so it may redirect only
+  there (or to the same host over https); anywhere else is refused. Since it never connects
+  anywhere else, the address check has nothing to do and the proxy variables apply (a user
+  behind a corporate proxy reaches the API through it).
 * :meth:`Http.fetch` — a URL the *model* chose (or an API returned): every origin is checked,
   except the origin of a configured endpoint named by the caller (a Wayback snapshot served by
-  the configured archive itself).
+  the configured archive itself). It connects directly: a proxy would resolve names itself, out
+  of reach of the check. A redirect to another origin drops every header but the harmless ones.
+
+Messages and source references name a URL through :func:`shown_url` (no password, no key-like
+query value), and an API call by its configured endpoint — never the query kgot built, which
+holds SerpAPI's ``api_key``.
 
 Retries (two, with backoff, honouring ``Retry-After`` up to a few seconds) happen only for
 connection failures, timeouts and the statuses in :data:`RETRY_STATUSES`. Everything else,
@@ -26,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import ipaddress
+import re
 import socket
 import ssl
 import time
@@ -34,7 +43,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import unquote_plus, urljoin, urlsplit
 
 from kgot import __version__
 from kgot.config import ToolsSettings
@@ -51,6 +60,22 @@ RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504, 520, 521, 522, 523, 52
 MAX_REDIRECTS = 8
 MAX_RETRY_AFTER_S = 5.0
 _EXCERPT_CHARS = 200
+# Headers that may follow a redirect to another origin: they say nothing about the caller. Any
+# other one (Authorization, X-Subscription-Token, an API's own key header) stays behind.
+_PORTABLE_HEADERS = frozenset(
+    {"accept", "accept-encoding", "accept-language", "connection", "user-agent"}
+)
+# Query parameters whose value is a credential (names compared lower-case, "-" read as "_").
+_SECRET_PARAMS = frozenset(
+    {"key", "apikey", "api_key", "token", "access_token", "auth", "password", "passwd", "pwd"}
+    | {"secret", "client_secret", "sig", "signature", "appid"}
+)
+_SECRET_PARAM_ENDINGS = ("_key", "_token", "_secret", "_password", "_signature", "apikey")
+_USERINFO = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/?#@]*@")
+MASK = "***"
+# A secret shorter than this is not searched for in messages: masking every "a" in a message
+# would hide it, and real keys are longer.
+_MIN_MASKED_CHARS = 8
 
 T = TypeVar("T")
 
@@ -238,7 +263,15 @@ class Http:
         self.backoff_s = backoff_s
         self.max_bytes = settings.max_download_mb * 1024 * 1024
 
-    def _client(self, trusted_endpoint: str | None) -> httpx.AsyncClient:
+    def _client(self, trusted_endpoint: str | None, *, checked: bool) -> httpx.AsyncClient:
+        """A client for one request and its redirects.
+
+        Args:
+            trusted_endpoint: the configured endpoint whose origin skips the address check.
+            checked: whether connections go through the address check (unless
+                ``tools.allow_private_urls``); without it httpx's own transport connects,
+                honouring ``HTTP(S)_PROXY`` and ``NO_PROXY``.
+        """
         # httpx loads on first use: listing the tools does not need it (~0.5 s of imports).
         import httpx
 
@@ -246,7 +279,7 @@ class Http:
 
         timeout = httpx.Timeout(self.settings.timeout, connect=min(10.0, self.settings.timeout))
         transport = None  # httpx's own, which honours HTTP(S)_PROXY
-        if not self.settings.allow_private_urls:
+        if checked and not self.settings.allow_private_urls:
             # A proxy would resolve names itself, out of reach of the address check, so
             # checked requests connect directly (httpx ignores proxy variables with a transport).
             trusted = {origin_of(trusted_endpoint)} if trusted_endpoint else set()
@@ -273,8 +306,10 @@ class Http:
         """Call a JSON API (GET, or POST when ``json_body`` is given) and decode its answer.
 
         Args:
-            url: the endpoint (trusted configuration: its own origin may be private; redirects
-                are followed, to other origins only when they are public).
+            url: the endpoint (trusted configuration: its own origin may be private). Redirects
+                are followed on its origin and to the same host over https; one to any other
+                origin is refused, since the request's key would go along. Messages name this
+                endpoint (through :func:`shown_url`), never the query built from ``params``.
             params, json_body, headers: the request.
             service: how messages name the API ("the Wikipedia API").
             setting: the setting that configures its endpoint ("tools.wikipedia_api"), named
@@ -283,23 +318,25 @@ class Http:
 
         Raises:
             ToolFailure: ``network`` (unreachable, failing after retries, not JSON),
-                ``unavailable`` (wrong endpoint or refused key: a configuration problem),
-                ``input`` (the API refused this request, or redirected to a non-public
-                address) or ``unsupported`` (an answer over the download cap).
+                ``unavailable`` (wrong endpoint, refused key, or a redirect to another origin:
+                a configuration problem), ``input`` (the API refused this request) or
+                ``unsupported`` (an answer over the download cap). Its message and source
+                reference carry no key, even one the API quoted back.
         """
         import httpx
 
         request = _Request("GET" if json_body is None else "POST", url, params, json_body, headers)
+        endpoint = shown_url(url)
 
         async def attempt() -> Any:
             async with self._exchange(
-                request, trusted_endpoint=url, service=service, setting=setting
+                request, trusted_endpoint=url, service=service, setting=setting, api=True
             ) as response:
-                body = await self._read_capped(response, url)
+                body = await self._read_capped(response, endpoint)
             answer = httpx.Response(
                 response.status_code, headers=response.headers, content=body
             )  # read in full: the status checks quote the body
-            _raise_for_api_status(answer, service, url, setting, key_setting or setting)
+            _raise_for_api_status(answer, service, endpoint, setting, key_setting or setting)
             try:
                 return answer.json()
             except ValueError:
@@ -307,10 +344,18 @@ class Http:
                     f"{service} answered with something that is not JSON ({_excerpt(answer)}); "
                     f"check {setting}, or use another tool",
                     kind="network",
-                    source_ref=url,
+                    source_ref=endpoint,
                 ) from None
 
-        return await self._with_retries(attempt)
+        try:
+            return await self._with_retries(attempt)
+        except ToolFailure as failure:
+            # An API may quote the key it refused ("invalid key abc…") into the excerpt.
+            secrets = _secret_values(params, headers)
+            failure.args = (_masked(str(failure), secrets),)
+            if failure.source_ref is not None:
+                failure.source_ref = _masked(failure.source_ref, secrets)
+            raise
 
     async def fetch(self, url: str, *, trusted_endpoint: str | None = None) -> Fetched:
         """Download ``url`` (following redirects) up to the size cap.
@@ -332,8 +377,8 @@ class Http:
                 request, trusted_endpoint=trusted_endpoint, service="the web server"
             ) as response:
                 final = str(response.url)
-                _raise_for_status(response, "the web server", final)
-                body = await self._read_capped(response, final)
+                _raise_for_status(response, "the web server", shown_url(final))
+                body = await self._read_capped(response, shown_url(final))
                 return Fetched(
                     url=final,
                     status=response.status_code,
@@ -351,18 +396,29 @@ class Http:
         trusted_endpoint: str | None,
         service: str,
         setting: str | None = None,
+        api: bool = False,
     ) -> AsyncIterator[httpx.Response]:
         """Send ``request`` and follow its redirects: the one way the tools reach the network.
 
-        Every hop's URL is checked (:func:`check_url`) and, unless ``tools.allow_private_urls``,
-        every connection goes through the public-address check, but for the origin of
-        ``trusted_endpoint``. Yields the final response with its body not yet read (a
+        Every hop's URL is checked (:func:`check_url`). A page fetch (``api`` false) connects
+        directly and, unless ``tools.allow_private_urls``, through the public-address check,
+        but for the origin of ``trusted_endpoint``. An API call (``api``) stays on the
+        endpoint's origin (see :meth:`api`), so it goes through httpx's own transport and any
+        proxy the environment names. Yields the final response with its body not yet read (a
         redirect's body is never read), and closes it afterwards.
         """
         import httpx
 
         check_url(request.url)
-        async with self._client(trusted_endpoint) as client:
+        # What messages call a hop: an API call is its configured endpoint, whatever query was
+        # built or redirected to; a page is its own URL.
+        endpoint = shown_url(request.url)
+
+        def shown(url: str) -> str:
+            return endpoint if api else shown_url(url)
+
+        home = _origin(request.url)
+        async with self._client(trusted_endpoint, checked=not api) as client:
             current = client.build_request(
                 request.method,
                 request.url,
@@ -375,30 +431,33 @@ class Http:
                 try:
                     response = await client.send(current, stream=True)
                 except ToolFailure as refused:  # from PublicOnlyBackend: name the URL
-                    refused.source_ref = url
+                    refused.source_ref = shown(url)
                     raise
                 except (httpx.InvalidURL, httpx.UnsupportedProtocol) as error:
-                    raise _invalid_url(url, str(error)) from None
+                    raise _invalid_url(shown(url), str(error)) from None
                 except httpx.HTTPError as error:
-                    raise _transport_failure(error, url, service) from None
+                    raise _transport_failure(error, shown(url), service) from None
                 try:
                     if not (response.is_redirect and "location" in response.headers):
                         yield response
                         return
-                    current = _redirect_request(client, current, response)
+                    following = _redirect_request(client, current, response)
+                    if api and not _same_service(home, _origin(str(following.url))):
+                        raise _foreign_redirect(service, endpoint, following.url, setting)
+                    current = following
                 finally:
                     await response.aclose()
         if setting is not None:
             raise ToolFailure(
-                f"{service} at {request.url} redirects in a loop; check {setting}",
+                f"{service} at {endpoint} redirects in a loop; check {setting}",
                 kind="unavailable",
-                source_ref=request.url,
+                source_ref=endpoint,
             )
         raise ToolFailure(
-            f"{request.url} redirects more than {MAX_REDIRECTS} times; try the final address "
+            f"{endpoint} redirects more than {MAX_REDIRECTS} times; try the final address "
             "directly or another source",
             kind="network",
-            source_ref=request.url,
+            source_ref=endpoint,
         )
 
     async def _read_capped(self, response: httpx.Response, url: str) -> bytes:
@@ -451,23 +510,100 @@ def _redirect_request(
     client: httpx.AsyncClient, request: httpx.Request, response: httpx.Response
 ) -> httpx.Request:
     """The next hop of a redirect, as browsers make it (httpx's rules, which it applies only
-    when it follows redirects itself — and then it reads every redirect's body, uncapped)."""
-    import httpx
+    when it follows redirects itself — and then it reads every redirect's body, uncapped).
 
+    To another origin (scheme, host or port) only the headers in :data:`_PORTABLE_HEADERS` go
+    along, and no body: a key or a request body is for the origin it was meant for. The query
+    is the one the ``Location`` names, never the first request's.
+    """
     location = urljoin(str(request.url), response.headers["location"])
     check_url(location)
     method = request.method
     status = response.status_code
     if (status in (302, 303) and method != "HEAD") or (status == 301 and method == "POST"):
         method = "GET"
-    dropped = {"host", "cookie"}
-    if method != request.method:
-        dropped |= {"content-length", "content-type", "transfer-encoding"}
-    if httpx.URL(location).host != request.url.host:
-        dropped.add("authorization")  # a key is for the host it was configured for
-    headers = {k: v for k, v in request.headers.items() if k.lower() not in dropped}
+    foreign = _origin(location) != _origin(str(request.url))
+    if foreign and method not in ("GET", "HEAD"):
+        method = "GET"  # its body stays behind, so it cannot be re-sent as it was
+    if foreign:
+        headers = {k: v for k, v in request.headers.items() if k.lower() in _PORTABLE_HEADERS}
+    else:
+        dropped = {"host", "cookie"}  # recomputed for the new URL (cookies from the jar)
+        if method != request.method:
+            dropped |= {"content-length", "content-type", "transfer-encoding"}
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in dropped}
     content = request.content if method == request.method else None
     return client.build_request(method, location, headers=headers, content=content)
+
+
+def _origin(url: str) -> tuple[str, str, int]:
+    """``(scheme, host, port)`` of ``url``, with the scheme's default port filled in."""
+    import httpx
+
+    parsed = httpx.URL(url)
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    return parsed.scheme, parsed.host.lower(), port
+
+
+def _same_service(home: tuple[str, str, int], there: tuple[str, str, int]) -> bool:
+    """Whether an API at ``home`` may redirect ``there``: its own origin, or its host over
+    https on the default port (an ``http://`` endpoint that moved to ``https://``)."""
+    return there == home or there == ("https", home[1], 443)
+
+
+def _foreign_redirect(
+    service: str, endpoint: str, target: httpx.URL, setting: str | None
+) -> ToolFailure:
+    scheme, host, port = _origin(str(target))
+    where = f"{scheme}://{host}:{port}"
+    fix = f"set {setting} to the new address if you trust it" if setting else "check its address"
+    return ToolFailure(
+        f"{service} at {endpoint} redirects to another site ({where}); kgot does not follow an "
+        f"API elsewhere, since its key and request would go along — {fix}. Until then, use "
+        "other tools",
+        kind="unavailable",
+        source_ref=endpoint,
+    )
+
+
+def shown_url(url: str) -> str:
+    """``url`` as messages and source references name it: any user name and password in it,
+    and the value of every query parameter named like a credential (``api_key``, ``key``,
+    ``token``, ``access_token``, ``*_secret`` …), replaced by ``***``."""
+    head, hash_mark, fragment = url.partition("#")
+    head = _USERINFO.sub(rf"\g<scheme>{MASK}@", head, count=1)
+    path, question_mark, query = head.partition("?")
+    if question_mark:
+        query = "&".join(_shown_param(part) for part in query.split("&"))
+    return path + question_mark + query + hash_mark + fragment
+
+
+def _shown_param(part: str) -> str:
+    name, equals, value = part.partition("=")
+    if equals and value and _is_secret_name(unquote_plus(name)):
+        return f"{name}={MASK}"
+    return part
+
+
+def _is_secret_name(name: str) -> bool:
+    normal = name.strip().lower().replace("-", "_")
+    return normal in _SECRET_PARAMS or normal.endswith(_SECRET_PARAM_ENDINGS)
+
+
+def _secret_values(params: dict[str, Any] | None, headers: dict[str, str] | None) -> list[str]:
+    """The credentials in an API request: values of key-like parameters and of every header
+    but the harmless ones (and each word of those, for "Bearer <key>")."""
+    values = [str(v) for k, v in (params or {}).items() if _is_secret_name(k)]
+    for name, value in (headers or {}).items():
+        if name.lower() not in _PORTABLE_HEADERS | {"content-type"}:
+            values += [value, *value.split()]
+    return sorted({v for v in values if len(v) >= _MIN_MASKED_CHARS}, key=len, reverse=True)
+
+
+def _masked(text: str, secrets: list[str]) -> str:
+    for secret in secrets:  # longest first, so a key inside "Bearer <key>" goes with it
+        text = text.replace(secret, MASK)
+    return text
 
 
 def origin_of(url: str) -> tuple[str, int]:

@@ -16,7 +16,7 @@ from pydantic import Field
 
 from kgot.config import ToolsSettings
 from kgot.tools.base import ToolFailure, ToolResult
-from kgot.tools.net import Http
+from kgot.tools.net import Http, shown_url
 from kgot.tools.session import ToolSession
 from kgot.tools.spec import ToolArgs, ToolFunction, ToolSpec
 from kgot.tools.text import strip_markup
@@ -117,7 +117,7 @@ class SearxngProvider:
     def __init__(self, http: Http, url: str) -> None:
         self.http = http
         self.url = url.rstrip("/")
-        self.name = f"SearXNG ({self.url})"
+        self.name = f"SearXNG ({shown_url(self.url)})"  # named in messages: no password
 
     async def search(
         self, query: str, max_results: int, time_range: TimeRange | None

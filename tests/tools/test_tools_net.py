@@ -8,8 +8,10 @@ import asyncio
 import ipaddress
 import json
 import socket
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 import httpcore
 import pytest
@@ -328,14 +330,16 @@ def test_wayback_snapshot_url_on_another_private_origin_is_refused(server, inter
 
 
 def test_configured_api_redirecting_to_loopback_is_refused(server, internal_server):
+    # An API never leaves its own origin (its key would go along), loopback or not.
     server.route(
         "/w/api.php", Response(302, "", headers={"Location": internal_server.url("/secret")})
     )
     outcome = call(strict_runner(server), "wikipedia", query="Heron")
     assert server.hits["/w/api.php"] == 1
     assert internal_server.hits["/secret"] == 0, "the API's redirect reached loopback"
-    assert not outcome.ok and outcome.error_kind == "input", outcome.output
-    assert "non-public address (127.0.0.1)" in outcome.output
+    assert not outcome.ok and outcome.error_kind == "unavailable", outcome.output
+    assert f"redirects to another site (http://127.0.0.1:{internal_server.port})" in outcome.output
+    assert "set tools.wikipedia_api to the new address" in outcome.output
 
 
 # -- IPv6 forms that carry an IPv4 address are judged by that address ---------------------------
@@ -384,3 +388,239 @@ def test_a_name_resolving_to_nat64_of_loopback_is_refused(network, server):
     assert not outcome.ok and outcome.error_kind == "input", outcome.output
     assert "64:ff9b::7f00:1, which carries 127.0.0.1" in outcome.output
     assert network.connected == []
+
+
+# -- keys stay with the API they are for -----------------------------------------------------------
+
+SERP_KEY = "SECRET-serpapi-key-0123456789"
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _no_waiting(monkeypatch) -> None:
+    from kgot.tools import net
+
+    real_sleep = asyncio.sleep
+
+    async def no_wait(seconds: float) -> None:
+        await real_sleep(0)
+
+    monkeypatch.setattr(net.asyncio, "sleep", no_wait)
+
+
+def _serpapi(url: str):
+    settings = tools_settings(
+        serpapi_key=SERP_KEY, search_api_urls={"serpapi": url}, search_backend="none"
+    )
+    return make_runner(ToolContext(settings=settings))
+
+
+def test_unreachable_api_is_named_without_its_key(monkeypatch):
+    _no_waiting(monkeypatch)
+    endpoint = f"http://127.0.0.1:{_closed_port()}/search.json"
+    outcome = call(_serpapi(endpoint), "web_search", query="heron")
+    assert not outcome.ok and "could not reach SerpAPI at " + endpoint in outcome.output
+    assert SERP_KEY not in outcome.output and "api_key" not in outcome.output
+
+
+def test_api_failures_never_show_the_key(server, monkeypatch):
+    _no_waiting(monkeypatch)
+    server.route("/fails", Response(500, "internal error"))
+    # Some APIs quote the key they refused; the message quotes what they said, not the key.
+    refusal = json.dumps({"error": f"Invalid API key {SERP_KEY}."})
+    server.route("/refuses", Response(401, refusal, "application/json"))
+    for path in ("/fails", "/refuses"):
+        runner = _serpapi(server.url(path))
+        outcome = call(runner, "web_search", query="heron")
+        assert not outcome.ok and SERP_KEY not in outcome.output, outcome.output
+        assert server.requests[-1].query["api_key"] == SERP_KEY  # it was sent, only not shown
+    assert "Invalid API key ***." in outcome.output and "tools.serpapi_key" in outcome.output
+
+
+def test_api_failure_source_refs_carry_no_key():
+    from kgot.tools.base import ToolFailure
+    from kgot.tools.net import Http
+
+    async def fail() -> ToolFailure:
+        endpoint = f"http://127.0.0.1:{_closed_port()}/api?token={SERP_KEY}"
+        try:
+            await Http(tools_settings(), retries=0).api(
+                endpoint, params={"api_key": SERP_KEY}, service="X", setting="tools.x"
+            )
+        except ToolFailure as failure:
+            return failure
+        raise AssertionError("the request succeeded")
+
+    failure = asyncio.run(fail())
+    assert failure.source_ref is not None and SERP_KEY not in failure.source_ref
+    assert failure.source_ref.endswith("/api?token=***") and SERP_KEY not in str(failure)
+
+
+def test_searxng_password_is_not_named(server):
+    server.route("/searx/search", Response(403, "forbidden"))
+    url = f"http://kgot:SECRET-searx-pw@127.0.0.1:{server.port}/searx"
+    settings = tools_settings(searxng_url=url, search_backend="none")
+    outcome = call(make_runner(ToolContext(settings=settings)), "web_search", query="heron")
+    assert server.requests[-1].headers["authorization"].startswith("Basic ")  # it was used
+    assert not outcome.ok and "HTTP 403" in outcome.output, outcome.output
+    assert "SECRET-searx-pw" not in outcome.output and "kgot:" not in outcome.output
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        (
+            "https://a.test/s?q=x&api_key=K&key=K&access_token=K",
+            "?q=x&api_key=***&key=***&access_token=***",
+        ),
+        (
+            "https://a.test/s?author=me&X-Amz-Signature=K&client_secret=K",
+            "?author=me&X-Amz-Signature=***&client_secret=***",
+        ),
+        ("https://user:pw@a.test/p?id=3#top", "https://***@a.test/p?id=3#top"),
+        ("https://a.test/p@q?token=", "https://a.test/p@q?token="),  # nothing to hide
+    ],
+)
+def test_shown_urls_hide_passwords_and_keys(url, shown):
+    from kgot.tools.net import shown_url
+
+    assert shown_url(url).endswith(shown) and "pw" not in shown_url(url)
+
+
+@pytest.mark.parametrize("tool", ["brave", "tavily"])
+def test_api_redirect_to_another_origin_is_refused_before_the_key_leaves(
+    tool, server, internal_server
+):
+    # Two loopback servers on different ports are different origins: with private addresses
+    # allowed (tools_settings), only the redirect rule stands between the key and the second.
+    server.route("/api", Response(307, "", headers={"Location": internal_server.url("/api")}))
+    internal_server.route("/api", Response(200, json.dumps({"results": []}), "application/json"))
+    settings = tools_settings(
+        **{f"{tool}_key": "SECRET-header-key-42"},
+        search_api_urls={tool: server.url("/api")},
+        search_backend="none",
+    )
+    outcome = call(make_runner(ToolContext(settings=settings)), "web_search", query="heron")
+    assert server.hits["/api"] == 1 and not internal_server.requests
+    assert not outcome.ok and "redirects to another site" in outcome.output, outcome.output
+    assert f"tools.search_api_urls.{tool}" in outcome.output
+
+
+def test_page_redirect_to_another_origin_carries_no_caller_headers(server, internal_server):
+    from kgot.tools.net import Http, _Request
+
+    secrets = {"Authorization": "Bearer SECRET-1", "X-API-Key": "SECRET-2"}
+    server.route("/same", Response(302, "", headers={"Location": server.url("/here")}))
+    server.page("/here", PUBLIC_PAGE)
+    server.route("/away", Response(302, "", headers={"Location": internal_server.url("/there")}))
+    internal_server.page("/there", PUBLIC_PAGE)
+
+    async def follow(path: str) -> None:
+        request = _Request("GET", server.url(path), headers={"Accept": "text/html", **secrets})
+        async with Http(tools_settings())._exchange(
+            request, trusted_endpoint=None, service="the web server"
+        ) as response:
+            assert response.status_code == 200
+
+    asyncio.run(follow("/same"))
+    assert server.requests[-1].headers["x-api-key"] == "SECRET-2"  # same origin: kept
+    asyncio.run(follow("/away"))
+    arrived = internal_server.requests[-1].headers
+    assert "authorization" not in arrived and "x-api-key" not in arrived
+    assert arrived["accept"] == "text/html"
+
+
+def test_api_may_move_to_https_on_its_own_host_only():
+    from kgot.tools.net import _origin, _same_service
+
+    home = _origin("http://api.test/w/api.php")
+    assert _same_service(home, _origin("https://api.test/w/api.php"))
+    assert _same_service(home, _origin("http://api.test:80/other"))
+    assert not _same_service(home, _origin("https://other.test/w/api.php"))
+    assert not _same_service(home, _origin("http://api.test:8080/w/api.php"))
+
+
+# -- the proxy variables apply to configured APIs, never to pages the model chose ---------------
+
+
+class RecordingProxy:
+    """A forward HTTP proxy on loopback that records each request's target URL."""
+
+    def __init__(self) -> None:
+        import http.client
+        from http.server import BaseHTTPRequestHandler
+
+        from kgot.tests.support.loopback_http import LoopbackHTTPServer
+
+        self.targets: list[str] = []
+        proxy = self
+
+        class _Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                proxy.targets.append(self.path)  # absolute form: http://host:port/path?query
+                parts = urlsplit(self.path)
+                upstream = http.client.HTTPConnection(parts.netloc, timeout=10)
+                target = parts.path + (f"?{parts.query}" if parts.query else "")
+                upstream.request("GET", target, headers=dict(self.headers.items()))
+                answer = upstream.getresponse()
+                body = answer.read()
+                upstream.close()
+                self.send_response(answer.status)
+                for name, value in answer.getheaders():
+                    if name.lower() not in ("transfer-encoding", "connection", "content-length"):
+                        self.send_header(name, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = LoopbackHTTPServer(("127.0.0.1", 0), _Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def proxy(monkeypatch) -> Iterator[RecordingProxy]:
+    recording = RecordingProxy()
+    for name in ("NO_PROXY", "ALL_PROXY", "HTTPS_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    monkeypatch.setenv("HTTP_PROXY", recording.url)
+    monkeypatch.delenv("http_proxy", raising=False)
+    yield recording
+    recording.close()
+
+
+def test_configured_api_goes_through_the_proxy_and_pages_do_not(
+    proxy, network, server, wiki, public_server
+):
+    from kgot.tests.tools.tool_fixtures import Revision
+
+    wiki.add("Heron", Revision(1, "2020-01-01T00:00:00Z", "<p>Herons are birds.</p>"))
+    runner = strict_runner(server)
+    outcome = call(runner, "wikipedia", query="Heron")
+    assert outcome.ok, outcome.output
+    assert "Herons are birds." in outcome.output
+    assert proxy.targets and all(t.startswith(server.url("/w/api.php")) for t in proxy.targets)
+
+    # A page the model chose connects directly, to the address that was checked.
+    network.answers["public.test"] = [[PUBLIC_IP]]
+    network.routes[PUBLIC_IP] = public_server.port
+    public_server.page("/page", PUBLIC_PAGE)
+    seen = len(proxy.targets)
+    page = call(runner, "visit_page", url=f"http://public.test:{public_server.port}/page")
+    assert page.ok, page.output
+    assert len(proxy.targets) == seen and public_server.hits["/page"] == 1
+    assert (PUBLIC_IP, public_server.port) in network.connected
