@@ -17,7 +17,7 @@ the target directory is renamed over the target once complete.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -28,7 +28,14 @@ from kgot.errors import ChangesetError, GraphFileError
 from kgot.graph_backends.jobs.graphdata import INT_MAX, INT_MIN, MAX_VALUE_DEPTH
 from kgot.graph_backends.jobs.outcome import collector_paused
 from kgot.graph_backends.jobs.rdf_decode import decode
-from kgot.graph_backends.jobs.rdf_model import PREFIXES, graph_ntriples
+from kgot.graph_backends.jobs.rdf_model import (
+    KG_SOURCE,
+    NODE,
+    PREFIXES,
+    RDF_TYPE,
+    REL,
+    graph_ntriples,
+)
 from kgot.graph_backends.state import (
     FillError,
     checked,
@@ -70,8 +77,10 @@ def read_graph(
     are the same id).
 
     Args:
-        max_nodes, max_edges: caps of an import (``store.max_import_nodes`` / ``…_edges``),
-            checked as soon as the file is parsed, before the graph is built and checked.
+        max_nodes, max_edges: caps of an import (``store.max_import_nodes`` / ``…_edges``).
+            GraphML and RDF are counted while they are parsed, and reading stops being more
+            than counting once a cap is passed; node-link JSON is counted once parsed, before
+            its graph is built. A file over a cap is refused with its whole count.
 
     Raises:
         GraphFileError: unknown extension, unreadable file, malformed content or a graph that
@@ -330,7 +339,9 @@ def _read_graphml(path: Path, caps: _Caps) -> nx.MultiDiGraph:
     from xml.etree.ElementTree import ParseError
 
     try:
-        _graphml_duplicates(path)  # NetworkX would merge repeated ids before kgot sees them
+        # Repeated ids (NetworkX would merge them) and the caps are checked in one streaming
+        # pass, so a file over a cap never reaches NetworkX, which holds the whole graph.
+        _scan_graphml(path, caps)
         raw = nx.read_graphml(path, node_type=str, force_multigraph=True)
     except ParseError as error:
         line, column = error.position
@@ -344,6 +355,7 @@ def _read_graphml(path: Path, caps: _Caps) -> nx.MultiDiGraph:
         raise GraphFileError(
             f'{path}: the graph is undirected; kgot graphs are directed (edgedefault="directed")'
         )
+    # Nodes that only edges name are not <node> elements: they count once built.
     caps.check(path, raw.number_of_nodes(), raw.number_of_edges())
     try:
         encoded = json.loads(raw.graph.get(_JSON_ATTRIBUTES, "{}"))
@@ -385,36 +397,47 @@ def _decode_values(
     return out
 
 
-def _graphml_duplicates(path: Path) -> None:
-    """Refuse a GraphML file listing a node id, or an edge id between two nodes, twice.
+def _scan_graphml(path: Path, caps: _Caps) -> None:
+    """Refuse a GraphML file listing a node id, or an edge id between two nodes, twice, or
+    holding more nodes or edges than ``caps`` allow.
 
-    Streams the XML (the file is read again by NetworkX afterwards; ids are few bytes each).
+    Streams the XML and drops each element once read, so memory does not grow with the file
+    (the file is read again by NetworkX afterwards). Past a cap the rest is only counted: the
+    refusal names the whole count, and the ids of a refused file need no checking.
 
     Raises:
-        GraphFileError: the first repeated id, with its line.
+        GraphFileError: the first repeated id, with its line, or the count over a cap.
         xml.etree.ElementTree.ParseError: the XML is malformed.
     """
-    from xml.etree.ElementTree import iterparse
+    from xml.etree.ElementTree import Element, iterparse
 
     namespace = "{http://graphml.graphdrawing.org/xmlns}"
+    node_cap = caps.nodes if caps.nodes is not None else float("inf")
+    edge_cap = caps.edges if caps.edges is not None else float("inf")
     nodes: dict[str, int] = {}
     edges: dict[tuple[str, str, str], int] = {}
     node_count = edge_count = 0
-    for _, element in iterparse(path, events=("end",)):
+    open_elements: list[Element] = []
+    for event, element in iterparse(path, events=("start", "end")):
+        if event == "start":
+            open_elements.append(element)
+            continue
+        open_elements.pop()
         tag = element.tag.removeprefix(namespace)
         if tag == "node":
             node_count += 1
-            node_id = element.get("id", "")
-            earlier = nodes.setdefault(node_id, node_count)
-            if earlier != node_count:
-                raise GraphFileError(
-                    f"{path}: <node> #{node_count} repeats the id {node_id!r} of <node> "
-                    f"#{earlier}; merge the two nodes or rename one"
-                )
+            if node_count <= node_cap:
+                node_id = element.get("id", "")
+                earlier = nodes.setdefault(node_id, node_count)
+                if earlier != node_count:
+                    raise GraphFileError(
+                        f"{path}: <node> #{node_count} repeats the id {node_id!r} of <node> "
+                        f"#{earlier}; merge the two nodes or rename one"
+                    )
         elif tag == "edge":
             edge_count += 1
             edge_id = element.get("id")
-            if edge_id is not None:
+            if edge_id is not None and edge_count <= edge_cap:
                 ident = (element.get("source", ""), element.get("target", ""), edge_id)
                 earlier = edges.setdefault(ident, edge_count)
                 if earlier != edge_count:
@@ -423,8 +446,10 @@ def _graphml_duplicates(path: Path) -> None:
                         f"#{earlier} between {ident[0]!r} and {ident[1]!r}; parallel edges "
                         "need different ids"
                     )
-        if tag in ("node", "edge", "graph"):
-            element.clear()
+        if open_elements:
+            # A cleared element still hangs in its parent: 50M empty <node>s are gigabytes.
+            open_elements[-1].remove(element)
+    caps.check(path, node_count, edge_count)
 
 
 # -- RDF ---------------------------------------------------------------------------------------
@@ -447,13 +472,23 @@ def _read_rdf(path: Path, caps: _Caps) -> nx.MultiDiGraph:
     import pyoxigraph as ox
 
     rdf_format = ox.RdfFormat.TURTLE if path.suffix.lower() == ".ttl" else ox.RdfFormat.N_TRIPLES
+    counts = _RdfCounts()
     try:
-        decoded = decode(list(ox.parse(path=str(path), format=rdf_format)))
+        triples = ox.parse(path=str(path), format=rdf_format)
+        try:
+            decoded = decode(counts.passing(triples, caps))
+        except _OverCap:
+            # The graph gathered so far is dropped; the rest is only counted, for the message.
+            counts.add_all(triples)
+            caps.check(path, *counts.totals())
+            raise AssertionError("over a cap, yet within it") from None
     except SyntaxError as error:
         raise GraphFileError(
             f"{path}: {_rdf_position(error)}invalid {FORMATS[path.suffix.lower()]} "
             f"({_rdf_reason(error)})"
         ) from None
+    # The counts while parsing are bounds (a group of parallel edges, some described, can
+    # hold more edges than either count): the graph read is checked exactly.
     caps.check(path, len(decoded.nodes), len(decoded.edges))
     if decoded.problems:
         raise GraphFileError(_rule_message(path, decoded.problems))
@@ -461,6 +496,50 @@ def _read_rdf(path: Path, caps: _Caps) -> nx.MultiDiGraph:
     graph.add_nodes_from(decoded.nodes.items())
     graph.add_edges_from((s, t, k, a) for (s, t, k), a in decoded.edges.items())
     return graph
+
+
+class _OverCap(Exception):
+    """An RDF file passed an import cap while it was being read."""
+
+
+class _RdfCounts:
+    """The nodes and edges an RDF file holds, counted triple by triple while it is parsed.
+
+    Nodes are counted by their ``node: a type:`` triples, edges by the larger of the
+    ``node: rel: node:`` triples and the edge descriptions (``kg:source`` triples). A file
+    that follows the mapping says each once per node and edge (parallel edges are described),
+    so these are its node count and at least its edge count, known with no memory kept.
+    """
+
+    def __init__(self) -> None:
+        self.nodes = self.links = self.descriptions = 0
+
+    def add(self, triple: Any) -> None:
+        predicate = triple.predicate.value
+        if predicate == KG_SOURCE:
+            self.descriptions += 1
+        elif triple.subject.value.startswith(NODE):
+            if predicate == RDF_TYPE:
+                self.nodes += 1
+            elif predicate.startswith(REL) and triple.object.value.startswith(NODE):
+                self.links += 1
+
+    def add_all(self, triples: Iterable[Any]) -> None:
+        for triple in triples:
+            self.add(triple)
+
+    def totals(self) -> tuple[int, int]:
+        return self.nodes, max(self.links, self.descriptions)
+
+    def passing(self, triples: Iterable[Any], caps: _Caps) -> Iterator[Any]:
+        """``triples`` as they are counted; raises :class:`_OverCap` once a cap is passed."""
+        node_cap = caps.nodes if caps.nodes is not None else float("inf")
+        edge_cap = caps.edges if caps.edges is not None else float("inf")
+        for triple in triples:
+            self.add(triple)
+            if self.nodes > node_cap or max(self.links, self.descriptions) > edge_cap:
+                raise _OverCap
+            yield triple
 
 
 def _rdf_position(error: SyntaxError) -> str:
