@@ -1,13 +1,16 @@
 """Which process a running run belongs to, and whether that process is still alive.
 
-A run records its owner while it runs: ``host boot-id pid start-time``. A process that was
-killed (SIGKILL, a crash, a power cut) never records how its run ended, so the run would show
-``running`` forever; a later kgot process on the same machine can tell that the owner is gone
-and mark the run ``interrupted`` (it stays resumable).
+A run records its owner while it runs: ``host boot-id pid-namespace pid start-time``. A
+process that was killed (SIGKILL, a crash, a power cut) never records how its run ended, so the
+run would show ``running`` forever; a later kgot process on the same machine can tell that the
+owner is gone and mark the run ``interrupted`` (it stays resumable).
 
 The boot id tells reboots apart (pids start over), the start time (in clock ticks since boot,
-from ``/proc/PID/stat``) tells a reused pid apart. An owner on another host, or one whose boot
-id is unknown, cannot be judged from here and is never declared dead.
+from ``/proc/PID/stat``) tells a reused pid apart. A pid means something only in its pid
+namespace: containers on one machine share its host name and boot id (when they share its
+network or UTS namespace) and a database, yet each numbers its processes anew. An owner on
+another host, in another pid namespace, or whose boot id or namespace is unknown, cannot be
+judged from here and is never declared dead.
 """
 
 from __future__ import annotations
@@ -15,11 +18,20 @@ from __future__ import annotations
 import functools
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 _BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+_PID_NAMESPACE = Path("/proc/self/ns/pid")
+
+
+@functools.cache
+def _pid_namespace() -> str:
+    try:
+        return str(_PID_NAMESPACE.stat().st_ino)
+    except OSError:
+        return "-"
 
 
 @dataclass(frozen=True)
@@ -28,17 +40,20 @@ class Owner:
     boot_id: str
     pid: int
     started: str  # the process's start time in clock ticks since boot ("" when unknown)
+    # The inode of the pid namespace the pid is numbered in ("-" when unknown); by default
+    # this process's, as an owner made here names a process seen from here.
+    pid_namespace: str = field(default_factory=_pid_namespace)
 
     def __str__(self) -> str:
-        return f"{self.host} {self.boot_id} {self.pid} {self.started or '-'}"
+        return f"{self.host} {self.boot_id} {self.pid_namespace} {self.pid} {self.started or '-'}"
 
     @classmethod
     def parse(cls, text: str) -> Owner | None:
         parts = text.split()
-        if len(parts) != 4 or not parts[2].isdigit():
+        if len(parts) != 5 or not parts[3].isdigit():
             return None
-        host, boot_id, pid, started = parts
-        return cls(host, boot_id, int(pid), "" if started == "-" else started)
+        host, boot_id, pid_namespace, pid, started = parts
+        return cls(host, boot_id, int(pid), "" if started == "-" else started, pid_namespace)
 
 
 @functools.cache
@@ -67,14 +82,16 @@ def current_owner() -> str:
 
 def owner_state(text: str | None) -> Literal["alive", "gone", "unknown"]:
     """Whether the process ``text`` names still runs: ``unknown`` when that cannot be judged
-    here (another host, an unknown boot, no record)."""
+    here (another host or pid namespace, an unknown boot or namespace, no record)."""
     owner = Owner.parse(text or "")
     if owner is None or owner.host != socket.gethostname():
         return "unknown"
     if owner.boot_id == "-" or _boot_id() == "-":
         return "unknown"
     if owner.boot_id != _boot_id():
-        return "gone"  # the machine was restarted since
+        return "gone"  # the machine was restarted since: every namespace on it is gone too
+    if owner.pid_namespace == "-" or owner.pid_namespace != _pid_namespace():
+        return "unknown"  # its pid names another process here, or none, whether it runs or not
     try:
         os.kill(owner.pid, 0)
     except ProcessLookupError:
