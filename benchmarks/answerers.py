@@ -128,8 +128,13 @@ def kgot_answerer(
         from kgot.controller import ask_async
 
         attachments = (task.attachment,) if task.attachment else ()
+        # `kgot bench` is a command: SIGTERM and SIGHUP stop its runs as Ctrl-C does.
         return await ask_async(
-            task.question, settings=settings, attachments=attachments, models=models
+            task.question,
+            settings=settings,
+            attachments=attachments,
+            models=models,
+            handle_signals=True,
         )
 
     return answer

@@ -145,6 +145,7 @@ def ask(
                     settings=settings_from(ctx, store_flag),
                     overrides=flags,
                     on_event=on_event,
+                    handle_signals=True,  # a command: SIGTERM and SIGHUP stop it like Ctrl-C
                 )
             )
         else:
@@ -161,6 +162,7 @@ def ask(
                     graph_file=graph,
                     run_id=the_run_id,
                     on_event=on_event,
+                    handle_signals=True,
                 )
             )
     except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM / SIGHUP (RunTerminated)

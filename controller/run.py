@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import threading
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,7 @@ from kgot.controller.graph import build_controller_graph, recursion_limit
 from kgot.controller.result import AskResult
 from kgot.controller.signals import RunTerminated, stopped_by_termination
 from kgot.controller.state import RunState, Usage
-from kgot.errors import KgotError, UsageError
+from kgot.errors import GraphFileError, KgotError, UsageError
 from kgot.graph_backends.base import Changeset, apply_to_networkx
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
     from langgraph.checkpoint.base import BaseCheckpointSaver
 
-    from kgot.persistence import Store
+    from kgot.persistence import Store, StoreLimits
     from kgot.sandbox.base import Sandbox
 
 
@@ -57,6 +58,7 @@ async def ask_async(
     on_event: Callable[[Event], None] | None = None,
     store: Store | None = None,
     checkpointer: BaseCheckpointSaver | None = None,
+    handle_signals: bool = False,
 ) -> AskResult:
     """Answer ``question`` with the KGoT loop.
 
@@ -73,6 +75,10 @@ async def ask_async(
         on_event: called with every trace event as it happens.
         store: an open store (default: opened from ``settings.store.db``).
         checkpointer: LangGraph checkpointer (default: the store's database).
+        handle_signals: while the run goes, SIGTERM and SIGHUP stop it as Ctrl-C does (it is
+            recorded as interrupted and raises :class:`RunTerminated`), where they are still
+            at their default action. Off by default: a program embedding kgot keeps its own
+            signal handling; ``kgot ask`` turns it on.
 
     Raises:
         UsageError: empty question, a missing attachment, or both ``entity`` and
@@ -109,6 +115,7 @@ async def ask_async(
         store=store,
         checkpointer=checkpointer,
         resume=False,
+        handle_signals=handle_signals,
     )
 
 
@@ -148,12 +155,14 @@ async def resume_async(
     on_event: Callable[[Event], None] | None = None,
     store: Store | None = None,
     checkpointer: BaseCheckpointSaver | None = None,
+    handle_signals: bool = False,
 ) -> AskResult:
     """Continue an interrupted run from its last checkpoint (a finished run is just reported).
 
     The run continues with the options it started with (models, endpoints, loop limits,
     sandbox, tools; never secrets, which come from ``settings``); ``overrides`` (dotted paths,
-    e.g. ``{"llm.timeout": 300}``) change some of them for the rest of the run.
+    e.g. ``{"llm.timeout": 300}``) change some of them for the rest of the run. The other
+    arguments are :func:`ask_async`'s.
 
     Raises:
         UsageError: no run with that id has a checkpoint.
@@ -185,6 +194,7 @@ async def resume_async(
         store=store,
         checkpointer=checkpointer,
         resume=True,
+        handle_signals=handle_signals,
     )
 
 
@@ -208,16 +218,20 @@ async def _execute(
     store: Store | None,
     checkpointer: BaseCheckpointSaver | None,
     resume: bool,
+    handle_signals: bool,
 ) -> AskResult:
     from kgot.llm import UsageLedger, build_llm_clients
 
     ledger = UsageLedger()
     roles = build_llm_clients(settings, ledger, models=models)  # fails early without a model
+    limits = settings.store.limits()
     async with contextlib.AsyncExitStack() as stack:
         # A new run's sandbox and starting graph can refuse it; both are checked before the
         # store is opened, which creates the default store: a refused run leaves none behind.
+        # The graph goes first: a refused one never starts sandbox workers, which would be
+        # warming in threads while the process exits.
+        start = None if resume or spec.entity else _start_graph(spec.graph_file, limits)
         sandbox = None if resume else _open_sandbox(stack, settings)
-        start = None if resume or spec.entity else _start_graph(spec.graph_file)
         opened_store, saver = await stack.enter_async_context(
             _opened(settings, store, checkpointer, entity=spec.entity)
         )
@@ -231,12 +245,10 @@ async def _execute(
                 f"run {spec.run_id!r} already exists; continue it with `kgot ask --resume "
                 f"{spec.run_id}` or choose another --run-id"
             )
-        clean_up_after_dead_runs(opened_store)
-        if resume:
-            _refuse_if_running(opened_store, spec.run_id)
+        _claim(stack, opened_store, spec.run_id, resume=resume)
         if resume and not snapshot.next:  # finished (or failed at the very end): report it
             status = values.get("status") or "failed"
-            return _result(spec, values, None, status=status)
+            return _result(spec, values, None, status=status, limits=limits)
         ctx = _services(
             stack,
             spec,
@@ -272,7 +284,7 @@ async def _execute(
             backend=spec.backend,
             entity=spec.entity,
         )
-        stop_signals = stack.enter_context(stopped_by_termination())
+        stop_signals = stack.enter_context(stopped_by_termination(enabled=handle_signals))
         try:
             first = None if resume else _initial_state(spec, public_dump(settings))
             # Steps report through ctx.emit; the state is read once, at the end. (ainvoke streams
@@ -327,19 +339,37 @@ def clean_up_after_dead_runs(store: Store) -> tuple[list[str], list[Path]]:
     return store.interrupt_dead_runs(), remove_stale_workspaces()
 
 
-def _refuse_if_running(store: Store, run_id: str) -> None:
-    """Two processes must not continue one run: both would write its checkpoint and graph."""
-    from kgot.persistence.owner import Owner, current_owner, owner_state
+def _claim(stack: contextlib.AsyncExitStack, store: Store, run_id: str, *, resume: bool) -> None:
+    """Refuse a run that is running already, here or (when it is resumed) in another process of
+    this machine. The look at the store is a quick refusal before the sandbox and tools start;
+    :meth:`Store.start_run` decides, while it claims the run."""
+    clean_up_after_dead_runs(store)
+    stack.enter_context(_claimed_in_this_process(run_id))
+    if resume:
+        store.check_not_running(run_id)
 
-    owner = store.running_owner(run_id)
-    if owner is None or owner == current_owner() or owner_state(owner) != "alive":
-        return
-    process = Owner.parse(owner)
-    pid = process.pid if process else "?"
-    raise UsageError(
-        f"run {run_id} is still running (process {pid} on this machine); wait for it to "
-        f"end, or stop it (kill {pid}) and resume it then"
-    )
+
+# Runs this process is running now. The store tells processes apart (start_run claims a run
+# for one of them); two threads of one process share its record there, so they are told apart
+# here.
+_running_here: set[str] = set()
+_running_here_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _claimed_in_this_process(run_id: str) -> Iterator[None]:
+    with _running_here_lock:
+        if run_id in _running_here:
+            raise UsageError(
+                f"run {run_id} is still running in this process; wait for it to end before "
+                "resuming it"
+            )
+        _running_here.add(run_id)
+    try:
+        yield
+    finally:
+        with _running_here_lock:
+            _running_here.discard(run_id)
 
 
 def _services(
@@ -363,7 +393,9 @@ def _services(
     if session:
         initial = session.load_graph()
     else:
-        initial = start if start is not None else _start_graph(spec.graph_file)
+        initial = (
+            start if start is not None else _start_graph(spec.graph_file, settings.store.limits())
+        )
         initial = _replay(initial, values.get("changesets", []))
     backend = open_backend(
         spec.backend, sandbox, initial, max_property_bytes=settings.store.max_property_bytes
@@ -478,12 +510,34 @@ def _check_attachment(path: str | Path) -> str:
     return str(absolute)
 
 
-def _start_graph(graph_file: str | None) -> nx.MultiDiGraph:
+def _start_graph(graph_file: str | None, limits: StoreLimits | None) -> nx.MultiDiGraph:
+    """The graph a run without an entity starts from: empty, or read from ``graph_file``
+    within the store's caps (``None``: the default ones), as ``kgot graph import`` reads one
+    (a file too large to import is too large to hold in memory, checkpoint and show to the
+    model as well).
+
+    Raises:
+        GraphFileError: the file cannot be read, is over a cap, or holds a property value
+            larger than ``store.max_property_bytes`` (one line naming the file and the cap).
+    """
     if graph_file is None:
         return nx.MultiDiGraph()
-    from kgot.graph_backends import read_graph
+    from kgot.graph_backends.base import edges_of, nodes_of
+    from kgot.graph_backends.state import size_problems
+    from kgot.persistence.limits import DEFAULT_LIMITS
+    from kgot.persistence.transfer import read_import_file
 
-    return read_graph(Path(graph_file))
+    limits = limits or DEFAULT_LIMITS
+    path = Path(graph_file)
+    graph = read_import_file(path, limits)
+    # The backend refuses a change with a larger value; a value the file brings is held to
+    # the same cap (every run's graph keeps it), in the words the backend uses.
+    everything = Changeset(added_nodes=tuple(nodes_of(graph)), added_edges=tuple(edges_of(graph)))
+    problems = size_problems(everything, limits.max_property_bytes)
+    if problems:
+        more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
+        raise GraphFileError(f"{path}: {problems[0]}{more}")
+    return graph
 
 
 def _replay(graph: nx.MultiDiGraph, changesets: list[dict[str, Any]]) -> nx.MultiDiGraph:
@@ -515,6 +569,7 @@ def _result(
     status: str,
     error: str | None = None,
     resumable: bool = False,
+    limits: StoreLimits | None = None,
 ) -> AskResult:
     usage: Usage = state.get("usage") or empty_usage()
     if ctx is not None:
@@ -524,7 +579,7 @@ def _result(
         final_graph = (
             None
             if spec.entity
-            else _replay(_start_graph(spec.graph_file), state.get("changesets", []))
+            else _replay(_start_graph(spec.graph_file, limits), state.get("changesets", []))
         )
     graph = nx.node_link_data(final_graph, edges="edges") if final_graph is not None else {}
     return AskResult(

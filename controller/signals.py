@@ -7,9 +7,11 @@ run stayed ``running`` forever and its tool directory stayed in ``$TMPDIR``. Whi
 going, those signals cancel it instead; the run then raises :class:`RunTerminated`, a
 ``KeyboardInterrupt``, so callers handle both alike.
 
-Only signals still at their default action are taken over (a program that set its own handler,
-or ``nohup``, keeps it), only in the main thread (where Python handles signals), and only while
-a run is going: then the default action is restored.
+Only when asked (``kgot ask`` asks; the Python API does only with ``handle_signals=True``: a
+program embedding kgot keeps its signals as it set them), only signals still at their default
+action (a program that set its own handler, or ``nohup``, keeps it), only in the main thread
+(where Python handles signals), and only while a run is going: then the default action is
+restored.
 """
 
 from __future__ import annotations
@@ -49,12 +51,13 @@ _watches: dict[asyncio.AbstractEventLoop, _Watch] = {}
 
 
 @contextlib.contextmanager
-def stopped_by_termination() -> Iterator[list[int]]:
-    """While inside, SIGTERM and SIGHUP cancel the current task; yields the list the signals
-    received are appended to (empty when none came)."""
+def stopped_by_termination(*, enabled: bool = True) -> Iterator[list[int]]:
+    """While inside, SIGTERM and SIGHUP cancel the current task (unless not ``enabled``: then
+    nothing is touched); yields the list the signals received are appended to (empty when none
+    came)."""
     received: list[int] = []
     task = asyncio.current_task()
-    if task is None or threading.current_thread() is not threading.main_thread():
+    if not enabled or task is None or threading.current_thread() is not threading.main_thread():
         yield received
         return
     loop = asyncio.get_running_loop()

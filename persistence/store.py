@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import Connection, delete, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 
-from kgot.errors import EntityNameError, EntityNotFoundError, StoreError
+from kgot.errors import EntityNameError, EntityNotFoundError, StoreError, UsageError
 from kgot.persistence.catalog import (
     TypeCatalog,
     TypeDef,
@@ -32,7 +32,7 @@ from kgot.persistence.engine import (
 )
 from kgot.persistence.limits import DEFAULT_LIMITS, StoreLimits
 from kgot.persistence.migrations import migrate, store_not_found
-from kgot.persistence.owner import current_owner, owner_state
+from kgot.persistence.owner import Owner, current_owner, owner_state
 from kgot.persistence.schema import TABLES
 from kgot.persistence.session import EntitySession, StoreContext
 from kgot.persistence.target import StoreTarget, parse_target
@@ -55,6 +55,30 @@ _PG_NAMES_LOCK = (
     0x6B676F74_6E616D65  # pg_advisory_xact_lock key ("kgotname"): one creation at a time
 )
 RUN_STATUSES = ("running", "answered", "forced", "failed", "interrupted")
+
+
+class RunStillRunningError(UsageError):
+    """A run another live process runs: two processes must not continue one run, both would
+    write its checkpoint and graph (bad input: exit code 2)."""
+
+    def __init__(self, run_id: str, pid: int | str) -> None:
+        super().__init__(
+            f"run {run_id} is still running (process {pid} on this machine); wait for it to "
+            f"end, or stop it (kill {pid}) and resume it then"
+        )
+        self.run_id = run_id
+        self.pid = pid
+
+
+def refuse_live_owner(run_id: str, owner: str | None) -> None:
+    """Raise :class:`RunStillRunningError` when ``owner`` (a running run's recorded process)
+    is another process that is alive. This process may take its own run back; an owner that
+    cannot be judged (another host) is not refused, or a run left by a dead machine could
+    never be resumed."""
+    if owner is None or owner == current_owner() or owner_state(owner) != "alive":
+        return
+    process = Owner.parse(owner)
+    raise RunStillRunningError(run_id, process.pid if process else "?")
 
 
 @dataclass(frozen=True)
@@ -516,11 +540,15 @@ class Store:
     def start_run(
         self, run_id: str, question: str, entity: str | None, options: Mapping[str, Any]
     ) -> None:
-        """Record that a run started, or that a resumed run started again (idempotent).
+        """Record that a run started, or that a resumed run started again.
+
+        The run is claimed for this process in the same transaction that checks it is not
+        running elsewhere, so of two processes starting one run at once exactly one goes on.
 
         Raises:
             EntityNotFoundError: ``entity`` does not exist.
             StoreError: the run id belongs to a run of another entity.
+            RunStillRunningError: another live process on this machine runs it.
         """
         now = utc_now()
         runs = TABLES.runs
@@ -528,9 +556,15 @@ class Store:
             try:
                 with self._write() as connection:
                     entity_id, _ = self._scope(connection, entity)
-                    existing = connection.execute(
-                        select(runs.c.entity_id).where(runs.c.run_id == run_id)
-                    ).first()
+                    query = select(runs.c.entity_id, runs.c.status, runs.c.owner).where(
+                        runs.c.run_id == run_id
+                    )
+                    # SQLite's write transactions hold the database lock from BEGIN IMMEDIATE;
+                    # PostgreSQL needs the row locked so a second starter waits for our claim
+                    # and then reads it.
+                    if not self._context.target.is_sqlite:
+                        query = query.with_for_update()
+                    existing = connection.execute(query).first()
                     if existing is None:
                         connection.execute(
                             insert(runs).values(
@@ -551,6 +585,8 @@ class Store:
                             f"run {run_id!r} was started for another entity; resume it with "
                             "the same --entity (or none) as the first time"
                         )
+                    if existing.status == "running":
+                        refuse_live_owner(run_id, existing.owner)
                     connection.execute(
                         update(runs)
                         .where(runs.c.run_id == run_id)
@@ -566,7 +602,8 @@ class Store:
             except IntegrityError:
                 if attempt:
                     raise
-                # Another process inserted the same run id between our check and insert.
+                # Another process inserted the same run id between our check and insert; the
+                # second attempt reads its row (and refuses if that process still runs it).
 
     def finish_run(
         self, run_id: str, status: str, answer: str | None, totals: Mapping[str, Any]
@@ -596,14 +633,19 @@ class Store:
             if result.rowcount == 0:
                 raise StoreError(f"no run {run_id!r} was started in {self.location}")
 
-    def running_owner(self, run_id: str) -> str | None:
-        """The process running ``run_id`` now (see :mod:`kgot.persistence.owner`), or ``None``
-        when the run is not recorded as running (or was by a kgot that did not record it)."""
+    def check_not_running(self, run_id: str) -> None:
+        """Refuse early when another live process on this machine runs ``run_id`` (a quick look
+        before a run is set up; :meth:`start_run` checks again while it claims the run).
+
+        Raises:
+            RunStillRunningError: it does.
+        """
         runs = TABLES.runs
         with self._read() as connection:
-            return connection.execute(
+            owner = connection.execute(
                 select(runs.c.owner).where(runs.c.run_id == run_id, runs.c.status == "running")
             ).scalar()
+        refuse_live_owner(run_id, owner)
 
     def interrupt_dead_runs(self) -> list[str]:
         """Record runs whose process has ended without saying how (killed, crashed, the

@@ -173,6 +173,48 @@ def test_bad_input_gets_one_line_errors(tmp_path: Path) -> None:
     assert "no run 'no-such-run'" in _one_line_error(unknown)
 
 
+def _node_link(path: Path, nodes: list[dict[str, Any]], edges: list[dict[str, Any]]) -> str:
+    document = {"directed": True, "multigraph": True, "graph": {}, "nodes": nodes}
+    path.write_text(json.dumps({**document, "edges": edges}), encoding="utf-8")
+    return str(path)
+
+
+def test_a_graph_to_start_from_is_held_to_the_import_caps(tmp_path: Path) -> None:
+    config = tmp_path / "caps.toml"
+    config.write_text(
+        "[store]\nmax_import_mb = 1\nmax_import_nodes = 3\nmax_import_edges = 2\n"
+        "max_property_bytes = 1024\n",
+        encoding="utf-8",
+    )
+    caps = {"KGOT_CONFIG": str(config)}
+    model = _script(tmp_path, "idle.json", {})
+    node = {"label": "Concept", "name": "n"}
+    many = _node_link(tmp_path / "many.json", [{"id": str(i), **node} for i in range(5)], [])
+    loops = [{"source": "a", "target": "a", "relationship": "r", "key": str(i)} for i in range(3)]
+    linked = _node_link(tmp_path / "linked.json", [{"id": "a", **node}], loops)
+    huge = tmp_path / "huge.json"
+    huge.write_text(Path(many).read_text(encoding="utf-8") + " " * 2**20, encoding="utf-8")
+    big = _node_link(tmp_path / "big.json", [{"id": "a", **node, "text": "x" * 3000}], [])
+    store = tmp_path / "import.db"
+    created = kgot(tmp_path, "entities", "create", "e", "--db", str(store), **caps)
+    assert created.returncode == 0, created.stderr
+
+    for file in (many, linked, str(huge)):
+        asked = kgot(tmp_path, "ask", "--model", model, "--graph", file, "q?", **caps)
+        imported = kgot(
+            tmp_path, "graph", "import", "--entity", "e", "--db", str(store), file, **caps
+        )
+        assert asked.returncode == 2, asked.stderr
+        assert _one_line_error(asked) == _one_line_error(imported)  # the import's own words
+    asked = kgot(tmp_path, "ask", "--model", model, "--graph", big, "q?", **caps)
+    assert asked.returncode == 2
+    line = _one_line_error(asked)
+    assert line.startswith(f"kgot: error: {big}: node 'a': property `text`: the value is 3,002")
+    assert "more than the 1,024 a property may hold" in line
+    assert "store.max_property_bytes" in line
+    assert not (tmp_path / "kgot.db").exists()  # a refused run leaves no store behind
+
+
 def test_unreachable_endpoint_names_the_url(tmp_path: Path) -> None:
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))

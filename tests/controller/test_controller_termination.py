@@ -203,3 +203,123 @@ def _record_running(settings: Settings, run_id: str, owner: str) -> None:
         connection.execute(
             update(runs).where(runs.c.run_id == run_id).values(status="running", owner=owner)
         )
+
+
+_ANSWER_ONE = {
+    "math_check": [{"needs_math": False, "reason": "-"}],
+    "solve": [{"answer": "1", "reasoning": "-"}],
+}
+
+
+def _retrieving(query: Any) -> ScriptedChatModel:
+    """A model that retrieves at once; ``query`` answers the query step."""
+    from kgot.tests.controller.scripts import votes
+
+    return ScriptedChatModel(script={"decide": [votes("RRRRR")], "query": [query], **_ANSWER_ONE})
+
+
+def _handlers() -> tuple[Any, Any]:
+    return signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP)
+
+
+def test_the_python_api_leaves_the_hosts_signals_alone(settings: Settings) -> None:
+    from kgot.controller import ask_async
+
+    assert _handlers() == (signal.SIG_DFL, signal.SIG_DFL)  # as a host program left them
+    seen: list[tuple[Any, Any]] = []
+
+    def query(_: Any) -> str:
+        seen.append(_handlers())
+        return "```python\nresult = 1\n```"
+
+    model = _retrieving(query)
+    result = asyncio.run(
+        ask_async("Q?", settings=settings, models={"planning": model, "execution": model})
+    )
+
+    assert result.answer == "1"
+    assert seen and set(seen) == {(signal.SIG_DFL, signal.SIG_DFL)}
+    assert _handlers() == (signal.SIG_DFL, signal.SIG_DFL)
+
+
+def test_the_python_api_stops_on_sigterm_when_asked(settings: Settings) -> None:
+    from kgot.controller import RunTerminated, ask_async
+
+    def query(_: Any) -> str:
+        assert _handlers() != (signal.SIG_DFL, signal.SIG_DFL)  # taken over for the run
+        os.kill(os.getpid(), signal.SIGTERM)
+        return "```python\nresult = 1\n```"
+
+    model = _retrieving(query)
+    with pytest.raises(RunTerminated) as stopped:
+        asyncio.run(
+            ask_async(
+                "Q?",
+                settings=settings,
+                run_id="asked",
+                models={"planning": model, "execution": model},
+                handle_signals=True,
+            )
+        )
+
+    assert stopped.value.signum == signal.SIGTERM
+    assert _handlers() == (signal.SIG_DFL, signal.SIG_DFL)  # given back after the run
+    with open_store(settings.store.db) as store:
+        record = store.get_run("asked")
+    assert record is not None and record.status == "interrupted"
+
+
+def test_two_threads_resuming_one_run_are_refused_but_one(settings: Settings) -> None:
+    import threading
+
+    from kgot.controller import ask_async
+
+    first = _retrieving(_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(
+            ask_async(
+                "Q?",
+                settings=settings,
+                run_id="shared",
+                models={"planning": first, "execution": first},
+            )
+        )
+    inside, release = threading.Event(), threading.Event()
+
+    def query(_: Any) -> str:
+        inside.set()
+        release.wait(60)  # the other resume is tried while this one runs
+        return "```python\nresult = 1\n```"
+
+    slow = _retrieving(query)
+    outcome: list[Any] = []
+
+    def resume_in_thread() -> None:
+        try:
+            outcome.append(
+                asyncio.run(
+                    resume_async(
+                        "shared", settings=settings, models={"planning": slow, "execution": slow}
+                    )
+                )
+            )
+        except BaseException as error:  # reported by the assertion below
+            outcome.append(error)
+
+    worker = threading.Thread(target=resume_in_thread)
+    worker.start()
+    try:
+        assert inside.wait(60)
+        idle = ScriptedChatModel(script={})
+        with pytest.raises(UsageError, match="run shared is still running in this process"):
+            asyncio.run(
+                resume_async(
+                    "shared", settings=settings, models={"planning": idle, "execution": idle}
+                )
+            )
+    finally:
+        release.set()
+        worker.join(60)
+    [result] = outcome
+    assert not isinstance(result, BaseException), result
+    assert result.answer == "1"
