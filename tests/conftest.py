@@ -1,18 +1,23 @@
 """Shared fixtures: every test runs with an isolated configuration and data directory.
 
 A test that fails only because this machine cannot have a sandbox at all is reported as
-skipped, with the reason (see :func:`pytest_runtest_makereport`).
+skipped, with the reason; whether it can is asked of an independent probe, never of kgot, and
+where CI or KGOT_REQUIRE_SANDBOX is set such a test fails instead (see
+:func:`pytest_runtest_makereport`).
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
 from pluggy import Result
+
+from kgot.tests.support.sandbox_probe import machine_problem, sandbox_required
 
 _HOST_VARIABLES = ("KGOT_", "OPENAI_")
 
@@ -36,46 +41,98 @@ def isolated_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[P
 
 @functools.cache
 def sandbox_problem() -> str | None:
-    """Why the default sandbox cannot open on this machine (``None`` when it can): asked once,
-    and only after a test failed on a sandbox error."""
-    from kgot.config import SandboxSettings
+    """Why this machine cannot have any isolating sandbox (``None`` when it can): from the
+    independent probe, never from kgot, and asked only after a test met a sandbox refusal."""
+    return machine_problem("auto")
+
+
+# Read now: the tests themselves run with KGOT_ variables removed (isolated_environment).
+SANDBOX_REQUIRED_BY = sandbox_required(os.environ)
+
+# How kgot words a refusal to open a sandbox, for a failure seen only as text (a CLI's stderr,
+# a skip message that quotes it).
+_REFUSAL = re.compile(
+    r"sandbox cannot run|no isolating sandbox can run here|cannot build the seccomp filter"
+    r"|cannot start the sandbox|sandbox worker did not start|no Docker engine is reachable",
+    re.IGNORECASE,
+)
+
+
+def kgot_refusal(call: pytest.CallInfo[None], report: pytest.TestReport) -> str:
+    """kgot's refusal to open a sandbox behind this failure or skip (empty when there is none):
+    a ``SandboxUnavailableError`` raised, or caught and turned into a skip, or kgot's wording of
+    one in the output or the skip message."""
     from kgot.errors import SandboxUnavailableError
-    from kgot.sandbox import open_sandbox
 
-    try:
-        open_sandbox(SandboxSettings()).close()
-    except SandboxUnavailableError as error:
-        return str(error)
-    return None
-
-
-def _failed_for_want_of_a_sandbox(call: pytest.CallInfo[None], report: pytest.TestReport) -> str:
-    """The reason, when the failure is this machine having no sandbox (empty otherwise): a
-    ``SandboxUnavailableError`` escaped, or the output shows the sandbox's refusal (a CLI test).
-    Where a sandbox can open, every failure stays a failure."""
-    from kgot.errors import SandboxUnavailableError
-
-    text = "\n".join([report.longreprtext, *(content for _, content in report.sections)])
-    raised = call.excinfo is not None and call.excinfo.errisinstance(SandboxUnavailableError)
-    if not raised and "sandbox" not in text.lower():
+    error = call.excinfo.value if call.excinfo is not None else None
+    seen: set[int] = set()
+    while isinstance(error, BaseException) and id(error) not in seen:
+        if isinstance(error, SandboxUnavailableError):
+            return str(error)
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    if not (report.failed or report.skipped):
         return ""
-    problem = sandbox_problem()
-    if problem is None or not (raised or problem in text):
-        return ""
-    return problem
+    said = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longreprtext
+    text = "\n".join([said, *(content for _, content in report.sections)])
+    for line in text.splitlines():
+        if _REFUSAL.search(line):
+            return line.strip()
+    return ""
+
+
+def sandbox_verdict(refusal: str, problem: str | None, required_by: str | None) -> tuple[str, str]:
+    """What a test that met kgot's refusal ``refusal`` becomes, given the machine probe's
+    ``problem`` (``None``: this machine can have the sandbox) and the variable that requires a
+    sandbox (``None``: none does): ``("skipped", reason)`` only where the machine cannot have
+    one and none is required, ``("failed", why)`` otherwise."""
+    if problem is None:
+        return (
+            "failed",
+            "kgot refused a sandbox that this machine can have (an independent probe ran "
+            f"bubblewrap or unshare here): {refusal}",
+        )
+    if required_by is not None:
+        return (
+            "failed",
+            f"{required_by} is set, so the tests need a sandbox, but this machine cannot have "
+            f"one: {problem}",
+        )
+    return "skipped", f"no sandbox can run here: {problem}"
+
+
+def _problem_for(refusal: str) -> str | None:
+    if "docker" in refusal.lower():
+        return machine_problem("docker")
+    return sandbox_problem()
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, Result[pytest.TestReport], None]:
-    """Tests that need a sandbox skip, saying why, on a machine that cannot have one."""
+    """A test that failed or skipped because kgot refused a sandbox is skipped, saying why, only
+    on a machine that cannot have one (and where CI or KGOT_REQUIRE_SANDBOX does not demand
+    one); everywhere else it fails, saying that kgot refused."""
     outcome = yield
     report = outcome.get_result()
-    if report.when != "call" or not report.failed:
+    if report.when not in ("setup", "call") or report.passed or hasattr(report, "wasxfail"):
         return
-    problem = _failed_for_want_of_a_sandbox(call, report)
-    if problem:
-        path, line, _ = item.location
-        report.outcome = "skipped"
-        report.longrepr = (path, (line or 0) + 1, f"Skipped: no sandbox can run here: {problem}")
+    refusal = kgot_refusal(call, report)
+    if not refusal:
+        return
+    docker = "docker" in refusal.lower()
+    required_by = None if docker else SANDBOX_REQUIRED_BY  # no CI machine has a Docker engine
+    verdict, why = sandbox_verdict(refusal, _problem_for(refusal), required_by)
+    if verdict == "skipped":
+        if report.failed:
+            path, line, _ = item.location
+            report.outcome = "skipped"
+            report.longrepr = (path, (line or 0) + 1, f"Skipped: {why}")
+        return
+    if report.skipped:
+        report.outcome = "failed"
+        said = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longreprtext
+        report.longrepr = f"{why}\n(the test skipped itself: {said})"
+    else:
+        report.sections.append(("sandbox", why))

@@ -7,10 +7,9 @@ from collections.abc import Iterator
 import pytest
 
 from kgot.config import SandboxSettings
-from kgot.errors import SandboxUnavailableError
 from kgot.sandbox import Sandbox, open_sandbox
-from kgot.sandbox.bwrap import bwrap_problem, find_bwrap
-from kgot.sandbox.fallback import fallback_problem
+from kgot.tests.conftest import SANDBOX_REQUIRED_BY
+from kgot.tests.support.sandbox_probe import machine_problem
 
 # Small limits keep the hostile tests quick on a 2-core machine.
 TEST_SETTINGS = {
@@ -25,22 +24,18 @@ TEST_SETTINGS = {
 }
 
 
-def _skip_reason(kind: str) -> str | None:
-    if kind == "bwrap":
-        return bwrap_problem(find_bwrap())
-    return fallback_problem()
-
-
 def make_sandbox(kind: str, **overrides: object) -> Sandbox:
-    """A sandbox of ``kind``; the test skips, saying why, where this machine cannot have one
-    (no bubblewrap, no namespaces, or a Python environment jobs' uid may not read)."""
-    reason = _skip_reason(kind)
+    """A sandbox of ``kind``. The test skips, saying why, only where this machine cannot have
+    one (an independent probe finds no bubblewrap, namespaces or libseccomp), and fails instead
+    where CI or KGOT_REQUIRE_SANDBOX is set. Where the machine can have one, kgot's refusal
+    (``SandboxUnavailableError``) is the test's failure."""
+    reason = machine_problem(kind)
     if reason is not None:
-        pytest.skip(f"{kind} sandbox unavailable here: {reason}")
-    try:
-        return open_sandbox(SandboxSettings(kind=kind, **{**TEST_SETTINGS, **overrides}))
-    except SandboxUnavailableError as error:
-        pytest.skip(f"{kind} sandbox unavailable here: {error}")
+        message = f"{kind} sandbox unavailable here: {reason}"
+        if SANDBOX_REQUIRED_BY is not None:
+            pytest.fail(f"{SANDBOX_REQUIRED_BY} is set, so the tests need it, but the {message}")
+        pytest.skip(message)
+    return open_sandbox(SandboxSettings(kind=kind, **{**TEST_SETTINGS, **overrides}))
 
 
 @pytest.fixture(scope="module", params=["bwrap", "fallback"])
