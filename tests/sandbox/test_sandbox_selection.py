@@ -21,9 +21,11 @@ from kgot.sandbox.bwrap import bwrap_problem, find_bwrap
 from kgot.sandbox.docker_runner import container_config, docker_problem
 from kgot.sandbox.packages import PackageCache, PackageRefused
 from kgot.tests.sandbox.wheels import build_wheel
+from kgot.tests.support.sandbox_probe import machine_problem
 
+# Whether this machine can run bubblewrap is asked of the machine, not of kgot's own check.
 needs_bwrap = pytest.mark.skipif(
-    bwrap_problem(find_bwrap()) is not None, reason=f"bwrap: {bwrap_problem(find_bwrap())}"
+    machine_problem("bwrap") is not None, reason=f"bwrap: {machine_problem('bwrap')}"
 )
 
 
@@ -42,8 +44,8 @@ def test_auto_prefers_bwrap() -> None:
 def test_auto_falls_back_with_a_warning(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    if fallback_module.fallback_problem() is not None:
-        pytest.skip(f"fallback unavailable: {fallback_module.fallback_problem()}")
+    if machine_problem("fallback") is not None:
+        pytest.skip(f"fallback unavailable: {machine_problem('fallback')}")
     monkeypatch.setattr(bwrap_module, "bwrap_problem", lambda _path: "bwrap disabled for test")
     with caplog.at_level("WARNING", logger="kgot.sandbox"):
         box = open_sandbox(SandboxSettings(kind="auto", pool_size=0))
