@@ -195,7 +195,7 @@ class ToolsSettings(_Section):
         default_factory=dict, description="endpoint overrides for `serpapi`, `tavily`, `brave`"
     )
     converter_memory_mb: int = Field(
-        2048, ge=256, description="address-space cap of the document-parsing worker processes"
+        2048, ge=256, description="memory one document parse may use in its sandbox job"
     )
 
 

@@ -5,9 +5,12 @@ Run: ``python -m kgot.benchmarks.perf_tools [--quick] [--json]``.
 * runner overhead: :meth:`ToolRunner.run` around a tool that returns at once (validation,
   cache bookkeeping, the LangChain tool call, output cap) — target p50 ≤ 1 ms;
 * cache hit: an identical second call answered from the run's cache;
-* parser worker start: a fresh worker process importing the parsers (paid once per pool, in
-  the background when tools are built);
-* warm parses (p50): a 2-page PDF, a 2,000-row CSV, a 2,000-row XLSX, a ~150 KB HTML article;
+* parser worker start: the first conversion of a fresh pool, i.e. a sandbox worker starting and
+  importing the parsers (paid once per pool, in the background when tools are built);
+* warm parses (p50): a 2-page PDF, a 2,000-row CSV, a 2,000-row XLSX, a ~150 KB HTML article,
+  each a sandbox job on a warm worker;
+* large document (p50): a 25 MB file (the default download cap) handed to a warm worker and
+  not parsed, i.e. what staging a document into the sandbox costs;
 * visit_page (p50): first visit of a ~150 KB page over loopback (fetch + parse + page 1), and
   page 2 of it (served from the run's converted-document store);
 * ``kgot tools list`` (p50): a fresh process listing the tools, as a user types it.
@@ -72,6 +75,12 @@ def _samples(root: Path) -> dict[str, Path]:
     return {"pdf": pdf, "csv": csv, "xlsx": xlsx, "html": html}
 
 
+def _large_document(root: Path) -> Path:
+    path = root / "large.bin"
+    path.write_bytes(PARAGRAPH.encode() * (25 * 1024 * 1024 // len(PARAGRAPH)))
+    return path
+
+
 def _runner_overhead(count: int) -> tuple[float, float]:
     from langchain_core.tools import StructuredTool
 
@@ -99,7 +108,7 @@ def _runner_overhead(count: int) -> tuple[float, float]:
     return _p50(misses), _p50(hits)
 
 
-def _parses(samples: dict[str, Path], count: int) -> tuple[float, dict[str, float]]:
+def _parses(samples: dict[str, Path], large: Path, count: int) -> tuple[float, dict[str, float]]:
     pool = ConverterPool(max_workers=1)
     try:
         started = time.perf_counter()
@@ -113,6 +122,12 @@ def _parses(samples: dict[str, Path], count: int) -> tuple[float, dict[str, floa
                 pool.convert(fmt, path, {"name": path.name}, timeout=60)
                 times.append((time.perf_counter() - started) * 1000)
             figures[fmt] = _p50(times)
+        times = []
+        for _ in range(count):
+            started = time.perf_counter()
+            pool.convert("probe", large, {}, timeout=60)
+            times.append((time.perf_counter() - started) * 1000)
+        figures["large"] = _p50(times)
         return cold, figures
     finally:
         pool.close()
@@ -175,7 +190,8 @@ def run(quick: bool = False) -> list[Figure]:
     """Measure; fewer repetitions with ``quick``."""
     overhead, hit = _runner_overhead(200 if quick else 2000)
     with tempfile.TemporaryDirectory(prefix="kgot-perf-tools-") as scratch:
-        cold, parses = _parses(_samples(Path(scratch)), 5 if quick else 20)
+        root = Path(scratch)
+        cold, parses = _parses(_samples(root), _large_document(root), 5 if quick else 20)
     first, second = _visit_page(5 if quick else 20)
     listing = _list_command(3 if quick else 7)
     return [
@@ -186,6 +202,7 @@ def run(quick: bool = False) -> list[Figure]:
         Figure("tools", "warm parse CSV (2,000 rows) p50", parses["csv"], "ms"),
         Figure("tools", "warm parse XLSX (2,000 rows) p50", parses["xlsx"], "ms"),
         Figure("tools", "warm parse HTML (150 KB) p50", parses["html"], "ms"),
+        Figure("tools", "large document (25 MB) staged, not parsed p50", parses["large"], "ms"),
         Figure("tools", "visit_page first visit (150 KB, loopback) p50", first, "ms"),
         Figure("tools", "visit_page next page p50", second, "ms"),
         Figure("tools", "kgot tools list, fresh process p50", listing, "ms"),

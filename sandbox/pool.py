@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 import os
 import re
@@ -46,6 +47,7 @@ log = logging.getLogger(__name__)
 
 WORKER_SCRIPT = Path(wire.__file__).resolve()
 STARTUP_TIMEOUT_S = 90.0  # importing pandas + sympy on a loaded 2-core machine can take a while
+_PIPE_BYTES = 1 << 20  # /proc/sys/fs/pipe-max-size's default: allowed without privilege
 REPLY_GRACE_S = 5.0  # the worker enforces the deadline; the host waits this much longer
 _BASELINE_PROCESSES = 4  # bubblewrap or unshare outside, zygote, supervisor, one spare
 _MEMORY_SLACK = 64 * 1024 * 1024
@@ -83,6 +85,9 @@ STDLIB_PRELOAD = (
     "types",
     "importlib",
 )
+# How a failed result begins when the worker itself (not the job's code) died mid-job; callers
+# that may retry on a fresh worker look for it (document conversion does).
+WORKER_DIED = "the sandbox worker died during the job"
 # Libraries kgot's own jobs import (the RDF backend's queries and updates).
 KGOT_JOB_PRELOAD = ("pyoxigraph",)
 
@@ -173,6 +178,11 @@ class WorkerProcess:
         self._out_fd = self.process.stdout.fileno()
         os.set_blocking(self._in_fd, False)
         os.set_blocking(self._out_fd, False)
+        # Larger pipes move a job's input files (a staged document of tens of MB) and its
+        # outputs in fewer wake-ups than the default 64 KiB; the kernel may refuse the size.
+        for fd in (self._in_fd, self._out_fd):
+            with contextlib.suppress(OSError):
+                fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
 
     # -- start-up -------------------------------------------------------------------------
 
@@ -612,9 +622,7 @@ class PooledSandbox:
         if isinstance(error, WorkerSilent):
             return _silent_worker_result(limits)
         if isinstance(error, WorkerCrashed):
-            return failed_result(
-                f"the sandbox worker died during the job ({error}); it was replaced"
-            )
+            return failed_result(f"{WORKER_DIED} ({error}); it was replaced")
         raise error
 
     def _put_back(self, worker: WorkerProcess, key: MountKey) -> None:
@@ -852,7 +860,7 @@ class PooledSandbox:
             return _silent_worker_result(limits, (time.monotonic() - started) * 1000)
         except WorkerCrashed as why:
             return failed_result(
-                f"the sandbox worker died during the job ({why})",
+                f"{WORKER_DIED} ({why})",
                 (time.monotonic() - started) * 1000,
             )
         finally:
@@ -909,6 +917,7 @@ def _processes_of_user(uid: int) -> int:
 __all__ = [
     "KGOT_JOB_PRELOAD",
     "STDLIB_PRELOAD",
+    "WORKER_DIED",
     "LaunchPlan",
     "Launcher",
     "PoolClosed",

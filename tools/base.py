@@ -165,7 +165,7 @@ class ToolContext:
             ``settings.transcription_model`` when not given.
         ddgs: a ``ddgs.DDGS``-compatible client (has ``.text(query, **options)``); built on
             first use when not given.
-        converter: the pool of worker processes that parse documents; a shared one by default.
+        converter: the sandboxed workers that parse documents; a shared pool by default.
         workspace: a directory for downloads and extracted archive members, kept after the
             run; by default a private temporary directory removed with the run's tools.
     """

@@ -1,129 +1,149 @@
-"""Host side of document parsing: a small pool of warm worker processes.
+"""Host side of document parsing: conversion jobs run in the project's sandbox.
 
-Why processes: the files come from the web or from a question's attachments, and parsers of
-PDF, Office and HTML are large C-backed code bases. In a separate process a parser that hangs
-is killed at the deadline (a thread could only be abandoned, still burning a core), one that
-balloons hits the worker's memory cap, and one that crashes takes down only the worker. A warm
-worker keeps the ~1 s of parser imports off every request.
+Why the sandbox: the files come from the web or from a question's attachments, and parsers of
+PDF, Office and HTML are large C-backed code bases. A parser that a crafted file takes over must
+find what model-written code finds: no network, none of the user's files (only the document,
+copied into the job's private ``/work/in``), memory and time caps, and every process killed at
+the deadline. So conversions go through the same warm-worker pool as the python tool
+(:class:`kgot.sandbox.pool.PooledSandbox`), an instance of its own whose workers pre-import the
+parser libraries (:data:`kgot.tools.convert.PRELOAD`): a warm conversion pays a fork, not ~1 s
+of imports.
 
-The pool is thread-safe and event-loop agnostic: requests block a thread (the async wrapper
-uses :func:`kgot.tools.threads.run_blocking`), so tools on any loop can share it.
+The conversion code itself travels with each job as a small zip (:func:`job_bundle`, like the
+graph jobs of :mod:`kgot.graph_backends.runner`): the sandbox shows the installed libraries
+read-only, but not kgot's checkout. The job writes its reply to ``out/result.json``; the host
+reads it as untrusted data.
+
+The document is copied in, not bind-mounted: a sandbox's mounts are fixed when its worker
+starts, so a mounted document would need a fresh (cold) worker per file, and a directory
+mounted into every worker would show each job the documents of the jobs running beside it.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
+import io
 import json
-import os
-import select
-import subprocess
-import sys
+import py_compile
+import re
+import tempfile
 import threading
-import time
+import zipfile
 from pathlib import Path
 from typing import Any
 
+from kgot.config import SandboxSettings
+from kgot.errors import SandboxUnavailableError
+from kgot.sandbox.base import ExecResult, Job, Limits, Sandbox, run_async
+from kgot.sandbox.pool import WORKER_DIED
 from kgot.tools.base import ToolFailure
 
-_WORKER_COMMAND = "from kgot.tools.convert_worker import main; main()"
+_PACKAGE = "kgotconvert"
+_MODULES = ("convert.py", "formats.py", "convert_worker.py")
+_BOOTSTRAP = f"""import os, sys
+sys.path.insert(0, os.path.abspath("in/{_PACKAGE}.zip"))
+from {_PACKAGE}.convert_worker import main
+main()
+"""
+_RESULT = "result.json"
+_MIN_OUTPUT_BYTES = 64 * 1024 * 1024  # the text of a document, or its rendered pages
+_FAILURE_KINDS = frozenset({"corrupt", "unsupported", "timeout", "internal"})
 
 
-class _Worker:
-    """One worker process and its reply buffer."""
+@functools.cache
+def job_bundle() -> bytes:
+    """The conversion code as a zip package (built once per process).
 
-    def __init__(self, memory_mb: int) -> None:
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "LANG": "C.UTF-8",
-            "HOME": os.environ.get("HOME", "/nonexistent"),
-            # The worker must import exactly the kgot (and libraries) this process uses.
-            "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and Path(p).is_dir()),
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "OMP_NUM_THREADS": "1",
-            "OPENBLAS_NUM_THREADS": "1",
+    Each module travels as source and as unchecked hash-based bytecode (PEP 552), so a job
+    does not compile ~700 lines; another interpreter version ignores the bytecode.
+    """
+    here = Path(__file__).parent
+    buffer = io.BytesIO()
+    with (
+        zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_STORED) as archive,
+        tempfile.TemporaryDirectory(prefix="kgot-convert-") as scratch,
+    ):
+        archive.writestr(f"{_PACKAGE}/__init__.py", b"")
+        for name in _MODULES:
+            source = here / name
+            compiled = Path(scratch) / f"{source.stem}.pyc"
+            py_compile.compile(
+                str(source),
+                cfile=str(compiled),
+                dfile=f"{_PACKAGE}/{name}",
+                doraise=True,
+                invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+            )
+            archive.writestr(f"{_PACKAGE}/{name}", source.read_bytes())
+            archive.writestr(f"{_PACKAGE}/{source.stem}.pyc", compiled.read_bytes())
+    return buffer.getvalue()
+
+
+def converter_settings(
+    base: SandboxSettings | None, *, max_workers: int, memory_mb: int, recycle_after: int
+) -> SandboxSettings:
+    """The sandbox settings of the conversion workers: the project's isolation, the parser
+    libraries pre-imported, no packages to install.
+
+    A ``docker`` sandbox becomes ``auto`` (bubblewrap, else the fallback): a container per
+    document would cost seconds, and the job image need not hold the parsers.
+    """
+    from kgot.tools.convert import PRELOAD
+
+    base = base or SandboxSettings()
+    return base.model_copy(
+        update={
+            "kind": "auto" if base.kind == "docker" else base.kind,
+            "preload": list(PRELOAD),
+            "pool_size": max_workers,
+            "recycle_after": recycle_after,
+            "memory_mb": memory_mb,
+            "allow_packages": [],
         }
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", _WORKER_COMMAND, str(memory_mb)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,
-        )
-        self.served = 0
-        self._buffer = bytearray()
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def request(self, payload: dict[str, Any], deadline: float) -> dict[str, Any] | None:
-        """Send one request and wait for its reply; ``None`` when the deadline passes."""
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.process.stdin.write((json.dumps(payload) + "\n").encode("utf-8"))
-        self.process.stdin.flush()
-        fd = self.process.stdout.fileno()
-        while b"\n" not in self._buffer:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            ready, _, _ = select.select([fd], [], [], remaining)
-            if not ready:
-                return None
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                raise EOFError("worker exited")
-            self._buffer.extend(chunk)
-        line, _, rest = self._buffer.partition(b"\n")
-        self._buffer = bytearray(rest)
-        self.served += 1
-        return json.loads(line)
-
-    def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, 9)
-        with contextlib.suppress(Exception):
-            self.process.wait(timeout=5)
-        for stream in (self.process.stdin, self.process.stdout):
-            with contextlib.suppress(Exception):
-                if stream is not None:
-                    stream.close()
-
-    def describe_death(self) -> str:
-        code = self.process.poll()
-        if code is not None and code < 0:
-            return f"the document parser crashed (signal {-code})"
-        return "the document parser stopped unexpectedly"
+    )
 
 
 class ConverterPool:
-    """Warm worker processes that parse documents with a deadline and a memory cap.
+    """Warm sandbox workers that parse documents with a deadline and a memory cap.
 
     Args:
-        max_workers: parallel parses; more requests wait for a free worker.
-        memory_mb: address-space cap of each worker.
+        max_workers: warm workers kept ready (more start when requests overlap).
+        memory_mb: memory a parse may use on top of the pre-imported libraries (the staged
+            copy of the document counts too).
         recycle_after: requests served before a worker is replaced (bounds leaks).
+        sandbox: the project's sandbox settings (isolation kind, uid, tmpfs size); default
+            settings when not given.
     """
 
-    def __init__(self, *, max_workers: int = 2, memory_mb: int = 2048, recycle_after: int = 200):
+    def __init__(
+        self,
+        *,
+        max_workers: int = 2,
+        memory_mb: int = 2048,
+        recycle_after: int = 200,
+        sandbox: SandboxSettings | None = None,
+    ) -> None:
         self.max_workers = max_workers
         self.memory_mb = memory_mb
         self.recycle_after = recycle_after
-        self._idle: list[_Worker] = []
-        self._busy = 0
-        self._closed = False
-        self._condition = threading.Condition()
+        self.settings = converter_settings(
+            sandbox, max_workers=max_workers, memory_mb=memory_mb, recycle_after=recycle_after
+        )
+        self._sandbox: Sandbox | None = None
+        self._lock = threading.Lock()
 
     def convert(
         self, fmt: str, path: Path, options: dict[str, Any], *, timeout: float
     ) -> dict[str, Any]:
-        """Parse one file in a worker.
+        """Parse one file in a sandbox job.
 
         Args:
             fmt: the format to read it as (see :mod:`kgot.tools.convert`).
-            path: the file; it must stay in place until this returns.
+            path: the file; it is read (copied into the job) before this returns.
             options: converter options (``name``, ``url``, ``full_page``, ``links``, …).
-            timeout: seconds; on expiry the worker is killed.
+            timeout: seconds the parse may take; on expiry every process of the job is killed.
 
         Returns:
             The converter's result dictionary.
@@ -131,109 +151,170 @@ class ConverterPool:
         Raises:
             ToolFailure: ``timeout``, ``corrupt``, ``unsupported`` or ``internal``.
         """
-        deadline = time.monotonic() + timeout
-        name = options.get("name") or path.name
-        payload = {"format": fmt, "path": str(path), "options": options}
-        while True:
-            worker = self._acquire(deadline, name)
-            reused = worker.served > 0
-            keep = False
+        name, job = self._job(fmt, path, options, timeout)
+        sandbox = self._open()
+        for attempt in (1, 2):
             try:
-                reply = worker.request(payload, deadline)
-                keep = reply is not None
-            except (EOFError, BrokenPipeError, OSError, ValueError):
-                if reused:
-                    continue  # it died while idle (killed, recycled by the OS): use a fresh one
-                raise ToolFailure(
-                    f"{worker.describe_death()} while reading {name}; the file is probably "
-                    "damaged — try another source or read it with the python tool",
-                    kind="corrupt",
-                ) from None
-            finally:
-                self._release(worker, keep=keep)
+                result = sandbox.run(job)
+            except SandboxUnavailableError as error:
+                raise _cannot_start(error) from None
+            if attempt == 1 and _worker_died(result):
+                continue  # it died while idle (killed, recycled by the OS): use a fresh one
             break
-        if reply is None:
-            raise ToolFailure(
-                f"reading {name} took longer than {timeout:g} s and was stopped; try a "
-                "smaller file or page, or extract only what you need with the python tool",
-                kind="timeout",
-            )
-        if not reply.get("ok"):
-            kind = reply.get("kind") or "internal"
-            raise ToolFailure(str(reply.get("error")), kind=kind)
-        return reply["result"]
+        return _outcome(result, name, timeout)
 
     async def aconvert(
         self, fmt: str, path: Path, options: dict[str, Any], *, timeout: float
     ) -> dict[str, Any]:
-        """:meth:`convert` without blocking the event loop."""
+        """:meth:`convert` without blocking the event loop (a warm worker's reply is awaited
+        on the loop itself)."""
         from kgot.tools.threads import run_blocking
 
-        return await run_blocking(self.convert, fmt, path, options, timeout=timeout)
+        name, job = await run_blocking(self._job, fmt, path, options, timeout)
+        sandbox = await run_blocking(self._open)
+        for attempt in (1, 2):
+            try:
+                result = await run_async(sandbox, job)
+            except SandboxUnavailableError as error:
+                raise _cannot_start(error) from None
+            if attempt == 1 and _worker_died(result):
+                continue
+            break
+        return _outcome(result, name, timeout)
 
     def prewarm(self) -> None:
-        """Start one worker now, so its imports overlap other work."""
-        with self._condition:
-            if self._closed or self._idle or self._busy:
-                return
-            self._idle.append(_Worker(self.memory_mb))
+        """Start the workers now, in the background, so their imports overlap other work."""
+
+        def warm() -> None:
+            # A sandbox that cannot start is reported by the first conversion.
+            with contextlib.suppress(SandboxUnavailableError, ToolFailure):
+                self._open().warm_up(wait=False)
+
+        threading.Thread(target=warm, daemon=True, name="kgot-convert-warm").start()
 
     def close(self) -> None:
         """Stop every worker; later requests start new ones."""
-        with self._condition:
-            workers, self._idle = self._idle, []
-        for worker in workers:
-            worker.kill()
+        with self._lock:
+            sandbox = self._sandbox
+        if sandbox is not None:
+            sandbox.close()
 
-    def _acquire(self, deadline: float, name: str) -> _Worker:
-        with self._condition:
-            while True:
-                while self._idle:
-                    worker = self._idle.pop()
-                    if worker.alive():
-                        self._busy += 1
-                        return worker
-                    worker.kill()
-                if self._busy < self.max_workers:
-                    self._busy += 1
-                    break
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or not self._condition.wait(remaining):
-                    raise ToolFailure(
-                        f"no document parser became free in time to read {name}; retry later",
-                        kind="timeout",
-                    )
+    @property
+    def sandbox(self) -> Sandbox:
+        """The sandbox the conversions run in (opened on first use)."""
+        return self._open()
+
+    def _open(self) -> Sandbox:
+        with self._lock:
+            if self._sandbox is None:
+                from kgot.sandbox import open_sandbox
+
+                try:
+                    self._sandbox = open_sandbox(self.settings)
+                except SandboxUnavailableError as error:
+                    raise _cannot_start(error) from None
+            return self._sandbox
+
+    def _job(
+        self, fmt: str, path: Path, options: dict[str, Any], timeout: float
+    ) -> tuple[str, Job]:
+        name = str(options.get("name") or path.name)
         try:
-            return _Worker(self.memory_mb)
+            content = path.read_bytes()
         except OSError as error:
-            with self._condition:
-                self._busy -= 1
-                self._condition.notify()
             raise ToolFailure(
-                f"cannot start the document parser: {error}", kind="internal"
+                f"cannot read {name} ({error.strerror or error}); check the path", kind="input"
             ) from None
+        document = "document" + _safe_suffix(path.suffix)
+        request = {"format": fmt, "path": f"in/{document}", "options": {**options, "name": name}}
+        size_mb = len(content) // (1024 * 1024)
+        return name, Job(
+            code=_BOOTSTRAP,
+            files={
+                f"{_PACKAGE}.zip": job_bundle(),
+                "request.json": json.dumps(request).encode("utf-8"),
+                document: content,
+            },
+            limits=Limits(
+                timeout_s=timeout,
+                memory_mb=self.memory_mb,
+                max_output_bytes=max(_MIN_OUTPUT_BYTES, 8 * len(content)),
+                max_file_mb=max(self.settings.max_file_mb, 8 * size_mb + 64),
+            ),
+        )
 
-    def _release(self, worker: _Worker, *, keep: bool) -> None:
-        reusable = keep and worker.alive() and worker.served < self.recycle_after
-        if not reusable:
-            worker.kill()
-        with self._condition:
-            self._busy -= 1
-            if reusable:
-                self._idle.append(worker)
-            self._condition.notify()
+
+def _safe_suffix(suffix: str) -> str:
+    """The file's extension when it is a plain one (parsers may look at it), else none."""
+    return suffix.lower() if re.fullmatch(r"\.[A-Za-z0-9]{1,10}", suffix) else ""
 
 
-_shared: dict[int, ConverterPool] = {}  # memory cap -> pool
+def _worker_died(result: ExecResult) -> bool:
+    return bool(result.error and result.error.startswith(WORKER_DIED))
+
+
+def _cannot_start(error: Exception) -> ToolFailure:
+    return ToolFailure(f"cannot start the document parser: {error}", kind="internal")
+
+
+def _outcome(result: ExecResult, name: str, timeout: float) -> dict[str, Any]:
+    """The converter's result, or the failure the job reported or ran into."""
+    if result.timed_out:
+        raise ToolFailure(
+            f"reading {name} took longer than {timeout:g} s and was stopped; try a "
+            "smaller file or page, or extract only what you need with the python tool",
+            kind="timeout",
+        )
+    reply = _decoded(result.outputs.get(_RESULT))
+    if reply is None:
+        raise ToolFailure(_why_no_reply(result, name), kind="corrupt")
+    if reply.get("ok") is True and isinstance(reply.get("result"), dict):
+        return reply["result"]  # type: ignore[no-any-return]
+    kind = reply.get("kind")
+    raise ToolFailure(
+        str(reply.get("error") or "the document parser failed"),
+        kind=kind if kind in _FAILURE_KINDS else "internal",
+    )
+
+
+def _decoded(raw: bytes | None) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    try:
+        reply = json.loads(raw.decode("utf-8", errors="surrogatepass"))
+    except (ValueError, RecursionError):
+        return None
+    return reply if isinstance(reply, dict) and "ok" in reply else None
+
+
+def _why_no_reply(result: ExecResult, name: str) -> str:
+    """Why a conversion job ended without a reply: memory, a crash, a sandbox failure."""
+    error = result.error or ""
+    if "memory" in error or "MemoryError" in result.stderr:
+        return f"parsing {name} needed too much memory; the file is probably damaged or a bomb"
+    if result.exit_code is not None and result.exit_code < 0:
+        cause = f"the document parser crashed (signal {-result.exit_code})"
+    else:
+        cause = "the document parser stopped unexpectedly"
+        if error:
+            cause += f" ({error})"
+    return (
+        f"{cause} while reading {name}; the file is probably damaged — try another source or "
+        "read it with the python tool"
+    )
+
+
+_shared: dict[tuple[int, str], ConverterPool] = {}  # (memory cap, sandbox settings) -> pool
 _shared_lock = threading.Lock()
 
 
-def shared_pool(memory_mb: int = 2048) -> ConverterPool:
-    """The process-wide pool for this memory cap (its workers stop at interpreter exit)."""
+def shared_pool(memory_mb: int = 2048, sandbox: SandboxSettings | None = None) -> ConverterPool:
+    """The process-wide pool for this memory cap and sandbox (its workers stop at exit)."""
+    key = (memory_mb, (sandbox or SandboxSettings()).model_dump_json())
     with _shared_lock:
-        pool = _shared.get(memory_mb)
+        pool = _shared.get(key)
         if pool is None:
-            pool = _shared[memory_mb] = ConverterPool(memory_mb=memory_mb)
+            pool = _shared[key] = ConverterPool(memory_mb=memory_mb, sandbox=sandbox)
         return pool
 
 

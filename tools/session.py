@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from kgot.config import SandboxSettings
 from kgot.sandbox.base import MOUNT_DIR
 from kgot.tools.access import (
     WORKSPACE_MARKER,
@@ -46,8 +47,11 @@ class ToolSession:
         self.settings = ctx.settings
         self.http = Http(ctx.settings)
         self.documents = DocumentStore(ctx.settings.max_output_chars)
+        # Documents are parsed in the project's sandbox, isolated as the python tool's is.
+        sandbox_settings = getattr(ctx.sandbox, "settings", None)
         self.converter: ConverterPool = ctx.converter or shared_pool(
-            ctx.settings.converter_memory_mb
+            ctx.settings.converter_memory_mb,
+            sandbox_settings if isinstance(sandbox_settings, SandboxSettings) else None,
         )
         # Absolute, but links are not followed: an attachment keeps the name it was given (a
         # Hugging Face cache links `report.pdf` to a blob named by its hash).
