@@ -225,6 +225,15 @@ class ConverterPool:
             raise ToolFailure(
                 f"cannot read {name} ({error.strerror or error}); check the path", kind="input"
             ) from None
+        # The job's /work is a tmpfs of work_dir_mb; the document and the reply must fit in it.
+        room = self.settings.work_dir_mb * 1024 * 1024 // 2
+        if len(content) > room:
+            raise ToolFailure(
+                f"{name} is too large to parse ({len(content) / 1e6:.0f} MB; the sandbox takes "
+                f"documents up to {room / 1e6:.0f} MB, half of sandbox.work_dir_mb); extract "
+                "what you need with the python tool",
+                kind="unsupported",
+            )
         document = "document" + _safe_suffix(path.suffix)
         request = {"format": fmt, "path": f"in/{document}", "options": {**options, "name": name}}
         size_mb = len(content) // (1024 * 1024)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from kgot.config import SandboxSettings
 from kgot.llm.scripted import ScriptedChatModel
 from kgot.tests.tools.tool_fixtures import (
     FixtureServer,
@@ -386,6 +387,19 @@ def test_worker_memory_cap_turns_a_bomb_into_an_error(samples, tmp_path):
         assert "Thursday" in pool.convert("text", samples["notes.txt"], {}, timeout=30)["text"]
     finally:
         pool.close()
+
+
+def test_a_document_larger_than_the_sandbox_work_space_is_refused(tmp_path):
+    big = tmp_path / "huge.txt"
+    big.write_bytes(b"egret " * (2 * 1024 * 1024))  # 12 MB, over half of a 16 MB /work
+    pool = ConverterPool(max_workers=1, sandbox=SandboxSettings(work_dir_mb=16))
+    try:
+        with pytest.raises(ToolFailure) as refused:
+            pool.convert("text", big, {}, timeout=30)
+    finally:
+        pool.close()
+    assert refused.value.kind == "unsupported" and "too large" in str(refused.value)
+    assert "sandbox.work_dir_mb" in str(refused.value)
 
 
 @pytest.fixture(scope="module")
