@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from kgot.version import __version__
+
 __all__ = ["AskResult", "__version__", "ask", "ask_async", "resume", "resume_async"]
 
 if TYPE_CHECKING:

@@ -31,15 +31,13 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from kgot.errors import ConfigError
-
-if TYPE_CHECKING:
-    from kgot.persistence.limits import StoreLimits
 
 StructuredMethod = Literal["auto", "json_schema", "tool_calling", "json_object", "prompt"]
 BackendName = Literal["networkx", "rdf"]
@@ -199,6 +197,30 @@ class ToolsSettings(_Section):
     )
 
 
+@dataclass(frozen=True)
+class StoreLimits:
+    """Caps on what a commit or an import may hold, and on the time checking it may take.
+
+    Attributes:
+        max_property_bytes: largest property value, as UTF-8 JSON (a document's text belongs
+            in a file the fact points to, not in the graph).
+        check_seconds: the longest checking one changeset against its types may take; a
+            schema that makes more work of its values is reported, never waited out.
+        max_import_bytes: largest graph file ``kgot graph import`` reads.
+        max_import_nodes: most nodes one import may hold.
+        max_import_edges: most edges one import may hold.
+    """
+
+    max_property_bytes: int = 1_000_000
+    check_seconds: float = 30.0
+    max_import_bytes: int = 100 * 1024 * 1024
+    max_import_nodes: int = 250_000
+    max_import_edges: int = 1_000_000
+
+
+DEFAULT_LIMITS = StoreLimits()  # without settings (library use)
+
+
 class StoreSettings(_Section):
     db: str = Field(
         default_factory=lambda: str(default_data_dir() / "kgot.db"),
@@ -217,8 +239,6 @@ class StoreSettings(_Section):
 
     def limits(self) -> StoreLimits:
         """The caps the store checks on commits and imports."""
-        from kgot.persistence.limits import StoreLimits
-
         return StoreLimits(
             max_property_bytes=self.max_property_bytes,
             check_seconds=self.check_seconds,

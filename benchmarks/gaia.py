@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kgot import __version__
 from kgot.benchmarks.answerers import (
     Mode,
     check_models,
@@ -57,6 +56,7 @@ from kgot.benchmarks.report import (
 from kgot.benchmarks.results import write_atomic
 from kgot.benchmarks.scoring import gaia_close_call, gaia_question_scorer, strip_final_answer
 from kgot.config import Settings
+from kgot.version import __version__
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel

@@ -37,7 +37,7 @@ from typing import Any
 
 from kgot.benchmarks.figures import Figure, print_figures
 from kgot.config import Settings, load_settings
-from kgot.graph_backends.base import Changeset, Edge, Node
+from kgot.graph_model import Changeset, Edge, Node
 from kgot.llm.scripted import ScriptedCall, ScriptedChatModel
 from kgot.persistence import Provenance, open_store
 
@@ -123,7 +123,7 @@ def _seed_file(path: Path, nodes: int) -> Path:
     import networkx as nx
 
     from kgot.graph_backends import write_graph
-    from kgot.graph_backends.base import apply_to_networkx
+    from kgot.graph_model import apply_to_networkx
 
     graph = nx.MultiDiGraph()
     apply_to_networkx(graph, _seed(nodes))

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kgot.benchmarks.figures import Figure, print_figures
-from kgot.graph_backends.base import Changeset, Edge, Node
+from kgot.graph_model import Changeset, Edge, Node
 from kgot.persistence import EntitySession, Provenance, open_store
 
 AREA = "store"

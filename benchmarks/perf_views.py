@@ -43,7 +43,7 @@ import networkx as nx
 
 from kgot.benchmarks.figures import Figure, print_figures
 from kgot.config import SandboxSettings
-from kgot.graph_backends.base import Changeset, Edge, Node, ViewRequest
+from kgot.graph_backends.base import ViewRequest
 from kgot.graph_backends.common import PropertyGraphBackend
 from kgot.graph_backends.files import read_graph, write_graph
 from kgot.graph_backends.jobs.sparql_guard import check
@@ -51,6 +51,7 @@ from kgot.graph_backends.networkx_backend import NetworkXBackend
 from kgot.graph_backends.rdf_backend import RdfBackend
 from kgot.graph_backends.view_lines import LineFormat
 from kgot.graph_backends.views import BACKGROUND_INDEX_NODES
+from kgot.graph_model import Changeset, Edge, Node
 from kgot.sandbox import open_sandbox
 from kgot.sandbox.base import Sandbox
 

@@ -15,7 +15,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kgot import __version__
 from kgot.benchmarks.answerers import (
     Grader,
     Mode,
@@ -50,6 +49,7 @@ from kgot.benchmarks.results import write_atomic
 from kgot.benchmarks.scoring import Grade, simpleqa_metrics, strip_final_answer
 from kgot.config import Settings
 from kgot.errors import UsageError
+from kgot.version import __version__
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel

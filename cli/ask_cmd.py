@@ -233,8 +233,8 @@ def _context_overflow(question: str, settings: Any) -> str | None:
     model's LangChain profile states it (no profile, no window known: no warning). The run
     still starts: the estimate over-counts, and some servers accept more than they state."""
     from kgot.errors import ConfigError
+    from kgot.graph_model.tokens import count_tokens
     from kgot.llm.models import build_chat_model
-    from kgot.llm.tokens import count_tokens
 
     windows: list[tuple[int, str, str]] = []
     for role in ("planning", "execution"):
@@ -400,14 +400,11 @@ def runs_show(
 
 async def _checkpoint_summary(settings: Any, run_id: str) -> dict[str, Any]:
     from kgot.controller import build_controller_graph
-    from kgot.controller.graph import recursion_limit
+    from kgot.controller.graph import run_config
     from kgot.persistence import open_checkpointer
 
     async with open_checkpointer(settings.store.db) as saver:
-        config = {
-            "configurable": {"thread_id": run_id},
-            "recursion_limit": recursion_limit(settings.controller),
-        }
+        config = run_config(run_id, settings.controller)
         snapshot = await build_controller_graph(saver).aget_state(config)
     values = snapshot.values or {}
     return {

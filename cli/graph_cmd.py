@@ -58,7 +58,8 @@ def convert(
     target: Annotated[Path, typer.Argument(help="Graph file to write.", show_default=False)],
 ) -> None:
     """Convert a graph file into another format (chosen by OUTPUT's extension)."""
-    from kgot.graph_backends import graph_format, graph_stats, read_graph, write_graph
+    from kgot.graph_backends import graph_format, read_graph, write_graph
+    from kgot.graph_model import graph_stats
 
     graph_format(target)  # an unusable target fails before the source is read
     graph = read_graph(source)
@@ -146,7 +147,8 @@ def stats(
     db: DbOption = None,
 ) -> None:
     """Print node and edge counts per label and relationship as JSON (FILE or --entity)."""
-    from kgot.graph_backends import graph_stats, read_graph
+    from kgot.graph_backends import read_graph
+    from kgot.graph_model import graph_stats
 
     if entity is not None and file is None:
         store_cmd.entity_stats(ctx, entity, db)

@@ -17,10 +17,10 @@ import typer
 from typer import Abort, Exit
 from typer.core import TyperOption
 
-from kgot import __version__
 from kgot.cli import ask_cmd, bench_cmd, config_cmd, graph_cmd, sandbox_cmd, store_cmd, tools_cmd
 from kgot.cli.common import global_options
 from kgot.errors import KgotError
+from kgot.version import __version__
 
 try:  # recent typer carries its own copy of click; older ones use the click package
     from typer._click.exceptions import ClickException, UsageError

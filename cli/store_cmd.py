@@ -396,8 +396,9 @@ def import_entity(
 ) -> None:
     """Merge the graph in FILE into an entity (validated, one atomic commit)."""
     from kgot.errors import ChangesetError
+    from kgot.graph_backends import read_import_file
     from kgot.persistence import CommitConflictError, Provenance
-    from kgot.persistence.transfer import import_graph, read_import_file
+    from kgot.persistence.transfer import import_graph
 
     provenance = Provenance(run_id="", step="import", source_ref=str(file.resolve()))
     with opened_store(ctx, db, entity=entity) as store:

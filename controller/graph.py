@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
@@ -58,6 +59,11 @@ _LEGACY_STEPS = 1
 def recursion_limit(limits: ControllerSettings) -> int:
     """The most supersteps a run can take under these limits (so none can loop forever)."""
     return _STEPS_PER_ROUND * limits.max_iterations + _FINAL_STEPS + _LEGACY_STEPS + 1
+
+
+def run_config(run_id: str, limits: ControllerSettings) -> RunnableConfig:
+    """LangGraph's config for one run: its checkpoint thread and the recursion limit."""
+    return {"configurable": {"thread_id": run_id}, "recursion_limit": recursion_limit(limits)}
 
 
 def build_controller_graph(

@@ -15,7 +15,7 @@ from kgot.controller.events import excerpt
 from kgot.controller.state import PendingResult, RunState, ToolCallRecord
 from kgot.controller.views import graph_view
 from kgot.errors import ChangesetError, CodeExecutionError
-from kgot.graph_backends.base import Changeset
+from kgot.graph_model import Changeset
 from kgot.persistence import CommitConflictError
 from kgot.prompts import render_prompt
 

@@ -17,12 +17,12 @@ import networkx as nx
 from kgot.config import Settings, load_settings, nested_overrides, public_dump, with_options
 from kgot.controller.context import RunContext, empty_usage
 from kgot.controller.events import Event
-from kgot.controller.graph import build_controller_graph, recursion_limit
+from kgot.controller.graph import build_controller_graph, run_config
 from kgot.controller.result import AskResult
 from kgot.controller.signals import RunTerminated, stopped_by_termination
 from kgot.controller.state import RunState, Usage
 from kgot.errors import GraphFileError, KgotError, UsageError
-from kgot.graph_backends.base import Changeset, apply_to_networkx
+from kgot.graph_model import Changeset, apply_to_networkx
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -140,7 +140,9 @@ async def _last_checkpoint(
 
     try:
         async with _opened(settings, store, checkpointer, create=False) as (_store, saver):
-            return await build_controller_graph(saver).aget_state(_config(run_id, settings))
+            return await build_controller_graph(saver).aget_state(
+                run_config(run_id, settings.controller)
+            )
     except StoreNotFoundError:
         return None
 
@@ -237,7 +239,7 @@ async def _execute(
         )
         session = opened_store.session(spec.entity) if spec.entity else None
         controller = build_controller_graph(saver)
-        config = _config(spec.run_id, settings)
+        config = run_config(spec.run_id, settings.controller)
         snapshot = await controller.aget_state(config)
         values: dict[str, Any] = dict(snapshot.values or {})
         if not resume and (values or opened_store.get_run(spec.run_id) is not None):
@@ -494,13 +496,6 @@ async def _opened(
         yield store, saver
 
 
-def _config(run_id: str, settings: Settings) -> dict[str, Any]:
-    return {
-        "configurable": {"thread_id": run_id},
-        "recursion_limit": recursion_limit(settings.controller),
-    }
-
-
 def _check_attachment(path: str | Path) -> str:
     # Absolute, but links are not followed: the name the user gave is the one tools see (a
     # Hugging Face cache links `report.pdf` to a blob without a suffix).
@@ -522,10 +517,10 @@ def _start_graph(graph_file: str | None, limits: StoreLimits | None) -> nx.Multi
     """
     if graph_file is None:
         return nx.MultiDiGraph()
-    from kgot.graph_backends.base import edges_of, nodes_of
+    from kgot.config import DEFAULT_LIMITS
+    from kgot.graph_backends import read_import_file
     from kgot.graph_backends.state import size_problems
-    from kgot.persistence.limits import DEFAULT_LIMITS
-    from kgot.persistence.transfer import read_import_file
+    from kgot.graph_model import edges_of, nodes_of
 
     limits = limits or DEFAULT_LIMITS
     path = Path(graph_file)

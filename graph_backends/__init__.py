@@ -2,9 +2,9 @@
 
 Entry points: :func:`open_backend` (``networkx`` or ``rdf``), :func:`read_graph` and
 :func:`write_graph` (``.json``, ``.graphml``, ``.ttl``, ``.nt``; :func:`graph_format` checks an
-extension before anything is read). The contract and its data types
-live in :mod:`kgot.graph_backends.base`; docs/graph-backends.md documents the graph-code contract
-and the property-graph ↔ RDF mapping.
+extension before anything is read). The contract lives in :mod:`kgot.graph_backends.base`, the
+graph's data types in :mod:`kgot.graph_model`; docs/graph-backends.md documents the graph-code
+contract and the property-graph ↔ RDF mapping.
 """
 
 from __future__ import annotations
@@ -13,18 +13,19 @@ from typing import TYPE_CHECKING
 
 from kgot.errors import UsageError
 from kgot.graph_backends.base import (
-    Changeset,
-    Edge,
     GraphBackend,
-    GraphStats,
     GraphView,
-    Node,
     QueryLanguage,
     QueryResult,
     ViewRequest,
-    graph_stats,
 )
-from kgot.graph_backends.files import FORMATS, graph_format, read_graph, write_graph
+from kgot.graph_backends.files import (
+    FORMATS,
+    graph_format,
+    read_graph,
+    read_import_file,
+    write_graph,
+)
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -36,19 +37,15 @@ BACKENDS = ("networkx", "rdf")
 __all__ = [
     "BACKENDS",
     "FORMATS",
-    "Changeset",
-    "Edge",
     "GraphBackend",
-    "GraphStats",
     "GraphView",
-    "Node",
     "QueryLanguage",
     "QueryResult",
     "ViewRequest",
     "graph_format",
-    "graph_stats",
     "open_backend",
     "read_graph",
+    "read_import_file",
     "write_graph",
 ]
 

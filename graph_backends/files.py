@@ -24,8 +24,8 @@ from typing import Any, NamedTuple
 import networkx as nx
 
 from kgot.atomic_file import current_umask, replace_file
+from kgot.config import DEFAULT_LIMITS, StoreLimits
 from kgot.errors import ChangesetError, GraphFileError
-from kgot.graph_backends.jobs.graphdata import INT_MAX, INT_MIN, MAX_VALUE_DEPTH
 from kgot.graph_backends.jobs.outcome import collector_paused
 from kgot.graph_backends.jobs.rdf_decode import decode
 from kgot.graph_backends.jobs.rdf_model import (
@@ -43,6 +43,7 @@ from kgot.graph_backends.state import (
     normalize_in_place,
     raise_problems,
 )
+from kgot.graph_model.records import INT_MAX, INT_MIN, MAX_VALUE_DEPTH
 
 FORMATS = {
     ".json": "node-link JSON",
@@ -65,6 +66,30 @@ def graph_format(path: Path) -> str:
         shown = f"extension {suffix!r}" if suffix else "no extension"
         raise GraphFileError(f"{path}: unknown graph format ({shown}); use {known}")
     return suffix
+
+
+def read_import_file(path: Path, limits: StoreLimits = DEFAULT_LIMITS) -> nx.MultiDiGraph:
+    """The graph in ``path``, read for an import: its size is checked before it is read, its
+    node and edge counts as soon as it is parsed (before the graph is built).
+
+    Raises:
+        GraphFileError: the file is missing, too large, holds too many nodes or edges, or is
+            not a valid graph file (one line naming the file and the cap or problem).
+    """
+    try:
+        size = path.stat().st_size
+    except OSError:
+        size = 0  # a missing or unreadable file is reported by the reader, in its words
+    if size > limits.max_import_bytes:
+        raise GraphFileError(
+            f"{path}: {_megabytes(size)} MB, more than the {_megabytes(limits.max_import_bytes)}"
+            " MB one import may read (split the file, or raise the setting store.max_import_mb)"
+        )
+    return read_graph(path, max_nodes=limits.max_import_nodes, max_edges=limits.max_import_edges)
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 2**20:,.1f}".removesuffix(".0")
 
 
 def read_graph(

@@ -6,17 +6,17 @@ import itertools
 
 import networkx as nx
 
-from kgot.graph_backends.base import Changeset
 from kgot.graph_backends.common import PropertyGraphBackend
-from kgot.graph_backends.jobs.graphdata import (
+from kgot.graph_backends.languages import PYTHON
+from kgot.graph_backends.view_lines import PythonLines
+from kgot.graph_model import Changeset
+from kgot.graph_model.records import (
     edge_record,
     edge_removal_record,
     node_record,
     records_text,
     removal_record,
 )
-from kgot.graph_backends.languages import PYTHON
-from kgot.graph_backends.view_lines import PythonLines
 from kgot.sandbox.base import Sandbox
 
 
@@ -26,7 +26,7 @@ class RecordSerializer:
     Records are encoded lazily, on the first job after the graph was replaced. After that a job
     gets the array encoded last time (``in/graph.json``, the same bytes object every time) and
     the records of what changed since (``in/graph_delta.json``: later records replace or remove
-    earlier ones, see :mod:`~kgot.graph_backends.jobs.graphdata`), so a small change costs a
+    earlier ones, see :mod:`~kgot.graph_model.records`), so a small change costs a
     small file, not a re-encoding or a copy of the graph. Once the changes reach a quarter of
     the whole, the array is encoded afresh.
     """

@@ -22,6 +22,9 @@ from kgot.errors import ChangesetError, CodeExecutionError, QueryError
 from kgot.sandbox.base import ExecResult, Job, Limits, Sandbox, run_async
 
 _JOBS_DIR = Path(__file__).with_name("jobs")
+# The one module of kgot jobs import: it travels in the bundle at its own path, beside empty
+# package markers, so a job imports it without kgot being installed where the job runs.
+_RECORDS = Path(__file__).parent.parent / "graph_model" / "records.py"
 _BOOTSTRAP = """import os, sys
 sys.path.insert(0, os.path.abspath("in/kgotjob.zip"))
 from kgotjob.{module} import main
@@ -59,7 +62,7 @@ class JobSpec:
 
 @functools.cache
 def job_bundle() -> bytes:
-    """The job package as a zip (built once per process).
+    """The job package, and the record module it imports, as a zip (built once per process).
 
     Each module travels as source and as unchecked hash-based bytecode (PEP 552), so a job
     skips compiling ~1,500 lines; an interpreter of another version ignores the bytecode and
@@ -70,17 +73,21 @@ def job_bundle() -> bytes:
         zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_STORED) as archive,
         tempfile.TemporaryDirectory(prefix="kgot-jobs-") as scratch,
     ):
-        for source in sorted(_JOBS_DIR.glob("*.py")):
-            compiled = Path(scratch) / f"{source.stem}.pyc"
+        members = [(source, f"kgotjob/{source.name}") for source in sorted(_JOBS_DIR.glob("*.py"))]
+        members.append((_RECORDS, "kgot/graph_model/records.py"))
+        archive.writestr("kgot/__init__.py", "")
+        archive.writestr("kgot/graph_model/__init__.py", "")
+        for source, name in members:
+            compiled = Path(scratch) / name.replace("/", "_").replace(".py", ".pyc")
             py_compile.compile(
                 str(source),
                 cfile=str(compiled),
-                dfile=f"kgotjob/{source.name}",
+                dfile=name,
                 doraise=True,
                 invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
             )
-            archive.writestr(f"kgotjob/{source.name}", source.read_bytes())
-            archive.writestr(f"kgotjob/{source.stem}.pyc", compiled.read_bytes())
+            archive.writestr(name, source.read_bytes())
+            archive.writestr(name.removesuffix(".py") + ".pyc", compiled.read_bytes())
     return buffer.getvalue()
 
 

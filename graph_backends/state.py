@@ -17,8 +17,14 @@ from typing import Any, Protocol
 import networkx as nx
 
 from kgot.errors import ChangesetError
-from kgot.graph_backends.base import Changeset, GraphStats, apply_to_networkx
-from kgot.graph_backends.jobs.graphdata import (
+from kgot.graph_backends.jobs.outcome import collector_paused
+from kgot.graph_backends.jobs.python_job import (
+    assign_edge_keys,
+    edge_key_for,
+    normalize_identity_attributes,
+)
+from kgot.graph_model import Changeset, GraphStats, apply_to_networkx
+from kgot.graph_model.records import (
     LABEL,
     RELATIONSHIP,
     EdgeIdent,
@@ -30,12 +36,6 @@ from kgot.graph_backends.jobs.graphdata import (
     edge_problems,
     node_problems,
     oversized_problem,
-)
-from kgot.graph_backends.jobs.outcome import collector_paused
-from kgot.graph_backends.jobs.python_job import (
-    assign_edge_keys,
-    edge_key_for,
-    normalize_identity_attributes,
 )
 
 

@@ -37,11 +37,12 @@ from typing import Any
 
 import networkx as nx
 
-from kgot.graph_backends.base import Changeset, GraphStats, GraphView, ViewRequest
-from kgot.graph_backends.jobs.graphdata import LABEL, RELATIONSHIP
+from kgot.graph_backends.base import GraphView, ViewRequest
 from kgot.graph_backends.jobs.outcome import collector_paused
 from kgot.graph_backends.view_lines import LineFormat
-from kgot.llm.tokens import count_tokens
+from kgot.graph_model import Changeset, GraphStats
+from kgot.graph_model.records import LABEL, RELATIONSHIP
+from kgot.graph_model.tokens import count_tokens
 
 QUESTION_WEIGHT = 1.0
 FOCUS_WEIGHT = 0.6

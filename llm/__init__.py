@@ -15,11 +15,10 @@ if TYPE_CHECKING:
     from kgot.llm.prices import PriceTable
     from kgot.llm.retry import RetryPolicy
     from kgot.llm.scripted import ScriptedChatModel
-    from kgot.llm.tokens import count_tokens
     from kgot.llm.usage import LLMCall, UsageLedger, UsageTotals
 
-# Name -> module. Loaded on first use: `kgot.llm.tokens` is needed by graph views and must not
-# drag LangChain in (about 0.7 s) for commands that never talk to a model.
+# Name -> module. Loaded on first use: commands that never talk to a model must not wait for
+# LangChain (about 0.7 s).
 _EXPORTS = {
     "LLMCall": "kgot.llm.usage",
     "LLMClient": "kgot.llm.client",
@@ -31,7 +30,6 @@ _EXPORTS = {
     "UsageTotals": "kgot.llm.usage",
     "build_chat_model": "kgot.llm.models",
     "build_llm_clients": "kgot.llm.client",
-    "count_tokens": "kgot.llm.tokens",
 }
 __all__ = [
     "LLMCall",
@@ -44,7 +42,6 @@ __all__ = [
     "UsageTotals",
     "build_chat_model",
     "build_llm_clients",
-    "count_tokens",
 ]
 
 

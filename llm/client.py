@@ -32,6 +32,7 @@ from pydantic import BaseModel
 
 from kgot.config import ROLES, LLMSettings, ModelSettings, Settings, StructuredMethod
 from kgot.errors import ConfigError, ModelError, StructuredOutputError
+from kgot.graph_model.tokens import count_tokens
 from kgot.llm.models import build_chat_model
 from kgot.llm.prices import PriceTable
 from kgot.llm.retry import Failure, RetryPolicy, classify
@@ -47,7 +48,6 @@ from kgot.llm.structured import (
     repair_messages,
     strip_reasoning,
 )
-from kgot.llm.tokens import count_tokens
 from kgot.llm.usage import LLMCall, UsageLedger
 
 M = TypeVar("M", bound=BaseModel)

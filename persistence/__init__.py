@@ -9,6 +9,7 @@ with :class:`Provenance`. See ``docs/persistence.md``.
 
 from __future__ import annotations
 
+from kgot.config import StoreLimits
 from kgot.persistence.catalog import (
     TypeCatalog,
     TypeDef,
@@ -18,7 +19,6 @@ from kgot.persistence.catalog import (
 )
 from kgot.persistence.checkpoints import open_checkpointer, purge_checkpoints
 from kgot.persistence.graph_diff import diff_graphs
-from kgot.persistence.limits import StoreLimits
 from kgot.persistence.session import CommitConflictError, EntitySession, Provenance
 from kgot.persistence.store import EntityInfo, RunRecord, Store, open_store
 from kgot.persistence.target import StoreNotFoundError

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from kgot.config import DEFAULT_LIMITS, StoreLimits
 from kgot.errors import ChangesetError
 from kgot.persistence.catalog import TypeDef
-from kgot.persistence.limits import DEFAULT_LIMITS, StoreLimits
 from kgot.persistence.schema import SOURCE_KINDS, TABLES
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import networkx as nx
 
-from kgot.graph_backends.base import Changeset, Edge, Node, edges_of, nodes_of
+from kgot.graph_model import Changeset, Edge, Node, edges_of, nodes_of
 
 
 def diff_graphs(

@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, insert, select, update
 
-from kgot.graph_backends.base import Changeset, Edge, Node
+from kgot.graph_model import Changeset, Edge, Node
 from kgot.persistence.catalog import TypeCatalog
 from kgot.persistence.context import Provenance, View
 from kgot.persistence.schema import TABLES

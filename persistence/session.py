@@ -37,8 +37,9 @@ from typing import Any
 import networkx as nx
 from sqlalchemy import Connection, Text, cast, or_, select
 
+from kgot.config import StoreLimits
 from kgot.errors import ChangesetError, EntityNotFoundError
-from kgot.graph_backends.base import Changeset, Edge, GraphStats, Node
+from kgot.graph_model import Changeset, Edge, GraphStats, Node
 from kgot.persistence.catalog import TypeCatalog, TypeDef, TypeKind, TypeSpec, creator, kind_of
 from kgot.persistence.context import (
     ANALYZE_EVERY,
@@ -49,7 +50,6 @@ from kgot.persistence.context import (
 )
 from kgot.persistence.counts import edge_counts, node_counts
 from kgot.persistence.engine import read_transaction, write_transaction
-from kgot.persistence.limits import StoreLimits
 from kgot.persistence.planner import Plan, Planner
 from kgot.persistence.schema import TABLES
 from kgot.persistence.timeutil import as_utc, iso, utc_now

@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import Connection, delete, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 
+from kgot.config import DEFAULT_LIMITS, StoreLimits
 from kgot.errors import EntityNameError, EntityNotFoundError, StoreError, UsageError
 from kgot.persistence.catalog import (
     TypeCatalog,
@@ -30,7 +31,6 @@ from kgot.persistence.engine import (
     read_transaction,
     write_transaction,
 )
-from kgot.persistence.limits import DEFAULT_LIMITS, StoreLimits
 from kgot.persistence.migrations import migrate, store_not_found
 from kgot.persistence.owner import Owner, current_owner, owner_state
 from kgot.persistence.schema import TABLES
@@ -142,7 +142,7 @@ def open_store(url: str, *, create: bool = True, limits: StoreLimits | None = No
             nothing (file, directory, schema) is created. An existing older store is still
             migrated.
         limits: caps on commits and imports (``[store]`` settings; default
-            :data:`~kgot.persistence.limits.DEFAULT_LIMITS`).
+            :data:`~kgot.config.DEFAULT_LIMITS`).
 
     Raises:
         StoreNotFoundError: ``create`` is false and there is no kgot database at ``url``.

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 from collections.abc import MutableMapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import networkx as nx
 
-from kgot.errors import ChangesetError, GraphFileError
-from kgot.graph_backends.base import Changeset
+from kgot.errors import ChangesetError
+from kgot.graph_model import Changeset
 from kgot.persistence.graph_diff import diff_graphs
-from kgot.persistence.limits import DEFAULT_LIMITS, StoreLimits
 from kgot.persistence.session import (
     VERSION_ATTRIBUTE,
     CommitConflictError,
@@ -39,32 +37,6 @@ def export_graph(session: EntitySession, *, include_meta: bool = True) -> nx.Mul
     """The entity's current graph; with metadata (``_confidence``, …) a lossless copy that
     :func:`import_graph` restores. The session's tracked view is left alone."""
     return session.load_graph(include_meta=include_meta, track=False)
-
-
-def read_import_file(path: Path, limits: StoreLimits = DEFAULT_LIMITS) -> nx.MultiDiGraph:
-    """The graph in ``path``, read for an import: its size is checked before it is read, its
-    node and edge counts as soon as it is parsed (before the graph is built).
-
-    Raises:
-        GraphFileError: the file is missing, too large, holds too many nodes or edges, or is
-            not a valid graph file (one line naming the file and the cap or problem).
-    """
-    from kgot.graph_backends import read_graph
-
-    try:
-        size = path.stat().st_size
-    except OSError:
-        size = 0  # a missing or unreadable file is reported by the reader, in its words
-    if size > limits.max_import_bytes:
-        raise GraphFileError(
-            f"{path}: {_megabytes(size)} MB, more than the {_megabytes(limits.max_import_bytes)}"
-            " MB one import may read (split the file, or raise the setting store.max_import_mb)"
-        )
-    return read_graph(path, max_nodes=limits.max_import_nodes, max_edges=limits.max_import_edges)
-
-
-def _megabytes(size: int) -> str:
-    return f"{size / 2**20:,.1f}".removesuffix(".0")
 
 
 def import_graph(

@@ -29,15 +29,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from kgot.graph_backends.base import Changeset, Edge, Node
-from kgot.graph_backends.jobs.graphdata import (
+from kgot.config import DEFAULT_LIMITS, StoreLimits
+from kgot.graph_model import Changeset, Edge, Node
+from kgot.graph_model.records import (
     cap_problems,
     child_path,
     locate_value_problem,
     oversized_problem,
 )
 from kgot.persistence.catalog import TypeCatalog, TypeDef
-from kgot.persistence.limits import DEFAULT_LIMITS, StoreLimits
 from kgot.persistence.schema import SOURCE_KINDS
 from kgot.persistence.type_schema import (
     MAX_VALUE_DEPTH,

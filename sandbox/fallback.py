@@ -322,6 +322,10 @@ def _new_root_lines(work: str, size: int, python_tops: list[str]) -> list[str]:
     return lines
 
 
+# The kgot package's directory (this module lives one level below it).
+_KGOT_DIR = Path(__file__).resolve().parent.parent
+
+
 def _python() -> str:
     return sys.executable
 
@@ -329,9 +333,7 @@ def _python() -> str:
 def _kgot_source_tree(roots: list[str]) -> str | None:
     """The directory kgot runs from, unless it is part of the Python installation (a regular
     install in site-packages holds only library code, and the interpreter needs it)."""
-    import kgot
-
-    tree = os.path.realpath(Path(kgot.__file__).parent)
+    tree = os.path.realpath(_KGOT_DIR)
     if any(staging.is_under(tree, root) for root in roots) or tree in ("/", "/usr"):
         return None
     return tree

@@ -72,9 +72,8 @@ def _readable_by_jobs(path: Path, uid: int | None) -> bool:
 def _probe_candidates() -> list[Path]:
     """Host files a job must not read: the user's home and this checkout, a few world-readable
     system files and logs, and shadow passwords (kept only where jobs could read them)."""
-    import kgot
-
-    candidates = [Path("/etc/shadow"), Path(kgot.__file__).resolve().parent / "pyproject.toml"]
+    kgot_dir = Path(__file__).resolve().parent.parent  # this module lives one level below it
+    candidates = [Path("/etc/shadow"), kgot_dir / "pyproject.toml"]
     with contextlib.suppress(OSError):
         candidates += sorted(p for p in Path.home().iterdir() if p.is_file())[:3]
     candidates += [Path(p) for p in _SYSTEM_FILES]

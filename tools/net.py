@@ -45,9 +45,9 @@ from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote_plus, urljoin, urlsplit
 
-from kgot import __version__
 from kgot.config import ToolsSettings
 from kgot.tools.base import ToolFailure, TransientNetworkError
+from kgot.version import __version__
 
 if TYPE_CHECKING:
     import httpx

@@ -1,7 +1,7 @@
 """Runs model-written NetworkX code on a copy of the graph, inside the sandbox.
 
-Inputs: ``in/graph.json`` (records, see :mod:`.graphdata`), optionally ``in/graph_delta.json``
-(records of changes since, applied after it), ``in/code.py`` and optionally
+Inputs: ``in/graph.json`` (records, see :mod:`kgot.graph_model.records`), optionally
+``in/graph_delta.json`` (records of changes since, applied after it), ``in/code.py`` and optionally
 ``in/options.json`` (``{"max_items": N}``). The code sees ``G`` (a ``networkx.MultiDiGraph``)
 and ``nx``.
 
@@ -23,7 +23,14 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from .graphdata import RELATIONSHIP, canonical_json, diff_graphs, parse_records, private_copy
+from kgot.graph_model.records import (
+    RELATIONSHIP,
+    canonical_json,
+    diff_graphs,
+    parse_records,
+    private_copy,
+)
+
 from .outcome import (
     MAX_ITEMS,
     collector_paused,

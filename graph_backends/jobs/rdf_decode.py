@@ -12,7 +12,8 @@ from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .graphdata import LABEL, RELATIONSHIP, canonical_json
+from kgot.graph_model.records import LABEL, RELATIONSHIP, canonical_json
+
 from .rdf_model import (
     KG_KEY,
     KG_RELATIONSHIP,

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import unquote
 
-from .graphdata import INT_MAX, INT_MIN, LABEL, RELATIONSHIP, canonical_json
+from kgot.graph_model.records import INT_MAX, INT_MIN, LABEL, RELATIONSHIP, canonical_json
 
 NAMESPACE = "urn:kgot:"
 NODE = NAMESPACE + "node:"

@@ -26,7 +26,8 @@ import sys
 import threading
 from typing import Any
 
-from .graphdata import diff_graphs
+from kgot.graph_model.records import diff_graphs
+
 from .outcome import (
     MAX_ITEMS,
     collector_paused,

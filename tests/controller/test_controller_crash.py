@@ -139,7 +139,7 @@ def test_a_run_killed_between_a_commit_and_its_checkpoint_applies_each_result_on
 def test_a_result_key_is_committed_once_even_when_asked_twice(store_settings: Settings) -> None:
     """The store's own guard (under the entity lock), for a writer that did not look first."""
     settings = store_settings
-    from kgot.graph_backends.base import Changeset, Node
+    from kgot.graph_model import Changeset, Node
     from kgot.persistence import Provenance
 
     with open_store(settings.store.db) as store:

@@ -8,7 +8,7 @@ from typing import Any
 
 from kgot.config import Settings
 from kgot.controller import AskResult
-from kgot.graph_backends.base import Changeset, Node
+from kgot.graph_model import Changeset, Node
 from kgot.llm.scripted import ScriptedChatModel
 from kgot.persistence import Provenance, open_store
 from kgot.tests.controller.scripts import inspect_call, solution, votes

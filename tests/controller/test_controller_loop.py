@@ -75,7 +75,7 @@ def test_insert_then_retrieve(run: Run, facts_file: Path) -> None:
 
 
 def test_retrieve_at_the_first_vote_uses_the_existing_graph(run: Run, settings: Settings) -> None:
-    from kgot.graph_backends.base import Changeset, Edge, Node
+    from kgot.graph_model import Changeset, Edge, Node
     from kgot.persistence import Provenance, open_store
 
     with open_store(settings.store.db) as store:

@@ -7,9 +7,12 @@ import numpy as np
 import pytest
 
 from kgot.errors import ChangesetError, CodeExecutionError, QueryError
-from kgot.graph_backends import Changeset, Edge, Node, open_backend
+from kgot.graph_backends import open_backend
 from kgot.graph_backends.jobs import python_job
-from kgot.graph_backends.jobs.graphdata import (
+from kgot.graph_backends.jobs.outcome import describe_exception, is_empty, to_jsonable
+from kgot.graph_backends.state import changeset_problems, normalized_copy
+from kgot.graph_model import Changeset, Edge, Node
+from kgot.graph_model.records import (
     diff_graphs,
     edge_record,
     edge_removal_record,
@@ -18,8 +21,6 @@ from kgot.graph_backends.jobs.graphdata import (
     records_text,
     removal_record,
 )
-from kgot.graph_backends.jobs.outcome import describe_exception, is_empty, to_jsonable
-from kgot.graph_backends.state import changeset_problems, normalized_copy
 from kgot.tests.graph_backends.graph_fixtures import people_graph
 
 
@@ -266,7 +267,7 @@ def test_the_value_rules_accept_exactly_what_checkpoints_serialize():
     value it refuses would be applied (and committed) and then end the run at the checkpoint."""
     from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-    from kgot.graph_backends.jobs.graphdata import INT_MAX, INT_MIN, node_problems
+    from kgot.graph_model.records import INT_MAX, INT_MIN, node_problems
 
     serializer = JsonPlusSerializer()
     for value in (INT_MIN, INT_MAX, [INT_MAX, {"x": INT_MIN}]):
@@ -291,7 +292,7 @@ def test_many_elements_breaking_one_rule_are_one_line(networkx_backend):
 
 
 def test_grouping_keeps_distinct_violations_apart_and_in_order():
-    from kgot.graph_backends.jobs.graphdata import cap_problems, group_problems
+    from kgot.graph_model.records import cap_problems, group_problems
 
     lines = [
         "node 'a' (Security) at $.price: -1 is less than the minimum of 0 (rule: minimum)",

@@ -14,7 +14,7 @@ import pytest
 
 from kgot.config import SandboxSettings
 from kgot.errors import ChangesetError, QueryError
-from kgot.graph_backends import Changeset, Edge, Node, open_backend
+from kgot.graph_backends import open_backend
 from kgot.graph_backends.jobs import rdf_model
 from kgot.graph_backends.jobs.rdf_decode import decode
 from kgot.graph_backends.jobs.rdf_model import (
@@ -26,6 +26,7 @@ from kgot.graph_backends.jobs.rdf_model import (
 )
 from kgot.graph_backends.jobs.sparql_guard import check, form_of, keywords, may_leave_graph
 from kgot.graph_backends.runner import GraphCodeError
+from kgot.graph_model import Changeset, Edge, Node
 from kgot.sandbox import open_sandbox
 from kgot.tests.graph_backends.graph_fixtures import people_graph, snapshot
 
@@ -454,7 +455,7 @@ def test_to_rdflib_gives_an_oxigraph_backed_graph(sandbox):
 
 def _reference_write(data: bytes, update: str) -> tuple[dict, list[str]]:
     """What an update changes, by decoding the whole store before and after (slow, simple)."""
-    from kgot.graph_backends.jobs.graphdata import diff_graphs
+    from kgot.graph_model.records import diff_graphs
 
     store = ox.Store()
     store.load(data, ox.RdfFormat.N_TRIPLES)
@@ -501,8 +502,8 @@ def _random_updates(graph: nx.MultiDiGraph, rng) -> list[str]:
 def test_updates_decode_only_what_they_touch_yet_agree_with_a_full_decode():
     import random
 
-    from kgot.graph_backends.jobs.graphdata import canonical_json
     from kgot.graph_backends.jobs.sparql_job import run
+    from kgot.graph_model.records import canonical_json
 
     rng = random.Random(7)
     graph = nx.MultiDiGraph()

@@ -15,9 +15,10 @@ import pyoxigraph as ox
 import pytest
 
 from kgot.errors import ChangesetError, QueryError, StoreError
-from kgot.graph_backends import Changeset, Node, open_backend
+from kgot.graph_backends import open_backend
 from kgot.graph_backends.jobs.rdf_decode import decode
 from kgot.graph_backends.jobs.rdf_model import graph_ntriples
+from kgot.graph_model import Changeset, Node
 from kgot.tests.graph_backends.graph_fixtures import people_graph, snapshot
 
 

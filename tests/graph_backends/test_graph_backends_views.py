@@ -6,13 +6,14 @@ import networkx as nx
 import pyoxigraph as ox
 import pytest
 
-from kgot.graph_backends import Changeset, Edge, Node, ViewRequest
+from kgot.graph_backends import ViewRequest
 from kgot.graph_backends.jobs.rdf_model import PREFIXES
 from kgot.graph_backends.networkx_backend import NetworkXBackend
 from kgot.graph_backends.rdf_backend import RdfBackend
 from kgot.graph_backends.view_lines import PythonLines, TurtleLines
 from kgot.graph_backends.views import newline_additive, terms
-from kgot.llm.tokens import count_tokens
+from kgot.graph_model import Changeset, Edge, Node
+from kgot.graph_model.tokens import count_tokens
 
 
 def hub_world(people: int = 3_000) -> nx.MultiDiGraph:

@@ -8,7 +8,7 @@ import networkx as nx
 import pytest
 
 from kgot.errors import ChangesetError, EntityNotFoundError
-from kgot.graph_backends.base import Changeset, Edge, Node, apply_to_networkx, edges_of, nodes_of
+from kgot.graph_model import Changeset, Edge, Node, apply_to_networkx, edges_of, nodes_of
 from kgot.persistence import CommitConflictError, Provenance, Store
 from kgot.persistence.graph_diff import diff_graphs
 

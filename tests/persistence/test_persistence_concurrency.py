@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from kgot.graph_backends.base import Changeset, Node
+from kgot.graph_model import Changeset, Node
 from kgot.persistence import Provenance, open_store
 
 ROUNDS = 12
@@ -15,7 +15,7 @@ ROUNDS = 12
 # and increments one shared counter node, catching up with `refresh()` after each conflict.
 WORKER = r"""
 import json, sys
-from kgot.graph_backends.base import Changeset, Edge, Node, apply_to_networkx
+from kgot.graph_model import Changeset, Edge, Node, apply_to_networkx
 from kgot.persistence import CommitConflictError, Provenance, open_store
 
 url, worker, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -124,7 +124,7 @@ def test_two_processes_on_postgres_lose_no_update(postgres_url: str) -> None:
 # loads the graph, then commits an increment computed from what it loaded.
 STEPPED = r"""
 import json, sys
-from kgot.graph_backends.base import Changeset, Node, apply_to_networkx
+from kgot.graph_model import Changeset, Node, apply_to_networkx
 from kgot.persistence import CommitConflictError, Provenance, open_store
 
 store = open_store(sys.argv[1])

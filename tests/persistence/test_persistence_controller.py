@@ -8,7 +8,7 @@ from pathlib import Path
 
 from kgot.config import load_settings
 from kgot.controller import ask_async
-from kgot.graph_backends.base import Changeset, Node
+from kgot.graph_model import Changeset, Node
 from kgot.llm.scripted import ScriptedChatModel
 from kgot.persistence import Provenance, open_store
 

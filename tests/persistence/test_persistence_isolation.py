@@ -13,7 +13,7 @@ import pytest
 from kgot.config import SandboxSettings
 from kgot.errors import QueryError, StepFailure
 from kgot.graph_backends import open_backend
-from kgot.graph_backends.base import Changeset, Edge, Node
+from kgot.graph_model import Changeset, Edge, Node
 from kgot.persistence import Provenance, Store, TypeRejectedError
 from kgot.sandbox import Sandbox, open_sandbox
 from kgot.sandbox.base import Job

@@ -14,7 +14,7 @@ import pytest
 
 from kgot.errors import ChangesetError
 from kgot.graph_backends import write_graph
-from kgot.graph_backends.base import Changeset, Node
+from kgot.graph_model import Changeset, Node
 from kgot.persistence import Provenance, Store, StoreLimits, open_store
 from kgot.persistence.catalog import TypeDef
 from kgot.tests.persistence.test_persistence_cli import kgot  # noqa: F401  (fixture)

@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import text
 
 from kgot.errors import StoreError
-from kgot.graph_backends.base import Changeset, Edge, Node
+from kgot.graph_model import Changeset, Edge, Node
 from kgot.persistence import (
     Provenance,
     Store,

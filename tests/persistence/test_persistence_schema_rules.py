@@ -13,7 +13,7 @@ from importlib import resources
 import pytest
 
 from kgot.errors import ChangesetError
-from kgot.graph_backends.base import Changeset, Edge, Node
+from kgot.graph_model import Changeset, Edge, Node
 from kgot.persistence import Provenance, Store, TypeRejectedError, TypeSpec, open_store
 from kgot.persistence.catalog import TypeDef, parse_type_document, spec_problems
 from kgot.persistence.catalog import specs_from_document as specs_from

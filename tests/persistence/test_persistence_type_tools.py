@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from langchain_core.messages import HumanMessage
 
-from kgot.graph_backends.base import Changeset, Node
+from kgot.graph_model import Changeset, Node
 from kgot.llm.scripted import ScriptedChatModel
 from kgot.persistence import Provenance, Store
 from kgot.tools.base import ToolFailure

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from kgot.errors import EntityNotFoundError, UsageError
-from kgot.graph_backends.base import Changeset, Node
-from kgot.llm.tokens import count_tokens
+from kgot.graph_model import Changeset, Node
+from kgot.graph_model.tokens import count_tokens
 from kgot.persistence import Provenance, Store, TypeRejectedError, TypeSpec, load_type_file
 
 COMPANY = {

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from kgot.errors import ChangesetError
-from kgot.graph_backends.base import Changeset, Edge, Node, apply_to_networkx
+from kgot.graph_model import Changeset, Edge, Node, apply_to_networkx
 from kgot.persistence import (
     CommitConflictError,
     Provenance,
