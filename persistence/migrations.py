@@ -12,6 +12,11 @@ reorder applied ones; steps may only add (tables, nullable columns, indexes, row
 without dropping it. ``test_migrations_run_once_and_the_tables_match_the_schema`` in
 ``tests/persistence/test_persistence_open.py`` fails when the tables in
 :mod:`kgot.persistence.schema` drift from what the migrations create.
+
+Before 1.0 no database compatibility is promised: the migrations of the development versions
+were squashed into migration 1. Those versions recorded their steps in
+``kgot_schema_migrations`` (this runner uses ``kgot_migrations``), so such a database is
+recognised and refused with what to do, never misread as a current one nor changed.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from kgot.persistence.engine import read_transaction, write_transaction
 from kgot.persistence.schema import TABLES, define_tables
 from kgot.persistence.target import StoreNotFoundError, StoreTarget
 
+# Where development versions before the squash recorded their migrations (see above).
+PRE_RELEASE_TABLE = "kgot_schema_migrations"
 # pg_advisory_xact_lock key: "kgot" in ASCII. Held until the migrating transaction ends.
 _PG_LOCK_KEY = 0x6B676F74
 
@@ -39,13 +46,8 @@ class Migration:
     apply: Callable[[Connection], None]
 
 
-def _v1_create_tables(connection: Connection) -> None:
-    # Version 1 is `define_tables` as first released; later changes are switched on by
-    # `release`, so this step keeps creating exactly version 1.
-    define_tables(MetaData(), release=1).metadata.create_all(connection)
-
-
-def _v2_seed_types(connection: Connection) -> None:
+def seed_starter_types(connection: Connection) -> None:
+    """Install the global starter types of ``seed_types.yaml`` (``created_by: system``)."""
     from kgot.persistence.catalog import TypeSpec, parse_type_document, specs_from_document
     from kgot.persistence.types_store import insert_type_rows
 
@@ -58,48 +60,20 @@ def _v2_seed_types(connection: Connection) -> None:
     )
 
 
-_JSON_TEXT_COLUMNS = {
-    "kgot_nodes": ("properties",),
-    "kgot_edges": ("properties",),
-    "kgot_types": ("properties_schema", "example", "source_types", "target_types"),
-}
-
-
-def _v3_json_text_and_sources(connection: Connection) -> None:
-    # PostgreSQL: JSONB -> JSON keeps every value (the text JSONB prints parses back to the
-    # same data); from now on values are stored as written. SQLite stored text all along.
-    if connection.dialect.name == "postgresql":
-        for table, columns in _JSON_TEXT_COLUMNS.items():
-            changes = ", ".join(
-                f"ALTER COLUMN {column} TYPE json USING {column}::json" for column in columns
-            )
-            connection.exec_driver_sql(f"ALTER TABLE {table} {changes}")
-    for table in ("kgot_nodes", "kgot_edges"):
-        connection.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN sources JSON")
-
-
-def _v4_result_keys_and_run_owners(connection: Connection) -> None:
-    connection.exec_driver_sql("ALTER TABLE kgot_commits ADD COLUMN result_key TEXT")
-    connection.exec_driver_sql("ALTER TABLE kgot_runs ADD COLUMN owner TEXT")
-    tables = define_tables(MetaData(), release=4)
-    for index in tables.commits.indexes:
-        index.create(connection)
+def _v1_initial_schema(connection: Connection) -> None:
+    # The definitions as they are today: while this is the only step, `define_tables` is
+    # exactly what it creates. The first later step that changes a table must freeze this
+    # one (a copy of today's definitions) before `define_tables` moves on.
+    define_tables(MetaData()).metadata.create_all(connection)
+    seed_starter_types(connection)
 
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
-        1, "create entities, types, nodes, edges, commits and runs tables", _v1_create_tables
-    ),
-    Migration(2, "install the global starter types", _v2_seed_types),
-    Migration(
-        3,
-        "store properties as JSON text on PostgreSQL too; record corroborating sources",
-        _v3_json_text_and_sources,
-    ),
-    Migration(
-        4,
-        "record the controller result each commit applied and the process each run belongs to",
-        _v4_result_keys_and_run_owners,
+        1,
+        "create entities, types, nodes, edges, commits and runs tables; install the global "
+        "starter types",
+        _v1_initial_schema,
     ),
 )
 LATEST = MIGRATIONS[-1].version
@@ -114,7 +88,8 @@ def migrate(engine: Engine, target: StoreTarget, *, create: bool = True) -> int:
 
     Raises:
         StoreNotFoundError: no kgot tables and ``create`` is false.
-        StoreError: the database is newer than this kgot, or a migration failed.
+        StoreError: the database is newer than this kgot, was written by a development version
+            before the migrations were squashed, or a migration failed.
     """
     current = _read_version(engine, target)
     if current == LATEST:
@@ -128,8 +103,10 @@ def migrate(engine: Engine, target: StoreTarget, *, create: bool = True) -> int:
             connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK_KEY})
             if target.schema:
                 connection.exec_driver_sql(f'CREATE SCHEMA IF NOT EXISTS "{target.schema}"')
-        TABLES.migrations.create(connection, checkfirst=True)
-        before = _applied_version(connection)  # again, under the lock
+        if not connection.dialect.has_table(connection, TABLES.migrations.name):
+            _refuse_pre_release(connection, target)  # again, under the lock
+            TABLES.migrations.create(connection)
+        before = _applied_version(connection)
         if before > LATEST:
             raise _too_new(before, target)
         for migration in MIGRATIONS:
@@ -157,8 +134,24 @@ def migrate(engine: Engine, target: StoreTarget, *, create: bool = True) -> int:
 def _read_version(engine: Engine, target: StoreTarget) -> int:
     with read_transaction(engine, target) as connection:
         if not connection.dialect.has_table(connection, TABLES.migrations.name):
+            _refuse_pre_release(connection, target)
             return 0
         return _applied_version(connection)
+
+
+def _refuse_pre_release(connection: Connection, target: StoreTarget) -> None:
+    """Raise for a database without kgot's version table that has the one of a development
+    version from before the squash, before anything is created in it."""
+    if not connection.dialect.has_table(connection, PRE_RELEASE_TABLE):
+        return
+    version = connection.exec_driver_sql(f"SELECT max(version) FROM {PRE_RELEASE_TABLE}").scalar()
+    raise StoreError(
+        f"database {target.display} was written by a development version of kgot (pre-release "
+        f"schema {version or 0}) that this kgot cannot open: export what you need with the kgot "
+        "that wrote it (`kgot graph export --entity NAME FILE`), then delete the database or "
+        "point --db / KGOT_DB elsewhere, and import it there (`kgot graph import --entity NAME "
+        "FILE`)"
+    )
 
 
 def _applied_version(connection: Connection) -> int:

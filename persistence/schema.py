@@ -46,30 +46,29 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 
 PREFIX = "kgot_"
+# The table recording applied migrations. Development versions before the migrations were
+# squashed recorded theirs in `kgot_schema_migrations`; see `kgot.persistence.migrations`.
+MIGRATIONS_TABLE = f"{PREFIX}migrations"
 SOURCE_KINDS = ("extracted", "inferred", "ambiguous")
 CREATORS = ("system", "agent", "user")
 
-# JSON text on both databases (see above); schema release 1 used JSONB on PostgreSQL.
+# Facts and types: JSON text on both databases (see above). Run options and totals are only
+# stored and shown, never compared, so JSONB's rewriting does them no harm.
 JsonValue = JSON(none_as_null=True)
 JsonbValue = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
-RELEASE = 4  # the migration that last changed these definitions
 # SQLite only auto-numbers an INTEGER PRIMARY KEY; PostgreSQL wants 64 bits for fact rows.
 RowId = BigInteger().with_variant(Integer(), "sqlite")
 Timestamp = DateTime(timezone=True)
 
 
-def define_tables(metadata: MetaData, release: int = RELEASE) -> SimpleNamespace:
+def define_tables(metadata: MetaData) -> SimpleNamespace:
     """Define every kgot table on ``metadata`` and return them by short name.
 
-    Args:
-        metadata: where to define them.
-        release: the tables as migration ``release`` left them (1: JSONB on PostgreSQL and no
-            ``sources`` column; 3: no ``result_key`` on commits nor ``owner`` on runs; 4 and
-            later: today's).
+    These are the tables migration 1 creates. A later migration that changes them changes this
+    definition too, and writes the step that brings a database at the previous version here.
     """
-    facts_json = JsonbValue if release < 3 else JsonValue
     migrations = Table(
-        f"{PREFIX}schema_migrations",
+        MIGRATIONS_TABLE,
         metadata,
         Column("version", Integer, primary_key=True, autoincrement=False),
         Column("description", Text, nullable=False),
@@ -98,10 +97,10 @@ def define_tables(metadata: MetaData, release: int = RELEASE) -> SimpleNamespace
         Column("name", String, nullable=False),
         Column("version", Integer, nullable=False),
         Column("description", Text, nullable=False),
-        Column("properties_schema", facts_json, nullable=False),
-        Column("example", facts_json, nullable=True),
-        Column("source_types", facts_json, nullable=True),
-        Column("target_types", facts_json, nullable=True),
+        Column("properties_schema", JsonValue, nullable=False),
+        Column("example", JsonValue, nullable=True),
+        Column("source_types", JsonValue, nullable=True),
+        Column("target_types", JsonValue, nullable=True),
         Column("created_by", String(8), nullable=False),
         Column("justification", Text, nullable=False, server_default=""),
         Column("run_id", String, nullable=True),
@@ -135,8 +134,8 @@ def define_tables(metadata: MetaData, release: int = RELEASE) -> SimpleNamespace
         Column("node_id", String, nullable=False),
         Column("label", String, nullable=False),
         Column("type_version", Integer, nullable=True),
-        Column("properties", facts_json, nullable=False),
-        *_fact_columns(release),
+        Column("properties", JsonValue, nullable=False),
+        *_fact_columns(),
         Column("canonical_id", String, nullable=True),
         *_checks("nodes"),
     )
@@ -163,8 +162,8 @@ def define_tables(metadata: MetaData, release: int = RELEASE) -> SimpleNamespace
         Column("key", String, nullable=False),
         Column("relationship", String, nullable=False),
         Column("type_version", Integer, nullable=True),
-        Column("properties", facts_json, nullable=False),
-        *_fact_columns(release),
+        Column("properties", JsonValue, nullable=False),
+        *_fact_columns(),
         *_checks("edges"),
     )
     current_edge = edges.c.valid_to_version.is_(None)
@@ -207,20 +206,21 @@ def define_tables(metadata: MetaData, release: int = RELEASE) -> SimpleNamespace
         Column("source_ref", Text, nullable=True),
         Column("summary", Text, nullable=False),
         Column("committed_at", Timestamp, nullable=False),
-        *_release_4_columns(release, "commits"),
+        # The key of the controller result the commit applied (see
+        # :class:`kgot.persistence.context.Provenance`).
+        Column("result_key", Text, nullable=True),
     )
-    if release >= 4:
-        # One commit per result key: a run resumed after a crash between a commit and its
-        # checkpoint finds the commit instead of writing it again.
-        keyed = commits.c.result_key.isnot(None)
-        Index(
-            f"{PREFIX}commits_result_uq",
-            commits.c.entity_id,
-            commits.c.result_key,
-            unique=True,
-            sqlite_where=keyed,
-            postgresql_where=keyed,
-        )
+    # One commit per result key: a run resumed after a crash between a commit and its
+    # checkpoint finds the commit instead of writing it again.
+    keyed = commits.c.result_key.isnot(None)
+    Index(
+        f"{PREFIX}commits_result_uq",
+        commits.c.entity_id,
+        commits.c.result_key,
+        unique=True,
+        sqlite_where=keyed,
+        postgresql_where=keyed,
+    )
     runs = Table(
         f"{PREFIX}runs",
         metadata,
@@ -235,7 +235,9 @@ def define_tables(metadata: MetaData, release: int = RELEASE) -> SimpleNamespace
         Column("started_at", Timestamp, nullable=False),
         Column("updated_at", Timestamp, nullable=False),
         Column("finished_at", Timestamp, nullable=True),
-        *_release_4_columns(release, "runs"),
+        # The process running it (``host boot-id pid start-time``, see
+        # :mod:`kgot.persistence.owner`); cleared when the run ends.
+        Column("owner", Text, nullable=True),
     )
     Index(f"{PREFIX}runs_recent", runs.c.started_at)
     Index(f"{PREFIX}runs_entity", runs.c.entity_id, runs.c.started_at)
@@ -251,9 +253,9 @@ def define_tables(metadata: MetaData, release: int = RELEASE) -> SimpleNamespace
     )
 
 
-def _fact_columns(release: int) -> list[Column]:
+def _fact_columns() -> list[Column]:
     """Provenance, trust and lifetime columns shared by node and edge rows."""
-    columns = [
+    return [
         Column("confidence", Float, nullable=False),
         Column("source_kind", String(16), nullable=False),
         Column("run_id", String, nullable=True),
@@ -269,23 +271,10 @@ def _fact_columns(release: int) -> list[Column]:
         Column("valid_to_version", BigInteger, nullable=True),
         Column("superseded_by", BigInteger, nullable=True),
         Column("superseded_at", Timestamp, nullable=True),
-    ]
-    if release >= 3:
         # Distinct sources that confirmed the fact after the one that wrote it: a JSON list of
         # {source_ref, run_id, source_kind, confidence, at}; `corroborations` counts 1 + these.
-        columns.append(Column("sources", JsonValue, nullable=True))
-    return columns
-
-
-def _release_4_columns(release: int, table: str) -> list[Column]:
-    """Columns migration 4 added: the key of the controller result a commit applied (see
-    :class:`kgot.persistence.context.Provenance`), and the process a running run belongs to
-    (``host boot-id pid start-time``, see :mod:`kgot.persistence.owner`)."""
-    if release < 4:
-        return []
-    if table == "commits":
-        return [Column("result_key", Text, nullable=True)]
-    return [Column("owner", Text, nullable=True)]
+        Column("sources", JsonValue, nullable=True),
+    ]
 
 
 def _checks(table: str) -> list[CheckConstraint]:

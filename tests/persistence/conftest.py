@@ -17,7 +17,7 @@ import pytest
 
 from kgot.persistence import Store, open_store
 from kgot.persistence.engine import write_transaction
-from kgot.persistence.migrations import MIGRATIONS
+from kgot.persistence.migrations import seed_starter_types
 
 POSTGRES_URL = os.environ.get("KGOT_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -75,7 +75,7 @@ def postgres_url(_shared_postgres_url: str) -> str:
             # DELETE, not TRUNCATE: on tables this small it is many times faster.
             for table in ("edges", "nodes", "commits", "runs", "types", "entities"):
                 connection.exec_driver_sql(f"DELETE FROM kgot_{table}")
-            MIGRATIONS[1].apply(connection)  # the starter types again
+            seed_starter_types(connection)  # the starter types again
     finally:
         store.close()
     return _shared_postgres_url

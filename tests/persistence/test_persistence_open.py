@@ -11,7 +11,7 @@ from sqlalchemy import create_engine, inspect, text
 
 from kgot.errors import StoreError
 from kgot.persistence import open_store
-from kgot.persistence.migrations import LATEST, MIGRATIONS
+from kgot.persistence.migrations import LATEST, MIGRATIONS, PRE_RELEASE_TABLE
 from kgot.persistence.schema import TABLES
 from kgot.persistence.target import parse_target
 
@@ -85,7 +85,7 @@ def test_migrations_run_once_and_the_tables_match_the_schema(store_url: str) -> 
     engine = store._context.engine
     with engine.connect() as connection:
         applied = (
-            connection.execute(text("SELECT version FROM kgot_schema_migrations ORDER BY version"))
+            connection.execute(text("SELECT version FROM kgot_migrations ORDER BY version"))
             .scalars()
             .all()
         )
@@ -121,7 +121,7 @@ def test_a_database_newer_than_this_kgot_is_refused(sqlite_url: str) -> None:
     with engine.begin() as connection:
         connection.execute(
             text(
-                "INSERT INTO kgot_schema_migrations (version, description, applied_at) "
+                "INSERT INTO kgot_migrations (version, description, applied_at) "
                 "VALUES (:v, 'from the future', CURRENT_TIMESTAMP)"
             ),
             {"v": LATEST + 1},
@@ -129,6 +129,116 @@ def test_a_database_newer_than_this_kgot_is_refused(sqlite_url: str) -> None:
     engine.dispose()
     with pytest.raises(StoreError, match=f"schema version {LATEST + 1}, newer than this kgot"):
         open_store(sqlite_url)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_a_fresh_database_gets_the_squashed_schema(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    url = request.getfixturevalue("sqlite_url" if kind == "sqlite" else "fresh_postgres_url")
+    open_store(url).close()
+    engine = create_engine(parse_target(url).url)
+    try:
+        with engine.connect() as connection:
+            if kind == "postgres":
+                connection.exec_driver_sql(f"SET search_path TO {parse_target(url).schema}")
+            applied = connection.execute(
+                text("SELECT version, description FROM kgot_migrations")
+            ).all()
+            assert [tuple(row) for row in applied] == [(1, MIGRATIONS[0].description)]
+            assert LATEST == 1 and len(MIGRATIONS) == 1
+            inspector = inspect(connection)
+            assert not inspector.has_table(PRE_RELEASE_TABLE)
+            assert {t.name for t in TABLES.metadata.sorted_tables} <= set(
+                inspector.get_table_names()
+            )
+            if kind == "postgres":
+                # Facts and types are JSON text (values read back as written), not JSONB.
+                for table, column in [
+                    ("kgot_nodes", "properties"),
+                    ("kgot_edges", "properties"),
+                    ("kgot_nodes", "sources"),
+                    ("kgot_types", "properties_schema"),
+                    ("kgot_types", "example"),
+                ]:
+                    kinds = {c["name"]: str(c["type"]) for c in inspector.get_columns(table)}
+                    assert kinds[column] == "JSON", (table, column)
+    finally:
+        engine.dispose()
+
+
+def make_pre_release_database(url: str, version: int) -> None:
+    """A database as a development version before the squash left it: today's tables (what
+    its migration 4 made), versions recorded in ``kgot_schema_migrations``, one entity."""
+    from kgot.persistence.engine import create_store_engine, write_transaction
+
+    target = parse_target(url)
+    if target.sqlite_path is not None:
+        target.sqlite_path.parent.mkdir(parents=True, exist_ok=True)
+    engine = create_store_engine(target)
+    try:
+        with write_transaction(engine, target) as connection:
+            if target.schema:
+                connection.exec_driver_sql(f'CREATE SCHEMA IF NOT EXISTS "{target.schema}"')
+            TABLES.metadata.create_all(connection)
+            connection.exec_driver_sql(f"ALTER TABLE kgot_migrations RENAME TO {PRE_RELEASE_TABLE}")
+            for number in range(1, version + 1):
+                connection.execute(
+                    text(
+                        f"INSERT INTO {PRE_RELEASE_TABLE} (version, description, applied_at) "
+                        "VALUES (:v, 'old', CURRENT_TIMESTAMP)"
+                    ),
+                    {"v": number},
+                )
+            connection.exec_driver_sql(
+                "INSERT INTO kgot_entities (name, description, version, created_at, updated_at) "
+                "VALUES ('old', '', 0, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"
+            )
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.mark.parametrize("version", [2, 4])
+def test_a_database_of_a_development_version_is_refused_and_left_alone(
+    kind: str, version: int, request: pytest.FixtureRequest
+) -> None:
+    url = request.getfixturevalue("sqlite_url" if kind == "sqlite" else "fresh_postgres_url")
+    make_pre_release_database(url, version)
+    for create in (True, False):
+        with pytest.raises(StoreError) as raised:
+            open_store(url, create=create)
+        message = str(raised.value)
+        assert "\n" not in message
+        assert message.startswith(f"database {parse_target(url).display} was written by a ")
+        assert f"development version of kgot (pre-release schema {version})" in message
+        assert "kgot graph export --entity NAME FILE" in message
+        assert "delete the database or point --db / KGOT_DB elsewhere" in message
+    from kgot.persistence.engine import create_store_engine, read_transaction
+
+    target = parse_target(url)
+    engine = create_store_engine(target)
+    try:
+        with read_transaction(engine, target) as connection:
+            assert not connection.dialect.has_table(connection, "kgot_migrations")
+            assert connection.exec_driver_sql("SELECT name FROM kgot_entities").scalars().all() == [
+                "old"
+            ]
+    finally:
+        engine.dispose()
+
+
+def test_the_cli_refuses_a_development_database_in_one_line(
+    sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    from kgot.cli.main import main
+
+    make_pre_release_database(sqlite_url, 4)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    code = main(["entities", "list", "--db", sqlite_url])
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("\n") == 1
+    assert err.startswith("kgot: error: database ") and "pre-release schema 4" in err
 
 
 OPEN_AND_COUNT = (

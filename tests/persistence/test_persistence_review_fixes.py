@@ -11,7 +11,6 @@ import stat
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
 
 from kgot.errors import StoreError
 from kgot.graph_model import Changeset, Edge, Node
@@ -22,8 +21,6 @@ from kgot.persistence import (
     open_checkpointer,
     open_store,
 )
-from kgot.persistence.migrations import MIGRATIONS
-from kgot.persistence.target import parse_target
 
 PROV = Provenance(run_id="r1", step="test", source_ref="https://a.example/1")
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "persistence.md"
@@ -57,54 +54,6 @@ def test_values_read_back_exactly_as_written_on_both_databases(store: Store) -> 
     # Writing the same data again is a no-op, not a change (and not a conflict).
     version = session.commit(Changeset(changed_nodes=(Node("f", "Thing", FLOATS),)), PROV)
     assert version == 1 and len(session.node_history("f")) == 1
-
-
-def test_migration_3_keeps_existing_postgres_data(fresh_postgres_url: str) -> None:
-    """A database at schema version 2 (JSONB columns) moves to JSON text without losing facts."""
-    from kgot.persistence.engine import create_store_engine, write_transaction
-
-    target = parse_target(fresh_postgres_url)
-    engine = create_store_engine(target)
-    with write_transaction(engine, target) as connection:
-        connection.exec_driver_sql(f'CREATE SCHEMA IF NOT EXISTS "{target.schema}"')
-        from kgot.persistence.schema import TABLES
-
-        TABLES.migrations.create(connection)
-        for migration in MIGRATIONS[:2]:
-            migration.apply(connection)
-            connection.execute(
-                TABLES.migrations.insert().values(
-                    version=migration.version, description="", applied_at=text("now()")
-                )
-            )
-        connection.exec_driver_sql(
-            "INSERT INTO kgot_entities (name, description, version, created_at, updated_at) "
-            "VALUES ('old', '', 1, now(), now())"
-        )
-        connection.exec_driver_sql(
-            "INSERT INTO kgot_nodes (entity_id, node_id, label, properties, confidence, "
-            "source_kind, created_at, updated_at, valid_from_version) SELECT id, 'n', 'Thing', "
-            """'{"name": "n", "deep": {"b": [1, 2.5]}}'::jsonb, 1, 'extracted', now(), now(), 1 """
-            "FROM kgot_entities WHERE name = 'old'"
-        )
-    engine.dispose()
-    store = open_store(fresh_postgres_url)
-    try:
-        graph = store.session("old").load_graph()
-        assert graph.nodes["n"]["deep"] == {"b": [1, 2.5]}
-        with store._context.engine.connect() as connection:
-            kinds = dict(
-                connection.execute(
-                    text(
-                        "SELECT table_name || '.' || column_name, data_type FROM "
-                        "information_schema.columns WHERE table_schema = current_schema() AND "
-                        "column_name IN ('properties', 'properties_schema', 'sources')"
-                    )
-                ).all()
-            )
-        assert set(kinds.values()) == {"json"} and "kgot_edges.sources" in kinds
-    finally:
-        store.close()
 
 
 def test_counts_leave_out_edges_of_expired_nodes(store: Store) -> None:
