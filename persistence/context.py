@@ -8,10 +8,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from sqlalchemy import Connection, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from kgot.config import DEFAULT_LIMITS, StoreLimits
-from kgot.errors import ChangesetError
+from kgot.errors import ChangesetError, EntityNotFoundError
 from kgot.persistence.catalog import TypeDef
 from kgot.persistence.schema import SOURCE_KINDS, TABLES
 
@@ -137,3 +138,29 @@ class View:
 
     def with_own(self, versions: Iterable[int]) -> View:
         return View(self.base, self.own | frozenset(versions))
+
+
+def entity_version(
+    connection: Connection, target: StoreTarget, entity_id: int, entity: str, *, lock: bool = False
+) -> int:
+    """The graph version of the entity a session or type scope was opened on.
+
+    Args:
+        lock: also lock the entity's row until the transaction ends (``SELECT … FOR UPDATE`` on
+            PostgreSQL; SQLite's write transactions hold the database lock already), so writes
+            to one entity take turns.
+
+    Raises:
+        EntityNotFoundError: the entity was deleted since.
+    """
+    entities = TABLES.entities
+    query = select(entities.c.version).where(entities.c.id == entity_id)
+    if lock and not target.is_sqlite:
+        query = query.with_for_update()
+    version = connection.execute(query).scalar()
+    if version is None:
+        raise EntityNotFoundError(
+            f"entity {entity!r} no longer exists (it was deleted); create it with "
+            f"`kgot entities create {entity}`"
+        )
+    return int(version)

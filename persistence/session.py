@@ -38,29 +38,23 @@ import networkx as nx
 from sqlalchemy import Connection, Text, cast, or_, select
 
 from kgot.config import StoreLimits
-from kgot.errors import ChangesetError, EntityNotFoundError
+from kgot.errors import ChangesetError
 from kgot.graph_model import Changeset, Edge, GraphStats, Node
-from kgot.persistence.catalog import TypeCatalog, TypeDef, TypeKind, TypeSpec, creator, kind_of
+from kgot.persistence.catalog import TypeCatalog, TypeDef, TypeSpec
 from kgot.persistence.context import (
     ANALYZE_EVERY,
     CommitConflictError,
     Provenance,
     StoreContext,
     View,
+    entity_version,
 )
 from kgot.persistence.counts import edge_counts, node_counts
 from kgot.persistence.engine import read_transaction, write_transaction
 from kgot.persistence.planner import Plan, Planner
 from kgot.persistence.schema import TABLES
 from kgot.persistence.timeutil import as_utc, iso, utc_now
-from kgot.persistence.types_store import (
-    create_type,
-    load_catalog,
-    precheck,
-    remove_type,
-    type_history,
-    update_type,
-)
+from kgot.persistence.types_store import TypeScope, load_catalog
 from kgot.persistence.validation import SchemaMemo, capped, content_problems
 
 __all__ = [
@@ -74,7 +68,6 @@ __all__ = [
 
 _nodes = TABLES.nodes
 _edges = TABLES.edges
-_entities = TABLES.entities
 VERSION_ATTRIBUTE = "kgot_version"  # graph.graph[...] of a loaded graph: the version it shows
 _TYPE_RETRIES = 3  # re-validations when types change between validation and the lock
 
@@ -92,6 +85,7 @@ class EntitySession:
         self._view = View(version)
         self._lock = threading.RLock()
         self._schema_memo: SchemaMemo = {}  # what the last `check` validated (see `commit`)
+        self._types = TypeScope(context, entity_id, entity)
 
     @property
     def limits(self) -> StoreLimits:
@@ -224,10 +218,9 @@ class EntitySession:
         return query.order_by(table.c.row_id)
 
     def type_catalog(self) -> TypeCatalog:
-        """The node and edge types this entity may use (its own plus the global ones)."""
-        with self._read() as connection:
-            self._entity_version(connection)
-            return self._catalog(connection)
+        """The node and edge types this entity may use (its own plus the global ones): what
+        :meth:`check` and :meth:`commit` validate against."""
+        return self._types.catalog()
 
     def stats(self) -> GraphStats:
         """Counts of the facts :meth:`load_graph` returns, per label and relationship (current
@@ -481,88 +474,31 @@ class EntitySession:
         self,
         spec: TypeSpec | Mapping[str, Any],
         *,
-        created_by: str = "agent",
+        created_by: str = "user",
         justification: str = "",
         run_id: str | None = None,
         shadow: bool = False,
     ) -> TypeDef:
-        """Add a type scoped to this entity (see :func:`kgot.persistence.catalog.spec_problems`).
+        """Add a type scoped to this entity: what the agent's type tools call, so a run that
+        holds only this session cannot touch global types or other entities. Everything else
+        about types is on the store (:meth:`kgot.persistence.Store.create_types` and the rest,
+        with ``entity=``); both run the same code.
 
         ``shadow=True`` lets the entity's type take the name of a global type, replacing it for
-        this entity (never offered to the agent's type tools).
+        this entity (never offered to the agent's type tools). ``created_by="agent"`` needs a
+        ``justification``.
 
         Raises:
             TypeRejectedError: a rule is broken or the name is taken; nothing was stored.
+            EntityNotFoundError: the entity was deleted.
         """
-        spec = spec if isinstance(spec, TypeSpec) else TypeSpec.from_mapping(spec)
-        by = creator(created_by)
-        precheck([spec], created_by=by, justification=justification)  # before the lock
-        with write_transaction(self._context.engine, self._context.target) as connection:
-            self._lock_entity(connection)
-            return create_type(
-                connection,
-                spec,
-                entity_id=self._entity_id,
-                entity_name=self.entity,
-                created_by=by,
-                justification=justification,
-                run_id=run_id,
-                cache=self._context.type_cache,
-                shadow=shadow,
-            )
-
-    def update_type(
-        self,
-        spec: TypeSpec | Mapping[str, Any],
-        *,
-        created_by: str = "user",
-        justification: str = "",
-        run_id: str | None = None,
-    ) -> TypeDef:
-        """Store a new version of one of this entity's own types.
-
-        Raises:
-            TypeRejectedError: no such entity type, or the new definition breaks a rule.
-        """
-        spec = spec if isinstance(spec, TypeSpec) else TypeSpec.from_mapping(spec)
-        by = creator(created_by)
-        precheck([spec], created_by=by, justification=justification)  # before the lock
-        with write_transaction(self._context.engine, self._context.target) as connection:
-            self._lock_entity(connection)
-            return update_type(
-                connection,
-                spec,
-                entity_id=self._entity_id,
-                entity_name=self.entity,
-                created_by=by,
-                justification=justification,
-                run_id=run_id,
-                cache=self._context.type_cache,
-            )
-
-    def remove_type(self, name: str, kind: TypeKind | None = None) -> int:
-        """Retire one of this entity's own types; returns the retired version.
-
-        Raises:
-            TypeRejectedError: no such entity type, or current facts still use it.
-        """
-        kind = kind or kind_of(name)
-        with write_transaction(self._context.engine, self._context.target) as connection:
-            self._lock_entity(connection)
-            return remove_type(
-                connection,
-                kind,
-                name,
-                entity_id=self._entity_id,
-                entity_name=self.entity,
-                cache=self._context.type_cache,
-            )
-
-    def type_history(self, name: str) -> list[tuple[TypeDef, datetime | None, str | None]]:
-        """Every version of this entity's own type ``name``: (definition, retired_at, reason)."""
-        with self._read() as connection:
-            self._entity_version(connection)
-            return type_history(connection, None, name, self._entity_id, self.entity)
+        return self._types.create(
+            [spec],
+            created_by=created_by,
+            justification=justification,
+            run_id=run_id,
+            shadow=shadow,
+        )[0]
 
     # ----------------------------------------------------------------------------- internals
 
@@ -573,21 +509,12 @@ class EntitySession:
         return load_catalog(connection, self._entity_id, self.entity, self._context.type_cache)
 
     def _entity_version(self, connection: Connection) -> int:
-        version = connection.execute(
-            select(_entities.c.version).where(_entities.c.id == self._entity_id)
-        ).scalar()
-        if version is None:
-            raise self._gone()
-        return int(version)
+        return entity_version(connection, self._context.target, self._entity_id, self.entity)
 
     def _lock_entity(self, connection: Connection) -> int:
-        query = select(_entities.c.version).where(_entities.c.id == self._entity_id)
-        if not self._context.target.is_sqlite:
-            query = query.with_for_update()
-        version = connection.execute(query).scalar()
-        if version is None:
-            raise self._gone()
-        return int(version)
+        return entity_version(
+            connection, self._context.target, self._entity_id, self.entity, lock=True
+        )
 
     def _commit_time(self, connection: Connection, version: int) -> datetime:
         commits = TABLES.commits
@@ -597,12 +524,6 @@ class EntitySession:
             )
         ).scalar()
         return as_utc(moment) or utc_now()
-
-    def _gone(self) -> EntityNotFoundError:
-        return EntityNotFoundError(
-            f"entity {self.entity!r} no longer exists (it was deleted); create it with "
-            f"`kgot entities create {self.entity}`"
-        )
 
 
 # --------------------------------------------------------------------------------- helpers

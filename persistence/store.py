@@ -21,8 +21,6 @@ from kgot.persistence.catalog import (
     TypeDef,
     TypeKind,
     TypeSpec,
-    creator,
-    kind_of,
     load_type_file,
 )
 from kgot.persistence.counts import edge_counts, node_counts
@@ -37,14 +35,7 @@ from kgot.persistence.schema import TABLES
 from kgot.persistence.session import EntitySession, StoreContext
 from kgot.persistence.target import StoreTarget, parse_target
 from kgot.persistence.timeutil import as_utc, iso, utc_now
-from kgot.persistence.types_store import (
-    create_type,
-    load_catalog,
-    precheck,
-    remove_type,
-    type_history,
-    update_type,
-)
+from kgot.persistence.types_store import TypeHistory, TypeScope, create_type, precheck
 
 # Entity names are identifiers typed in commands and listed side by side, so two of them must
 # never look alike: ASCII only (Latin `A`, Cyrillic `А` and fullwidth `Ａ` would be three
@@ -275,10 +266,7 @@ class Store:
         pass this check with ``A`` and ``a``."""
         if not self._context.target.is_sqlite:
             connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_NAMES_LOCK})
-        entities = TABLES.entities
-        existing = connection.execute(
-            select(entities.c.name).where(func.lower(entities.c.name) == name.lower())
-        ).scalar()
+        existing = _name_without_case(connection, name)
         if existing is not None:
             raise _taken(name, existing)
 
@@ -365,10 +353,12 @@ class Store:
     # ------------------------------------------------------------------------ types
 
     def type_catalog(self, entity: str | None = None) -> TypeCatalog:
-        """Types visible to ``entity`` (its own plus global), or the global types only."""
-        with self._read() as connection:
-            entity_id, entity_name = self._scope(connection, entity)
-            return load_catalog(connection, entity_id, entity_name, self._context.type_cache)
+        """Types visible to ``entity`` (its own plus global), or the global types only.
+
+        Raises:
+            EntityNotFoundError: ``entity`` does not exist.
+        """
+        return self._types(entity).catalog()
 
     def create_types(
         self,
@@ -389,25 +379,13 @@ class Store:
             TypeRejectedError: a spec breaks a rule or its name is taken; nothing was stored.
             EntityNotFoundError: ``entity`` does not exist.
         """
-        parsed = [s if isinstance(s, TypeSpec) else TypeSpec.from_mapping(s) for s in specs]
-        by = creator(created_by)
-        precheck(parsed, created_by=by, justification=justification)  # before the lock
-        with self._write() as connection:
-            entity_id, entity_name = self._scope(connection, entity, lock=True)
-            return [
-                create_type(
-                    connection,
-                    spec,
-                    entity_id=entity_id,
-                    entity_name=entity_name,
-                    created_by=by,
-                    justification=justification,
-                    run_id=run_id,
-                    cache=self._context.type_cache,
-                    shadow=shadow,
-                )
-                for spec in parsed
-            ]
+        return self._types(entity).create(
+            specs,
+            created_by=created_by,
+            justification=justification,
+            run_id=run_id,
+            shadow=shadow,
+        )
 
     def create_type(
         self,
@@ -454,6 +432,7 @@ class Store:
         entity: str | None = None,
         created_by: str = "user",
         justification: str = "",
+        run_id: str | None = None,
     ) -> list[TypeDef]:
         """Store the next version of existing types in this scope, all or none.
 
@@ -465,24 +444,9 @@ class Store:
                 a rule; nothing was stored.
             EntityNotFoundError: ``entity`` does not exist.
         """
-        parsed = [s if isinstance(s, TypeSpec) else TypeSpec.from_mapping(s) for s in specs]
-        by = creator(created_by)
-        precheck(parsed, created_by=by, justification=justification)  # before the lock
-        with self._write() as connection:
-            entity_id, entity_name = self._scope(connection, entity, lock=True)
-            return [
-                update_type(
-                    connection,
-                    spec,
-                    entity_id=entity_id,
-                    entity_name=entity_name,
-                    created_by=by,
-                    justification=justification,
-                    run_id=None,
-                    cache=self._context.type_cache,
-                )
-                for spec in parsed
-            ]
+        return self._types(entity).update(
+            specs, created_by=created_by, justification=justification, run_id=run_id
+        )
 
     def update_type(
         self,
@@ -491,6 +455,7 @@ class Store:
         entity: str | None = None,
         created_by: str = "user",
         justification: str = "",
+        run_id: str | None = None,
     ) -> TypeDef:
         """Store the next version of one existing type (see :meth:`update_types`).
 
@@ -499,7 +464,11 @@ class Store:
             EntityNotFoundError: ``entity`` does not exist.
         """
         return self.update_types(
-            [spec], entity=entity, created_by=created_by, justification=justification
+            [spec],
+            entity=entity,
+            created_by=created_by,
+            justification=justification,
+            run_id=run_id,
         )[0]
 
     def remove_type(
@@ -507,33 +476,24 @@ class Store:
     ) -> int:
         """Retire a type in this scope (history kept); returns the retired version.
 
-        Retiring a global type does not look into entities (no code path reads across them):
-        their facts keep the label, and their next change to such a fact is refused until a
-        type of that name exists again.
+        An entity's type is refused while its current facts use it. Retiring a global type
+        does not look into entities (no code path reads across them): their facts keep the
+        label, and their next change to such a fact is refused until a type of that name
+        exists again.
 
         Raises:
             TypeRejectedError: no such type here, or it is still in use.
             EntityNotFoundError: ``entity`` does not exist.
         """
-        kind = kind or kind_of(name)
-        with self._write() as connection:
-            entity_id, entity_name = self._scope(connection, entity, lock=True)
-            return remove_type(
-                connection,
-                kind,
-                name,
-                entity_id=entity_id,
-                entity_name=entity_name,
-                cache=self._context.type_cache,
-            )
+        return self._types(entity).remove(name, kind)
 
-    def type_history(
-        self, name: str, *, entity: str | None = None
-    ) -> list[tuple[TypeDef, datetime | None, str | None]]:
-        """Every version of a type in this scope: (definition, retired_at, retired_reason)."""
-        with self._read() as connection:
-            entity_id, entity_name = self._scope(connection, entity)
-            return type_history(connection, None, name, entity_id, entity_name)
+    def type_history(self, name: str, *, entity: str | None = None) -> TypeHistory:
+        """Every version of a type in this scope: (definition, retired_at, retired_reason).
+
+        Raises:
+            EntityNotFoundError: ``entity`` does not exist.
+        """
+        return self._types(entity).history(name)
 
     # ------------------------------------------------------------------------ runs
 
@@ -555,7 +515,7 @@ class Store:
         for attempt in range(2):
             try:
                 with self._write() as connection:
-                    entity_id, _ = self._scope(connection, entity)
+                    entity_id = None if entity is None else self._entity_row(connection, entity).id
                     query = select(runs.c.entity_id, runs.c.status, runs.c.owner).where(
                         runs.c.run_id == run_id
                     )
@@ -733,9 +693,7 @@ class Store:
             query = query.with_for_update()
         row = connection.execute(query).first()
         if row is None:
-            other = connection.execute(
-                select(entities.c.name).where(func.lower(entities.c.name) == name.lower())
-            ).scalar()
+            other = _name_without_case(connection, name)
             if other is not None:  # names are unique without regard to case
                 raise EntityNotFoundError(
                     f"no entity named {name!r} in {self.location}; did you mean {other!r}?"
@@ -746,13 +704,22 @@ class Store:
             )
         return row
 
-    def _scope(
-        self, connection: Connection, entity: str | None, *, lock: bool = False
-    ) -> tuple[int | None, str | None]:
+    def _types(self, entity: str | None) -> TypeScope:
+        """The type operations of ``entity`` (the global types for ``None``)."""
         if entity is None:
-            return None, None
-        row = self._entity_row(connection, entity, lock=lock)
-        return row.id, row.name
+            return TypeScope(self._context)
+        with self._read() as connection:
+            row = self._entity_row(connection, entity)
+        return TypeScope(self._context, row.id, row.name)
+
+
+def _name_without_case(connection: Connection, name: str) -> str | None:
+    """The name of the entity whose name equals ``name`` without regard to case, if any (there
+    is at most one: see :meth:`Store._refuse_taken_name`)."""
+    entities = TABLES.entities
+    return connection.execute(
+        select(entities.c.name).where(func.lower(entities.c.name) == name.lower())
+    ).scalar()
 
 
 def _check_entity_name(name: str) -> None:

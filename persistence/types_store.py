@@ -8,12 +8,15 @@ a shadow of the global one (``shadow=True``: users only, never the agent).
 Locking: :func:`precheck` runs the slow, pure rules (schema, patterns, example) before the
 caller takes any lock; the functions here run inside the write transaction and only check what
 needs the database (the name is free, edge ends exist, the type is not in use).
+
+:class:`TypeScope` is the one implementation of the type operations (a transaction each, the
+entity locked for writes); ``Store``'s type methods and ``EntitySession``'s delegate to it.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,13 +30,128 @@ from kgot.persistence.catalog import (
     TypeKind,
     TypeRejectedError,
     TypeSpec,
+    creator,
     edge_end_problems,
+    kind_of,
     spec_problems,
 )
+from kgot.persistence.context import StoreContext, entity_version
+from kgot.persistence.engine import read_transaction, write_transaction
 from kgot.persistence.schema import TABLES
 from kgot.persistence.timeutil import as_utc
 
 _types = TABLES.types
+
+TypeHistory = list[tuple[TypeDef, datetime | None, str | None]]
+
+
+class TypeScope:
+    """The type operations of one scope: the global types (no entity), or one entity's own
+    (which also sees the global ones), each in a transaction of its own.
+
+    Writes lock the entity (so they take turns with its commits, which validate against its
+    types) and refuse, naming it, an entity deleted since the scope was opened.
+    """
+
+    def __init__(
+        self, context: StoreContext, entity_id: int | None = None, entity: str | None = None
+    ) -> None:
+        self._context = context
+        self._entity_id = entity_id
+        self._entity = entity
+
+    def catalog(self) -> TypeCatalog:
+        """The current types visible in this scope."""
+        with read_transaction(self._context.engine, self._context.target) as connection:
+            self._check_entity(connection)
+            return load_catalog(connection, self._entity_id, self._entity, self._context.type_cache)
+
+    def create(
+        self,
+        specs: Sequence[TypeSpec | Mapping[str, Any]],
+        *,
+        created_by: str,
+        justification: str,
+        run_id: str | None,
+        shadow: bool,
+    ) -> list[TypeDef]:
+        """Add types, all or none (see :func:`create_type`)."""
+        parsed = _parsed(specs)
+        by = creator(created_by)
+        precheck(parsed, created_by=by, justification=justification)  # before the lock
+        with write_transaction(self._context.engine, self._context.target) as connection:
+            self._check_entity(connection, lock=True)
+            return [
+                create_type(
+                    connection,
+                    spec,
+                    entity_id=self._entity_id,
+                    entity_name=self._entity,
+                    created_by=by,
+                    justification=justification,
+                    run_id=run_id,
+                    cache=self._context.type_cache,
+                    shadow=shadow,
+                )
+                for spec in parsed
+            ]
+
+    def update(
+        self,
+        specs: Sequence[TypeSpec | Mapping[str, Any]],
+        *,
+        created_by: str,
+        justification: str,
+        run_id: str | None,
+    ) -> list[TypeDef]:
+        """Store the next version of existing types of exactly this scope, all or none."""
+        parsed = _parsed(specs)
+        by = creator(created_by)
+        precheck(parsed, created_by=by, justification=justification)  # before the lock
+        with write_transaction(self._context.engine, self._context.target) as connection:
+            self._check_entity(connection, lock=True)
+            return [
+                update_type(
+                    connection,
+                    spec,
+                    entity_id=self._entity_id,
+                    entity_name=self._entity,
+                    created_by=by,
+                    justification=justification,
+                    run_id=run_id,
+                    cache=self._context.type_cache,
+                )
+                for spec in parsed
+            ]
+
+    def remove(self, name: str, kind: TypeKind | None) -> int:
+        """Retire a type of exactly this scope (see :func:`remove_type`)."""
+        with write_transaction(self._context.engine, self._context.target) as connection:
+            self._check_entity(connection, lock=True)
+            return remove_type(
+                connection,
+                kind or kind_of(name),
+                name,
+                entity_id=self._entity_id,
+                entity_name=self._entity,
+                cache=self._context.type_cache,
+            )
+
+    def history(self, name: str) -> TypeHistory:
+        """Every version of a type of exactly this scope (see :func:`type_history`)."""
+        with read_transaction(self._context.engine, self._context.target) as connection:
+            self._check_entity(connection)
+            return type_history(connection, None, name, self._entity_id, self._entity)
+
+    def _check_entity(self, connection: Connection, *, lock: bool = False) -> None:
+        if self._entity_id is not None and self._entity is not None:
+            entity_version(
+                connection, self._context.target, self._entity_id, self._entity, lock=lock
+            )
+
+
+def _parsed(specs: Sequence[TypeSpec | Mapping[str, Any]]) -> list[TypeSpec]:
+    return [s if isinstance(s, TypeSpec) else TypeSpec.from_mapping(s) for s in specs]
 
 
 def load_catalog(
@@ -268,7 +386,7 @@ def type_history(
     name: str,
     entity_id: int | None,
     entity_name: str | None,
-) -> list[tuple[TypeDef, datetime | None, str | None]]:
+) -> TypeHistory:
     """Every version of a type in exactly this scope: ``(definition, retired_at, reason)``."""
     query = select(_types).where(_types.c.name == name, _scope_is(entity_id))
     if kind is not None:

@@ -180,7 +180,7 @@ def test_type_changes_are_versioned(store: Store) -> None:
     session = store.session("alice")
     session.create_type(COMPANY, created_by="user")
     loose = {**COMPANY, "properties": {"type": "object", "required": ["name"]}, "example": None}
-    updated = session.update_type(loose, justification="tickers are optional")
+    updated = store.update_type(loose, entity="alice", justification="tickers are optional")
     assert updated.version == 2
     assert session.type_catalog().node_types["Company"].version == 2
     session.commit(
@@ -188,20 +188,20 @@ def test_type_changes_are_versioned(store: Store) -> None:
         Provenance(run_id="r", step="s"),
     )
     with pytest.raises(TypeRejectedError, match="1 current nodes of entity 'alice' use it"):
-        session.remove_type("Company")
+        store.remove_type("Company", entity="alice")
     session.commit(Changeset(removed_nodes=("acme",)), Provenance(run_id="r", step="s"))
-    assert session.remove_type("Company") == 2
+    assert store.remove_type("Company", entity="alice") == 2
     assert "Company" not in session.type_catalog().node_types
     again = session.create_type(COMPANY, created_by="user")
     assert again.version == 3  # numbering continues after a removal
-    history = session.type_history("Company")
+    history = store.type_history("Company", entity="alice")
     assert [(t.version, reason) for t, _, reason in history] == [
         (1, "updated"),
         (2, "removed"),
         (3, None),
     ]
     with pytest.raises(TypeRejectedError, match="no current node type 'Person' in entity"):
-        session.update_type({"kind": "node", "name": "Person", "description": "x"})
+        store.update_type({"kind": "node", "name": "Person", "description": "x"}, entity="alice")
 
 
 def test_a_node_type_used_by_an_edge_type_cannot_be_removed(store: Store) -> None:
@@ -215,8 +215,10 @@ def test_agent_types_need_a_justification_and_are_recorded(store: Store) -> None
     store.create_entity("alice")
     session = store.session("alice")
     with pytest.raises(TypeRejectedError, match="a justification is required"):
-        session.create_type(COMPANY)
-    created = session.create_type(COMPANY, justification="tickers matter here", run_id="run-7")
+        session.create_type(COMPANY, created_by="agent")
+    created = session.create_type(
+        COMPANY, created_by="agent", justification="tickers matter here", run_id="run-7"
+    )
     assert (created.created_by, created.scope, created.run_id) == ("agent", "alice", "run-7")
 
 
@@ -301,3 +303,22 @@ def test_type_spec_round_trips_through_dicts() -> None:
         TypeSpec.from_mapping({"name": "holds", "description": "d"})
     assert spec.kind == "edge" and spec.source_types == ("A",)
     assert TypeSpec.from_mapping(spec.to_dict()) == spec
+
+
+def test_a_session_and_the_store_write_an_entitys_types_alike(store: Store) -> None:
+    """One implementation: the same defaults and provenance whichever facade is used, and an
+    entity deleted under a session is named, not written to."""
+    store.create_entity("alice")
+    session = store.session("alice")
+    by_session = session.create_type(COMPANY)  # a user's type by default, as on the store
+    assert (by_session.created_by, by_session.scope) == ("user", "alice")
+    loose = {**COMPANY, "example": None}
+    updated = store.update_type(loose, entity="alice", run_id="run-8")
+    assert (updated.version, updated.run_id, updated.scope) == (2, "run-8", "alice")
+    assert session.type_catalog().node_types["Company"].run_id == "run-8"
+    assert store.type_catalog("alice").node_types["Company"] == updated
+    store.delete_entity("alice")
+    with pytest.raises(EntityNotFoundError, match="entity 'alice' no longer exists"):
+        session.create_type({"kind": "node", "name": "Fund", "description": "A fund."})
+    with pytest.raises(EntityNotFoundError, match="entity 'alice' no longer exists"):
+        session.type_catalog()
