@@ -49,6 +49,7 @@ from kgot.llm.structured import (
     strip_reasoning,
 )
 from kgot.llm.usage import LLMCall, UsageLedger
+from kgot.retrying import RetriesExhausted, retry_async
 
 M = TypeVar("M", bound=BaseModel)
 _BINDING_CACHE_SIZE = 64
@@ -62,6 +63,20 @@ class _MethodUnsupported(Exception):
     def __init__(self, failure: Failure) -> None:
         super().__init__(failure.detail)
         self.failure = failure
+
+
+class _FailedTry(Exception):
+    """One try of a request failed; carries what :func:`~kgot.llm.retry.classify` made of it."""
+
+    def __init__(self, failure: Failure, number: int) -> None:
+        super().__init__(failure.detail)
+        self.failure = failure
+        self.number = number  # 1-based
+
+    @property
+    def cause(self) -> BaseException | None:
+        """What the request raised."""
+        return self.__cause__
 
 
 class LLMClient:
@@ -418,12 +433,12 @@ class LLMClient:
             "metadata": {STEP_METADATA_KEY: step},
             "run_name": f"kgot:{step}",
         }
-        retries = 0
-        while True:
+
+        async def one_try(number: int) -> tuple[AIMessage, LLMCall]:
             attempt = next(attempts)
             started_at = time.time()
             started = time.perf_counter()
-            watch = self._watch(step, retries, started)
+            watch = self._watch(step, number - 1, started)
             self._in_flight += 1
             try:
                 output = await asyncio.wait_for(
@@ -446,6 +461,7 @@ class LLMClient:
                 raise
             except Exception as error:  # classified below
                 failure = classify(error, timeout=self.timeout)
+                # Every failed try is in the ledger (and so in the trace), retried or not.
                 self._record(
                     self._call(
                         step,
@@ -460,25 +476,37 @@ class LLMClient:
                 )
                 if probing and failure.method_signal:
                     raise _MethodUnsupported(failure) from error
-                if not (failure.transient and retries < self.retry.max_retries):
-                    raise self._model_error(failure, retries, method) from error
-                retries += 1
-                backoff = self.retry.delay(retries, failure.retry_after)
-            else:
-                return message, self._call(
-                    step,
-                    method=method,
-                    attempt=attempt,
-                    started_at=started_at,
-                    started=started,
-                    messages=messages,
-                    message=message,
-                )
+                raise _FailedTry(failure, number) from error
             finally:
                 self._in_flight -= 1
                 if watch is not None:
                     watch.cancel()
-            await asyncio.sleep(backoff)  # not waiting on the endpoint: no notice meanwhile
+            return message, self._call(
+                step,
+                method=method,
+                attempt=attempt,
+                started_at=started_at,
+                started=started,
+                messages=messages,
+                message=message,
+            )
+
+        try:
+            return await retry_async(
+                one_try,
+                self.retry,
+                retryable=lambda error: isinstance(error, _FailedTry) and error.failure.transient,
+                retry_after=lambda error: (
+                    error.failure.retry_after if isinstance(error, _FailedTry) else None
+                ),
+            )  # the waits between tries are not on the endpoint: no waiting notice meanwhile
+        except RetriesExhausted as gave_up:
+            failed = gave_up.error
+            if not isinstance(failed, _FailedTry):  # retryable says only a _FailedTry is
+                raise
+            raise self._model_error(failed.failure, failed.number - 1, method) from failed.cause
+        except _FailedTry as failed:  # not worth another try
+            raise self._model_error(failed.failure, failed.number - 1, method) from failed.cause
 
     def _watch(self, step: str, retries: int, started: float) -> asyncio.TimerHandle | None:
         """Arrange the waiting notice for one try (cancelled when the try ends)."""

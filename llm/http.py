@@ -16,18 +16,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import threading
 import urllib.request
 import weakref
 
 import httpx
 
+from kgot.retrying import body_excerpt
+
 # Enough for many concurrent votes and tool calls; the SDK's own default is of the same order.
 _LIMITS = httpx.Limits(max_connections=256, max_keepalive_connections=64, keepalive_expiry=30)
-_EXCERPT_CHARS = 160
-_TAG = re.compile(r"<(script|style)\b.*?</\1\s*>|<[^>]*>", re.DOTALL | re.IGNORECASE)
-_UNPRINTABLE = re.compile(r"[^\S ]+|[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\ufffd]+")
 
 
 class UnreadableAnswer(Exception):
@@ -36,7 +34,8 @@ class UnreadableAnswer(Exception):
     Attributes:
         status: the HTTP status.
         content_type: the ``Content-Type`` header (empty when there was none).
-        excerpt: the start of the body, sanitised for one line (see :func:`body_excerpt`).
+        excerpt: the start of the body, sanitised for one line (see
+            :func:`kgot.retrying.body_excerpt`).
         too_deep: the body is JSON, but nested past what Python's JSON reader can follow.
     """
 
@@ -49,22 +48,6 @@ class UnreadableAnswer(Exception):
         super().__init__(
             f"HTTP {status} with {what} ({content_type or 'no content type'}): {excerpt}"
         )
-
-
-def body_excerpt(body: bytes | str) -> str:
-    """The start of a response body as one short, printable line, quoted.
-
-    Markup is dropped (an HTML error page shows its text, e.g. ``"502 Bad Gateway nginx"``),
-    control characters become spaces, and the result is cut to a few dozen words.
-    """
-    text = body if isinstance(body, str) else body[:20_000].decode("utf-8", errors="replace")
-    text = _TAG.sub(" ", text)
-    text = " ".join(_UNPRINTABLE.sub(" ", text).split())
-    if not text:
-        return "(empty body)" if not body else "(no printable text)"
-    if len(text) > _EXCERPT_CHARS:
-        text = text[: _EXCERPT_CHARS - 1] + "…"
-    return f'"{text}"'
 
 
 class LoopLocalTransport(httpx.AsyncBaseTransport):

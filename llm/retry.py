@@ -1,61 +1,34 @@
-"""Which model errors are worth retrying, and how long to wait before the next try.
+"""Which model errors are worth retrying, and what the final error says.
 
 kgot does its own retries (the SDKs' are switched off) so that every request lands in the usage
-ledger, the backoff is the same for every provider, and exhaustion produces one clear error.
+ledger, the backoff is the same for every provider, and exhaustion produces one clear error. The
+waiting (backoff, jitter, ``Retry-After``) is the shared :class:`kgot.retrying.RetryPolicy`.
 """
 
 from __future__ import annotations
 
-import email.utils
-import random
-import re
-import time
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
-from kgot.llm.http import UnreadableAnswer, body_excerpt
+from kgot.llm.http import UnreadableAnswer
+from kgot.retrying import (
+    RetryPolicy,
+    body_excerpt,
+    cause_of_type,
+    causes,
+    error_message,
+    one_line,
+    retry_after_from_headers,
+)
 
-E = TypeVar("E", bound=BaseException)
+# RetryPolicy is the shared one (kgot.retrying), offered here beside the classification.
+__all__ = ["METHOD_UNSUPPORTED_STATUSES", "Failure", "RetryPolicy", "classify"]
+
 # HTTP statuses that, on the *first* use of a structured-output method with an endpoint, most
 # likely mean "this server does not do that" (llama.cpp answers 500 to json_schema, vLLM 400,
 # some proxies 404/422/501) rather than a passing fault.
 METHOD_UNSUPPORTED_STATUSES = frozenset({400, 404, 422, 500, 501})
 _TRANSIENT_STATUSES = frozenset({408, 409, 425, 429})
-_MAX_DETAIL = 240
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Bounded exponential backoff with jitter.
-
-    Attributes:
-        max_retries: retries after the first try (so ``max_retries + 1`` requests at most).
-        backoff_base: seconds before the first retry; doubled for each further retry.
-        backoff_max: ceiling on one computed backoff.
-        retry_after_cap: ceiling on a server's ``Retry-After`` (a server asking for an hour is
-            not waited for an hour).
-        jitter: spread each wait uniformly over [50 %, 100 %] so concurrent votes do not retry
-            in lock-step.
-    """
-
-    max_retries: int = 4
-    backoff_base: float = 1.0
-    backoff_max: float = 30.0
-    retry_after_cap: float = 60.0
-    jitter: bool = True
-
-    def delay(self, retry_number: int, retry_after: float | None = None) -> float:
-        """Seconds to wait before retry ``retry_number`` (1-based).
-
-        A server's ``Retry-After`` wins over the computed backoff, capped at
-        :attr:`retry_after_cap`.
-        """
-        if retry_after is not None:
-            return max(0.0, min(retry_after, self.retry_after_cap))
-        wait = min(self.backoff_base * 2 ** (retry_number - 1), self.backoff_max)
-        if self.jitter:
-            wait *= random.uniform(0.5, 1.0)
-        return wait
 
 
 @dataclass(frozen=True)
@@ -87,7 +60,7 @@ def classify(error: BaseException, *, timeout: float) -> Failure:
             :class:`TimeoutError` from kgot's own per-call deadline, …).
         timeout: the per-call deadline in seconds, for the message.
     """
-    unreadable = _cause_of_type(error, UnreadableAnswer)
+    unreadable = cause_of_type(error, UnreadableAnswer)
     if unreadable is not None:
         hint = (
             "the server's answer cannot be read; check the server"
@@ -148,14 +121,14 @@ def classify(error: BaseException, *, timeout: float) -> Failure:
         return Failure(
             False,
             None,
-            f"not supported by this model class ({_one_line(str(error)) or 'NotImplementedError'})",
+            f"not supported by this model class ({one_line(str(error)) or 'NotImplementedError'})",
             "choose another structured-output method (KGOT_STRUCTURED_OUTPUT) or model",
             method_signal=True,
         )
     return Failure(
         False,
         None,
-        f"{type(error).__name__}: {_one_line(str(error))}",
+        f"{type(error).__name__}: {one_line(str(error))}",
         "the model client failed unexpectedly (please report it with this message)",
     )
 
@@ -181,51 +154,17 @@ def _status_of(error: BaseException) -> int | None:
 
 def _server_message(error: BaseException) -> str:
     body: Any = getattr(error, "body", None)
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        message = inner.get("message") if isinstance(inner, dict) else inner
-        if message:
-            return _one_line(str(message))
+    message = error_message(body)
+    if message:
+        return one_line(message)
     if isinstance(body, str) and body.strip():  # not JSON: an HTML error page, a proxy's text
         return body_excerpt(body)
-    message = getattr(error, "message", None) or str(error)
-    return _one_line(str(message))
-
-
-def _cause_of_type(error: BaseException, kind: type[E]) -> E | None:
-    """``error`` or the first exception in its cause/context chain that is a ``kind``."""
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        if isinstance(current, kind):
-            return current
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return None
+    return one_line(str(getattr(error, "message", None) or error))
 
 
 def _retry_after(error: BaseException) -> float | None:
     response = getattr(error, "response", None)
-    headers = getattr(response, "headers", None)
-    if headers is None:
-        return None
-    if (millis := headers.get("retry-after-ms")) is not None:
-        try:
-            return float(millis) / 1000
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
+    return retry_after_from_headers(getattr(response, "headers", None))
 
 
 def _is_timeout(error: BaseException) -> bool:
@@ -242,15 +181,5 @@ def _is_connection_error(error: BaseException) -> bool:
 
 def _root_cause(error: BaseException) -> str:
     """The innermost cause's message: `[Errno 111] Connection refused` beats `Connection error.`"""
-    deepest = error
-    seen = {id(error)}
-    while (nxt := deepest.__cause__ or deepest.__context__) is not None and id(nxt) not in seen:
-        seen.add(id(nxt))
-        deepest = nxt
-    text = _one_line(str(deepest)) or type(deepest).__name__
-    return text
-
-
-def _one_line(text: str) -> str:
-    text = re.sub(r"\s+", " ", text).strip()
-    return text if len(text) <= _MAX_DETAIL else text[: _MAX_DETAIL - 1] + "…"
+    *_, deepest = causes(error)
+    return one_line(str(deepest)) or type(deepest).__name__

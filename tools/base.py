@@ -59,9 +59,14 @@ class ToolFailure(ToolError):
 
 
 class TransientNetworkError(ToolFailure):
-    """A network failure worth retrying (connection reset, 429, 502/503/504, timeouts)."""
+    """A network failure worth retrying (connection reset, 429, 502/503/504, timeouts).
 
-    def __init__(self, message: str, *, source_ref: str | None = None, retry_after: float = 0):
+    ``retry_after`` is the wait in seconds the server asked for, or ``None`` when it did not.
+    """
+
+    def __init__(
+        self, message: str, *, source_ref: str | None = None, retry_after: float | None = None
+    ):
         super().__init__(message, kind="network", source_ref=source_ref)
         self.retry_after = retry_after
 

@@ -32,12 +32,11 @@ including TLS failures, fails at once.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import ipaddress
+import math
 import re
 import socket
 import ssl
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -46,6 +45,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote_plus, urljoin, urlsplit
 
 from kgot.config import ToolsSettings
+from kgot.retrying import (
+    RetriesExhausted,
+    RetryPolicy,
+    answer_excerpt,
+    cause_of_type,
+    retry_after_from_headers,
+    retry_async,
+)
 from kgot.tools.base import ToolFailure, TransientNetworkError
 from kgot.version import __version__
 
@@ -261,6 +268,17 @@ class Http:
         self.settings = settings
         self.retries = retries
         self.backoff_s = backoff_s
+        # No jitter: one tool call is one request, not many voting at once. A server's
+        # Retry-After lengthens the wait (up to a few seconds: a tool call should not stall a
+        # step), never shortens it.
+        self.retry_policy = RetryPolicy(
+            max_retries=retries,
+            backoff_base=backoff_s,
+            backoff_max=math.inf,
+            retry_after_cap=MAX_RETRY_AFTER_S,
+            jitter=False,
+            retry_after="extends",
+        )
         self.max_bytes = settings.max_download_mb * 1024 * 1024
 
     def _client(self, trusted_endpoint: str | None, *, checked: bool) -> httpx.AsyncClient:
@@ -343,6 +361,13 @@ class Http:
                 raise ToolFailure(
                     f"{service} answered with something that is not JSON ({_excerpt(answer)}); "
                     f"check {setting}, or use another tool",
+                    kind="network",
+                    source_ref=endpoint,
+                ) from None
+            except RecursionError:  # Python's JSON reader follows only so many levels
+                raise ToolFailure(
+                    f"{service} answered with JSON nested too deeply to read; check {setting}, "
+                    "or use another tool",
                     kind="network",
                     source_ref=endpoint,
                 ) from None
@@ -479,20 +504,21 @@ class Http:
         return b"".join(chunks)
 
     async def _with_retries(self, attempt: Callable[[], Awaitable[T]]) -> T:
-        delay = self.backoff_s
-        for number in range(self.retries + 1):
-            try:
-                return await attempt()
-            except TransientNetworkError as error:
-                if number == self.retries:
-                    raise ToolFailure(
-                        f"{error} (gave up after {self.retries + 1} attempts)",
-                        kind="network",
-                        source_ref=error.source_ref,
-                    ) from None
-                await asyncio.sleep(max(delay, min(error.retry_after, MAX_RETRY_AFTER_S)))
-                delay *= 2
-        raise AssertionError("unreachable")
+        try:
+            return await retry_async(
+                lambda number: attempt(),
+                self.retry_policy,
+                retryable=lambda error: isinstance(error, TransientNetworkError),
+                retry_after=lambda error: (
+                    error.retry_after if isinstance(error, TransientNetworkError) else None
+                ),
+            )
+        except RetriesExhausted as gave_up:
+            raise ToolFailure(
+                f"{gave_up.error} (gave up after {gave_up.attempts} attempts)",
+                kind="network",
+                source_ref=getattr(gave_up.error, "source_ref", None),
+            ) from None
 
 
 @dataclass(frozen=True)
@@ -657,7 +683,7 @@ def _raise_for_status(response: httpx.Response, service: str, url: str) -> None:
         raise TransientNetworkError(
             f"{service} answered HTTP {status} for {url}",
             source_ref=url,
-            retry_after=_retry_after(response),
+            retry_after=retry_after_from_headers(response.headers),
         )
     if status in (404, 410):
         raise ToolFailure(
@@ -691,7 +717,7 @@ def _raise_for_api_status(
         raise TransientNetworkError(
             f"{service} answered HTTP {status}",
             source_ref=url,
-            retry_after=_retry_after(response),
+            retry_after=retry_after_from_headers(response.headers),
         )
     detail = _excerpt(response)
     if status in (401, 403):
@@ -717,35 +743,12 @@ def _raise_for_api_status(
 
 
 def _excerpt(response: httpx.Response) -> str:
-    """The start of a response body as one short line (what the API said was wrong)."""
+    """What the API said was wrong, as one short line."""
     try:
         data = response.json()
-    except ValueError:
+    except (ValueError, RecursionError):
         data = None
-    if isinstance(data, dict):
-        for key in ("error", "message", "detail", "info"):
-            value = data.get(key)
-            if isinstance(value, dict):
-                value = value.get("info") or value.get("message")
-            if isinstance(value, str) and value.strip():
-                return " ".join(value.split())[:_EXCERPT_CHARS]
-    text = " ".join(response.text.split())
-    return text[:_EXCERPT_CHARS] or "empty body"
-
-
-def _retry_after(response: httpx.Response) -> float:
-    value = response.headers.get("retry-after", "").strip()
-    if not value:
-        return 0.0
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:  # the other allowed form: an HTTP date
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return 0.0
-    return max(0.0, when.timestamp() - time.time())
+    return answer_excerpt(data, response.content, _EXCERPT_CHARS)
 
 
 def _transport_failure(error: httpx.HTTPError, url: str, service: str) -> ToolFailure:
@@ -753,10 +756,12 @@ def _transport_failure(error: httpx.HTTPError, url: str, service: str) -> ToolFa
 
     if isinstance(error, httpx.TimeoutException):
         return TransientNetworkError(f"{service} did not answer in time ({url})", source_ref=url)
-    tls = _cause(error, ssl.SSLError)
+    tls = cause_of_type(error, ssl.SSLError)
     if tls is not None:
         return _tls_failure(tls, url)
-    lookup = _cause(error, socket.gaierror) if isinstance(error, httpx.ConnectError) else None
+    lookup = (
+        cause_of_type(error, socket.gaierror) if isinstance(error, httpx.ConnectError) else None
+    )
     if lookup is not None:
         failure = resolution_failure(urlsplit(url).hostname or url, lookup)
         failure.source_ref = url
@@ -788,17 +793,6 @@ def _tls_failure(error: ssl.SSLError, url: str) -> ToolFailure:
         kind="network",
         source_ref=url,
     )
-
-
-def _cause(error: BaseException, kind: type[BaseException]) -> Any:
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        if isinstance(current, kind):
-            return current
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return None
 
 
 def _too_large(url: str, size: int | None, cap_mb: int) -> ToolFailure:

@@ -8,10 +8,15 @@ import time
 import httpx
 import openai
 import pytest
+from langchain_core.messages import HumanMessage
 
+from kgot.errors import ModelError
+from kgot.llm import build_llm_clients
 from kgot.llm.retry import RetryPolicy, classify
 from kgot.llm.scripted import scripted_error
+from kgot.tests.support.openai_server import OpenAIServer, Reply
 
+QUESTION = [HumanMessage("What next?")]
 REQUEST = httpx.Request("POST", "http://127.0.0.1:1/v1/chat/completions")
 
 
@@ -107,3 +112,56 @@ def test_retry_after_wins_but_is_capped() -> None:
     policy = RetryPolicy(backoff_base=100.0, retry_after_cap=10.0)
     assert policy.delay(1, retry_after=0.5) == 0.5
     assert policy.delay(1, retry_after=3600) == 10.0
+
+
+# Over real HTTP (the loopback OpenAI-compatible server): the shared retry helper as the model
+# client uses it.
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _client(make_settings, openai_server: OpenAIServer, **overrides):
+    settings = make_settings(
+        llm__model="openai:test-model", llm__base_url=openai_server.url, **overrides
+    )
+    return build_llm_clients(settings).planning
+
+
+@pytest.mark.anyio
+async def test_retry_after_as_an_http_date_is_waited_for(make_settings, openai_server) -> None:
+    when = email.utils.formatdate(time.time() + 2, usegmt=True)  # whole seconds: 1-2 s ahead
+    openai_server.enqueue(
+        Reply(status=503, error_message="busy", headers={"Retry-After": when}), Reply.text("ok")
+    )
+    llm = _client(make_settings, openai_server)  # backoff base is 1 ms: only the date waits
+    assert await llm.text(QUESTION, step="answer") == "ok"
+    first, second = openai_server.completions
+    assert 0.9 <= second.received_at - first.received_at < 3
+
+
+@pytest.mark.anyio
+async def test_every_failed_try_is_in_the_ledger_and_exhaustion_counts_them(
+    make_settings, openai_server
+) -> None:
+    openai_server.default = Reply.error(502, "bad gateway")
+    llm = _client(make_settings, openai_server, llm__max_retries=2)
+    with pytest.raises(ModelError) as caught:
+        await llm.text(QUESTION, step="answer")
+    assert "failed after 3 attempts: HTTP 502: bad gateway" in str(caught.value)
+    calls = llm.ledger.calls
+    assert [(c.attempt, c.ok, c.error) for c in calls] == [
+        (n, False, "HTTP 502: bad gateway") for n in (1, 2, 3)
+    ]
+    assert len(openai_server.completions) == 3
+
+
+@pytest.mark.anyio
+async def test_a_permanent_failure_is_one_try(make_settings, openai_server) -> None:
+    openai_server.default = Reply.error(401, "bad key")
+    llm = _client(make_settings, openai_server)
+    with pytest.raises(ModelError, match=r"failed: HTTP 401: bad key; check KGOT_API_KEY"):
+        await llm.text(QUESTION, step="answer")
+    assert len(openai_server.completions) == 1 and len(llm.ledger.calls) == 1

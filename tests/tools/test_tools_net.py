@@ -5,10 +5,12 @@ URLs, TLS failures, DNS failures, Retry-After, and the JSON APIs' own failure me
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import ipaddress
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -245,6 +247,63 @@ def test_429_is_retried_honouring_retry_after(server, monkeypatch):
     assert waits == [3.0, 5.0]  # Retry-After honoured, capped at 5 s
 
 
+def _recorded_waits(monkeypatch) -> list[float]:
+    from kgot.tools import net
+
+    waits: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def recorded_sleep(seconds: float) -> None:
+        waits.append(seconds)
+        await real_sleep(0)
+
+    monkeypatch.setattr(net.asyncio, "sleep", recorded_sleep)
+    return waits
+
+
+def test_retry_after_as_an_http_date_is_honoured_and_capped(server, monkeypatch):
+    waits = _recorded_waits(monkeypatch)
+    soon = email.utils.formatdate(time.time() + 4, usegmt=True)  # whole seconds: 3-4 s ahead
+    later = email.utils.formatdate(time.time() + 3600, usegmt=True)
+    answers = iter(
+        [
+            Response(503, "busy", headers={"Retry-After": soon}),
+            Response(503, "busy", headers={"Retry-After": later}),
+            Response(200, PUBLIC_PAGE),
+        ]
+    )
+    server.route("/busy", lambda request: next(answers))
+    runner = make_runner(ToolContext(settings=tools_settings(server)))
+    outcome = call(runner, "visit_page", url=server.url("/busy"))
+    assert outcome.ok, outcome.output
+    assert len(waits) == 2 and 2.5 <= waits[0] <= 4.0 and waits[1] == 5.0
+
+
+def test_a_retry_after_shorter_than_the_backoff_does_not_shorten_it(server, monkeypatch):
+    waits = _recorded_waits(monkeypatch)
+    answers = iter(
+        [
+            Response(429, "slow down", headers={"Retry-After": "0"}),
+            Response(429, "slow down", headers={"Retry-After": "-7"}),
+            Response(200, PUBLIC_PAGE),
+        ]
+    )
+    server.route("/eager", lambda request: next(answers))
+    runner = make_runner(ToolContext(settings=tools_settings(server)))
+    assert call(runner, "visit_page", url=server.url("/eager")).ok
+    assert waits == [0.5, 1.0]  # the backoff: a failing server is not hammered
+
+
+def test_exhausted_retries_say_how_many_attempts(server, monkeypatch):
+    _recorded_waits(monkeypatch)
+    server.page("/down", "maintenance", status=503)
+    runner = make_runner(ToolContext(settings=tools_settings(server)))
+    outcome = call(runner, "visit_page", url=server.url("/down"))
+    assert not outcome.ok and outcome.error_kind == "network", outcome.output
+    assert "answered HTTP 503" in outcome.output
+    assert "(gave up after 3 attempts)" in outcome.output and server.hits["/down"] == 3
+
+
 def test_other_transient_5xx_are_retried_but_501_is_not(server):
     answers = iter([Response(522, "origin timeout"), Response(200, PUBLIC_PAGE)])
     server.route("/edge", lambda request: next(answers))
@@ -439,6 +498,18 @@ def test_api_failures_never_show_the_key(server, monkeypatch):
         assert not outcome.ok and SERP_KEY not in outcome.output, outcome.output
         assert server.requests[-1].query["api_key"] == SERP_KEY  # it was sent, only not shown
     assert "Invalid API key ***." in outcome.output and "tools.serpapi_key" in outcome.output
+
+
+def test_api_answers_nested_too_deeply_are_named_not_a_crash(server):
+    deep = "[" * 100_000 + "]" * 100_000
+    server.route("/deep", Response(200, deep, "application/json"))
+    outcome = call(_serpapi(server.url("/deep")), "web_search", query="heron")
+    assert not outcome.ok and outcome.error_kind == "network", outcome.output
+    assert "SerpAPI answered with JSON nested too deeply to read" in outcome.output
+    # A refusal whose body is that deep is quoted as text.
+    server.route("/deep-refusal", Response(400, '{"error": ' + deep + "}", "application/json"))
+    outcome = call(_serpapi(server.url("/deep-refusal")), "web_search", query="heron")
+    assert not outcome.ok and "SerpAPI refused the request (HTTP 400: " in outcome.output
 
 
 def test_api_failure_source_refs_carry_no_key():
