@@ -37,6 +37,7 @@ from kgot.graph_backends.jobs.rdf_model import (
     rel_iri,
 )
 from kgot.graph_backends.runner import GraphQueryError
+from kgot.retrying import body_excerpt
 
 # SELECT/ASK answer in JSON; CONSTRUCT/DESCRIBE in N-Triples (as the sandboxed engine returns).
 _RESULT_TYPES = "application/sparql-results+json, application/n-triples;q=0.9"
@@ -214,7 +215,7 @@ class SparqlEndpoint:
         if response.status_code >= 300:
             raise StoreError(
                 f"SPARQL endpoint {self.update_url} refused an update (HTTP "
-                f"{response.status_code}: {_excerpt(response.text)}); is it writable?"
+                f"{response.status_code}: {body_excerpt(response.text)}); is it writable?"
             )
 
     # -- transport ----------------------------------------------------------------------------
@@ -246,10 +247,12 @@ class SparqlEndpoint:
             ) from None
         if response.status_code >= 400:
             if for_model and response.status_code < 500:
-                raise GraphQueryError(f"the endpoint rejected the query: {_excerpt(response.text)}")
+                raise GraphQueryError(
+                    f"the endpoint rejected the query: {body_excerpt(response.text)}"
+                )
             raise StoreError(
                 f"SPARQL endpoint {self.query_url} answered HTTP {response.status_code}: "
-                f"{_excerpt(response.text)}"
+                f"{body_excerpt(response.text)}"
             )
         kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
         return response.content, kind
@@ -299,8 +302,3 @@ def _json_term(term: dict[str, Any]) -> Any:
         return literal_value(value, datatype, term.get("xml:lang"))
     except ValueProblem:
         return value
-
-
-def _excerpt(text: str, limit: int = 200) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[:limit] + "…"
