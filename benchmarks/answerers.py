@@ -30,7 +30,15 @@ from kgot.benchmarks.harness import AnswerFn
 from kgot.benchmarks.prompts import DIRECT_SYSTEM, GAIA_ANSWER_RULES, render_grader_prompt
 from kgot.benchmarks.scoring import Grade, parse_grade
 from kgot.config import ModelSettings, Settings
+from kgot.controller.events import (
+    Sample,
+    Solutions,
+    StepFinished,
+    StepStarted,
+    TraceEvent,
+)
 from kgot.controller.result import AskResult
+from kgot.controller.state import Usage
 from kgot.errors import StructuredOutputError
 
 if TYPE_CHECKING:
@@ -166,10 +174,38 @@ def direct_answerer(
         prompt = task.question
         if task.attachment is not None:
             prompt += "\n\n" + await _attachment_text(task.attachment, settings)
+        span_id = uuid.uuid4().hex[:16]
+        opened = StepStarted(
+            iteration=0, step="direct_answer", span_id=span_id, started_at=time.time()
+        )
+        step_started = time.perf_counter()
         reply = await planning.text(
             [SystemMessage(system), HumanMessage(prompt)], step="direct_answer"
         )
         totals = ledger.totals()
+        usage = Usage(
+            llm_calls=totals.calls,
+            failed_llm_calls=totals.failed_calls,
+            input_tokens=totals.input_tokens,
+            output_tokens=totals.output_tokens,
+            cost_usd=totals.cost_usd,
+            tool_calls=0,
+            duration_s=time.perf_counter() - started,
+            by_step=ledger.by_step(),
+        )
+        # The same record a KGoT run keeps: one step, bracketed, and its answer.
+        trace: list[TraceEvent] = [
+            opened,
+            Solutions(iteration=0, samples=[Sample(answer=reply, reasoning="")], answer=reply),
+            StepFinished(
+                iteration=0,
+                step="direct_answer",
+                span_id=span_id,
+                duration_s=time.perf_counter() - step_started,
+                ok=True,
+                usage=usage,
+            ),
+        ]
         return AskResult(
             answer=reply,
             run_id=f"direct-{uuid.uuid4()}",
@@ -179,7 +215,7 @@ def direct_answerer(
             output_tokens=totals.output_tokens,
             cost_usd=totals.cost_usd,
             duration_s=time.perf_counter() - started,
-            trace=[{"type": "direct_answer", "iteration": 0, "reply": reply}],
+            trace=trace,
         )
 
     return answer

@@ -244,14 +244,32 @@ def _submission_line(record: Mapping[str, Any]) -> str:
 
 
 def _reasoning_trace(record: Mapping[str, Any]) -> str:
-    """The run's steps as short text lines (the leaderboard shows it beside the answer)."""
+    """The run's steps as short text lines (the leaderboard shows it beside the answer): each
+    step's name, then what it did (a step's usage is in the record's totals already)."""
+    from pydantic import ValidationError
+
+    from kgot.controller.events import EVENT_ADAPTER, StepFinished, StepStarted
+
     lines = []
-    for event in record.get("trace") or []:
-        details = {k: v for k, v in event.items() if k not in ("type", "iteration")}
+    for stored in record.get("trace") or []:
+        try:
+            event = EVENT_ADAPTER.validate_python(stored)
+        except ValidationError:
+            # Not an event this kgot knows (a results file from an earlier version): the
+            # submission still gets the line, as stored.
+            text = json.dumps(stored, ensure_ascii=False, default=str)
+            lines.append(text if len(text) <= 300 else text[:299] + "…")
+            continue
+        if isinstance(event, StepFinished):
+            continue
+        if isinstance(event, StepStarted):
+            lines.append(f"[{event.iteration}] step {event.step}")
+            continue
+        details = event.model_dump(mode="json", exclude={"type", "iteration"})
         text = json.dumps(details, ensure_ascii=False, default=str)
         if len(text) > 300:
             text = text[:299] + "…"
-        lines.append(f"[{event.get('iteration', 0)}] {event.get('type', '?')}: {text}")
+        lines.append(f"[{event.iteration}] {event.type}: {text}")
     if record.get("error"):
         lines.append(f"error: {record['error']}")
     return "\n".join(lines)

@@ -402,7 +402,7 @@ def base_record(attempt: Attempt, prediction: str, **details: Any) -> dict[str, 
         "duration_s": round(attempt.duration_s, 3),
         "run_id": result.run_id if result else None,
         "graph": result.graph if result else {},
-        "trace": result.trace if result else [],
+        "trace": [event.model_dump(mode="json") for event in result.trace] if result else [],
         "finished_at": _now(),
     }
 

@@ -282,7 +282,7 @@ def _measure_overhead(
                     "Benchmark question",
                     settings=settings,
                     models={"planning": model, "execution": model},
-                    on_event=lambda event: marks.append((event["type"], time.perf_counter())),
+                    on_event=lambda event: marks.append((event.type, time.perf_counter())),
                     **where,
                 )
             )
@@ -376,6 +376,7 @@ def _langgraph_floor(tmp: Path, rounds: int = 40, repeats: int = 5) -> float:
 
 def _measure_vote_round(tmp: Path, sandbox: str) -> float:
     from kgot.controller import ask_async
+    from kgot.controller.events import TraceEvent
 
     settings = _settings(tmp, "votes", sandbox, max_iterations=1)
     model = ScriptedChatModel(
@@ -388,12 +389,16 @@ def _measure_vote_round(tmp: Path, sandbox: str) -> float:
         latency_s=VOTE_LATENCY_S,
     )
     marks: dict[str, float] = {}
+
+    def mark(event: TraceEvent) -> None:
+        marks.setdefault(event.type, time.perf_counter())  # the first of each kind
+
     asyncio.run(
         ask_async(
             "Benchmark question",
             settings=settings,
             models={"planning": model, "execution": model},
-            on_event=lambda event: marks.setdefault(event["type"], time.perf_counter()),
+            on_event=mark,
         )
     )
     return (marks["votes"] - marks["run_started"]) * 1000

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from kgot.benchmarks.datasets import BenchTask
 from kgot.benchmarks.figures import Figure, print_figures
+from kgot.controller.events import TraceEvent, Vote, Votes
 
 __all__ = ["run"]
 
@@ -31,7 +32,12 @@ _GRAPH = {
     "nodes": [{"id": f"n{i}", "label": "Fact", "text": "x" * 80} for i in range(12)],
     "edges": [{"source": f"n{i}", "target": f"n{i + 1}", "key": 0} for i in range(11)],
 }
-_TRACE = [{"type": "votes", "iteration": i, "decision": "INSERT"} for i in range(6)]
+_TRACE: list[TraceEvent] = [
+    Votes(
+        iteration=i, votes=[Vote(decision="INSERT", reason="more")], decision="INSERT", forced=False
+    )
+    for i in range(6)
+]
 
 
 def _tasks(count: int) -> list[BenchTask]:

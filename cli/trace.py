@@ -21,7 +21,26 @@ from rich.syntax import Syntax
 from rich.text import Text
 
 from kgot.cli.common import printable
-from kgot.controller.events import Event, excerpt
+from kgot.controller.events import (
+    Code,
+    CodeFailed,
+    FailedSample,
+    FailedVote,
+    GraphRefreshed,
+    GraphUpdated,
+    LlmRetry,
+    Math,
+    QueryResult,
+    RunFinished,
+    RunStarted,
+    Solutions,
+    StepFailed,
+    ToolCalls,
+    ToolResult,
+    TraceEvent,
+    Votes,
+    excerpt,
+)
 
 _RESULT_CHARS = 400
 
@@ -33,16 +52,19 @@ def _safe(value: Any, limit: int | None = None) -> str:
 
 
 class TraceRenderer:
-    """Prints each event as it arrives; unknown event types are shown as JSON."""
+    """Prints each event as it arrives. The step_started / step_finished brackets are not
+    shown (what a step did is); an event kind without a handler is shown as JSON."""
 
     def __init__(self, console: Console) -> None:
         self.console = console
         self.fits_width = console.is_terminal
 
-    def __call__(self, event: Event) -> None:
-        handler = getattr(self, f"_on_{event['type']}", None)
+    def __call__(self, event: TraceEvent) -> None:
+        if event.type in ("step_started", "step_finished"):
+            return
+        handler = getattr(self, f"_on_{event.type}", None)
         if handler is None:
-            self._line(Text(json.dumps(event, default=str), style="dim"))
+            self._line(Text(printable(event.model_dump_json()), style="dim"))
         else:
             handler(event)
 
@@ -55,45 +77,45 @@ class TraceRenderer:
         else:
             self._line(f"── {markup} ──")
 
-    def _on_run_started(self, event: Event) -> None:
-        verb = "Resuming" if event.get("resumed") else "Run"
-        where = f" · entity [bold]{_safe(event['entity'])}[/]" if event.get("entity") else ""
-        self._rule(f"{verb} {_safe(event['run_id'])} · {_safe(event['backend'])}{where}")
-        self._line(f"[bold]Question:[/] {_safe(event['question'])}")
+    def _on_run_started(self, event: RunStarted) -> None:
+        verb = "Resuming" if event.resumed else "Run"
+        where = f" · entity [bold]{_safe(event.entity)}[/]" if event.entity else ""
+        self._rule(f"{verb} {_safe(event.run_id)} · {_safe(event.backend)}{where}")
+        self._line(f"[bold]Question:[/] {_safe(event.question)}")
 
-    def _on_votes(self, event: Event) -> None:
-        it = event["iteration"]
-        if event.get("forced"):
+    def _on_votes(self, event: Votes) -> None:
+        it = event.iteration
+        if event.forced:
             self._line(f"\n[bold yellow]Iteration {it}: limit reached — forcing retrieval[/]")
             return
-        self._line(f"\n[bold]Iteration {it}[/] → [bold cyan]{_safe(event['decision'])}[/]")
-        for vote in event["votes"]:
-            if "failed" in vote:
-                self._line(f"  [red]✗ vote failed:[/] {_safe(vote['failed'], 200)}")
+        self._line(f"\n[bold]Iteration {it}[/] → [bold cyan]{_safe(event.decision)}[/]")
+        for vote in event.votes:
+            if isinstance(vote, FailedVote):
+                self._line(f"  [red]✗ vote failed:[/] {_safe(vote.failed, 200)}")
             else:
-                self._line(f"  • {_safe(vote['decision'])}: {_safe(vote['reason'], 200)}")
+                self._line(f"  • {_safe(vote.decision)}: {_safe(vote.reason, 200)}")
 
-    def _on_tool_calls(self, event: Event) -> None:
-        if not event["calls"]:
+    def _on_tool_calls(self, event: ToolCalls) -> None:
+        if not event.calls:
             self._line("  [yellow]no tool calls proposed[/]")
-        for call in event["calls"]:
-            self._line(f"  [magenta]⚙ {_safe(call['name'])}[/]({_safe(_args(call['args']))})")
-        for problem in event.get("rejected", []):
+        for call in event.calls:
+            self._line(f"  [magenta]⚙ {_safe(call.name)}[/]({_safe(_args(call.args))})")
+        for problem in event.rejected:
             self._line(f"  [red]✗ unusable tool call:[/] {_safe(problem, 300)}")
 
-    def _on_tool_result(self, event: Event) -> None:
-        if event.get("skipped"):
+    def _on_tool_result(self, event: ToolResult) -> None:
+        if event.skipped:
             mark = "[dim]↺ skipped (already done)[/]"
-        elif event["ok"]:
-            mark = "[green]✓[/]" + (" [dim](cached)[/]" if event.get("cached") else "")
+        elif event.ok:
+            mark = "[green]✓[/]" + (" [dim](cached)[/]" if event.cached else "")
         else:
             mark = "[red]✗[/]"
-        self._line(f"  {mark} {_safe(event['name'])}: {_safe(event['output'], _RESULT_CHARS)}")
+        self._line(f"  {mark} {_safe(event.name)}: {_safe(event.output, _RESULT_CHARS)}")
 
-    def _on_code(self, event: Event) -> None:
-        title = Text(f"{event['purpose']} code (attempt {event['attempt']})")
-        lexer = "sparql" if event["purpose"] == "query" and "SELECT" in event["code"] else "python"
-        code = printable(event["code"])
+    def _on_code(self, event: Code) -> None:
+        title = Text(f"{event.purpose} code (attempt {event.attempt})")
+        lexer = "sparql" if event.purpose == "query" and "SELECT" in event.code else "python"
+        code = printable(event.code)
         if self.fits_width:
             framed = Panel(Syntax(code, lexer, word_wrap=True), title=title, title_align="left")
             self.console.print(framed)
@@ -101,50 +123,50 @@ class TraceRenderer:
             self._line(Text.assemble("── ", title, " ──"))
             self._line(Text(code.rstrip("\n")))
 
-    def _on_code_failed(self, event: Event) -> None:
-        self._line(f"  [red]✗ {_safe(event['purpose'])} failed:[/] {_safe(event['error'], 600)}")
+    def _on_code_failed(self, event: CodeFailed) -> None:
+        self._line(f"  [red]✗ {_safe(event.purpose)} failed:[/] {_safe(event.error, 600)}")
 
-    def _on_graph_updated(self, event: Event) -> None:
-        counts = f"{event['nodes']} nodes, {event['edges']} edges"
-        self._line(f"  [green]graph:[/] {_safe(event['summary'])} → {counts}")
+    def _on_graph_updated(self, event: GraphUpdated) -> None:
+        counts = f"{event.nodes} nodes, {event.edges} edges"
+        self._line(f"  [green]graph:[/] {_safe(event.summary)} → {counts}")
 
-    def _on_graph_refreshed(self, event: Event) -> None:
-        counts = f"{event['nodes']} nodes, {event['edges']} edges"
-        self._line(f"  [cyan]caught up with other writers:[/] {_safe(event['summary'])} → {counts}")
+    def _on_graph_refreshed(self, event: GraphRefreshed) -> None:
+        counts = f"{event.nodes} nodes, {event.edges} edges"
+        self._line(f"  [cyan]caught up with other writers:[/] {_safe(event.summary)} → {counts}")
 
-    def _on_query_result(self, event: Event) -> None:
-        if event["empty"]:
+    def _on_query_result(self, event: QueryResult) -> None:
+        if event.empty:
             self._line("  [yellow]query returned nothing[/]")
         else:
-            self._line(f"  [green]query result:[/] {_safe(event['result'], _RESULT_CHARS)}")
+            self._line(f"  [green]query result:[/] {_safe(event.result, _RESULT_CHARS)}")
 
-    def _on_math(self, event: Event) -> None:
-        if event["needs_math"]:
-            self._line(f"  [cyan]maths:[/] {_safe(event['output'])}")
+    def _on_math(self, event: Math) -> None:
+        if event.needs_math:
+            self._line(f"  [cyan]maths:[/] {_safe(event.output)}")
         else:
             self._line("  [dim]no calculation needed[/]")
 
-    def _on_solutions(self, event: Event) -> None:
-        for sample in event["samples"]:
-            if "failed" in sample:
-                self._line(f"  [red]✗ solution failed:[/] {_safe(sample['failed'], 200)}")
+    def _on_solutions(self, event: Solutions) -> None:
+        for sample in event.samples:
+            if isinstance(sample, FailedSample):
+                self._line(f"  [red]✗ solution failed:[/] {_safe(sample.failed, 200)}")
             else:
-                self._line(f"  • {_safe(sample['answer'])}")
+                self._line(f"  • {_safe(sample.answer)}")
 
-    def _on_llm_retry(self, event: Event) -> None:
+    def _on_llm_retry(self, event: LlmRetry) -> None:
         self._line(
-            f"  [yellow]⟳ {_safe(event['role'])} model, {_safe(event['step'])}:[/] "
-            f"{_safe(event['error'], 300)}"
+            f"  [yellow]⟳ {_safe(event.role)} model, {_safe(event.step)}:[/] "
+            f"{_safe(event.error, 300)}"
         )
 
-    def _on_step_failed(self, event: Event) -> None:
-        self._line(f"  [red]step {_safe(event['step'])} failed:[/] {_safe(event['error'])}")
+    def _on_step_failed(self, event: StepFailed) -> None:
+        self._line(f"  [red]step {_safe(event.step)} failed:[/] {_safe(event.error)}")
 
-    def _on_run_finished(self, event: Event) -> None:
-        style = {"answered": "green", "forced": "yellow"}.get(event["status"], "red")
-        self._rule(f"[{style}]{_safe(event['status'])}[/]")
+    def _on_run_finished(self, event: RunFinished) -> None:
+        style = {"answered": "green", "forced": "yellow"}.get(event.status, "red")
+        self._rule(f"[{style}]{_safe(event.status)}[/]")
 
 
-def _args(args: dict[str, Any]) -> str:
+def _args(args: dict[str, object]) -> str:
     shown = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items())
     return excerpt(shown, 300)

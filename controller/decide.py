@@ -7,6 +7,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from kgot.controller.context import RunContext
+from kgot.controller.events import FailedVote, Vote, Votes
 from kgot.controller.schemas import Decision
 from kgot.controller.state import RunState
 from kgot.controller.views import graph_view
@@ -23,14 +24,8 @@ async def decide(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any
     iteration = state.get("iteration", 0) + 1
     ctx.iteration = iteration
     if iteration > limits.max_iterations:
-        ctx.emit("votes", iteration, votes=[], decision="RETRIEVE", forced=True)
-        return {
-            "iteration": iteration,
-            "decision": "RETRIEVE",
-            "forced": True,
-            "missing": [],
-            "usage": ctx.usage(state.get("usage")),
-        }
+        ctx.emit(Votes(iteration=iteration, votes=[], decision="RETRIEVE", forced=True))
+        return {"iteration": iteration, "decision": "RETRIEVE", "forced": True, "missing": []}
 
     notes = state.get("notes", [])
     messages = render_prompt(
@@ -46,29 +41,28 @@ async def decide(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any
     results = await ctx.planning.structured_samples(
         messages, Decision, step="decide", count=limits.votes
     )
-    votes: list[dict[str, Any]] = []
+    votes: list[Vote | FailedVote] = []
     inserts: list[str] = []
     retrieves = 0
     for result in results:
         if isinstance(result, Decision):
-            votes.append({"decision": result.decision, "reason": result.reason})
+            votes.append(Vote(decision=result.decision, reason=result.reason))
             if result.decision == "INSERT":
                 inserts.append(result.reason.strip())
             else:
                 retrieves += 1
         else:
-            votes.append({"failed": str(result)})  # no vote; recorded, visible in the trace
+            votes.append(FailedVote(failed=str(result)))  # no vote; visible in the trace
     decision = "RETRIEVE" if retrieves > len(inserts) else "INSERT"
     missing = _merge_reasons(inserts)
     if decision == "INSERT" and not missing:
         missing = ["No usable vote explained what is missing; gather facts the question needs."]
-    ctx.emit("votes", iteration, votes=votes, decision=decision, forced=False)
+    ctx.emit(Votes(iteration=iteration, votes=votes, decision=decision, forced=False))
     return {
         "iteration": iteration,
         "decision": decision,
         "forced": False,
         "missing": missing if decision == "INSERT" else [],
-        "usage": ctx.usage(state.get("usage")),
     }
 
 

@@ -24,6 +24,8 @@ runnable per step, with its own callbacks and a fresh read of the state.
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
@@ -37,6 +39,7 @@ from langgraph.types import Command
 from kgot.config import ControllerSettings
 from kgot.controller.context import RunContext
 from kgot.controller.decide import decide
+from kgot.controller.events import StepFinished, StepStarted
 from kgot.controller.insert import update_graph, use_tools
 from kgot.controller.retrieve import (
     math,
@@ -52,13 +55,11 @@ from kgot.controller.state import RunState
 _STEPS_PER_ROUND = 2
 # The forced end: decide, retrieve, math_check, math, solve.
 _FINAL_STEPS = 5
-# A run resumed at a checkpoint written when tools were a step of their own takes one more.
-_LEGACY_STEPS = 1
 
 
 def recursion_limit(limits: ControllerSettings) -> int:
     """The most supersteps a run can take under these limits (so none can loop forever)."""
-    return _STEPS_PER_ROUND * limits.max_iterations + _FINAL_STEPS + _LEGACY_STEPS + 1
+    return _STEPS_PER_ROUND * limits.max_iterations + _FINAL_STEPS + 1
 
 
 def run_config(run_id: str, limits: ControllerSettings) -> RunnableConfig:
@@ -71,24 +72,23 @@ def build_controller_graph(
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     builder = StateGraph(RunState, context_schema=RunContext)
     builder.add_node(
-        "decide", _decide_and_gather, destinations=("update_graph", "decide", "retrieve")
+        "decide",
+        _spanned("decide", _decide_and_gather),
+        destinations=("update_graph", "decide", "retrieve"),
     )
-    # Only for checkpoints written before the tools ran inside ``decide`` (kgot 0.1.0 as first
-    # committed): such a run may be waiting for this step.
-    builder.add_node(
-        "use_tools", _routed(use_tools, _route_after_tools), destinations=("update_graph", "decide")
-    )
-    builder.add_node("update_graph", update_graph)
+    builder.add_node("update_graph", _spanned("update_graph", update_graph))
     builder.add_node(
         "retrieve",
-        _routed(retrieve, route_after_retrieve),
+        _spanned("retrieve", _routed(retrieve, route_after_retrieve)),
         destinations=("math_check", "solve", "decide"),
     )
     builder.add_node(
-        "math_check", _routed(math_check, route_after_math_check), destinations=("math", "solve")
+        "math_check",
+        _spanned("math_check", _routed(math_check, route_after_math_check)),
+        destinations=("math", "solve"),
     )
-    builder.add_node("math", math)
-    builder.add_node("solve", solve)
+    builder.add_node("math", _spanned("math", math))
+    builder.add_node("solve", _spanned("solve", solve))
 
     builder.add_edge(START, "decide")
     builder.add_edge("update_graph", "decide")
@@ -103,33 +103,86 @@ class _Step(Protocol):
     ) -> Awaitable[dict[str, Any]]: ...
 
 
-class _RoutedStep(Protocol):
-    def __call__(self, state: RunState, *, runtime: Runtime[RunContext]) -> Awaitable[Any]: ...
+class _Node(Protocol):
+    """A node as the wrapper calls it: its update, or a ``Command`` naming the next node."""
+
+    def __call__(
+        self, state: RunState, runtime: Runtime[RunContext]
+    ) -> Awaitable[dict[str, Any] | Command[Any]]: ...
 
 
-def _routed(node: _Step, route: Callable[[RunState], str]) -> _RoutedStep:
+def _spanned(name: str, node: _Node) -> Callable[..., Awaitable[Any]]:
+    """``node`` bracketed by step_started / step_finished events, with the step's usage delta
+    added to its update (the state's ``usage`` channel sums them).
+
+    The step's events go through LangGraph's stream writer, so ``astream`` in
+    :mod:`kgot.controller.run` hands them to the run's collector in order. A step that raises
+    still reports what it used (``ok`` false) before the error goes on.
+    """
+
+    async def step(state: RunState, *, runtime: Runtime[RunContext]) -> Any:
+        ctx = runtime.context
+        ctx.write = runtime.stream_writer
+        ctx.step_tool_calls = 0
+        span_id = os.urandom(8).hex()  # an OpenTelemetry span id is 8 bytes
+        ctx.emit(
+            StepStarted(
+                iteration=state.get("iteration", 0),
+                step=name,
+                span_id=span_id,
+                started_at=time.time(),
+            )
+        )
+        calls_before = len(ctx.ledger)
+        started = time.perf_counter()
+        error: BaseException | None = None
+        try:
+            outcome = await node(state, runtime)
+        except BaseException as raised:
+            error = raised
+            raise
+        finally:
+            ended = time.perf_counter()
+            usage = ctx.step_usage(ctx.ledger.calls[calls_before:], ctx.step_tool_calls, ended)
+            ctx.emit(
+                StepFinished(
+                    iteration=ctx.iteration,
+                    step=name,
+                    span_id=span_id,
+                    duration_s=ended - started,
+                    ok=error is None,
+                    error=None if error is None else (str(error) or type(error).__name__),
+                    usage=usage,
+                )
+            )
+            ctx.write = ctx.collect
+        if isinstance(outcome, Command):
+            return Command(update={**(outcome.update or {}), "usage": usage}, goto=outcome.goto)
+        return {**outcome, "usage": usage}
+
+    step.__name__ = step.__qualname__ = name
+    step.__doc__ = node.__doc__
+    return step
+
+
+def _routed(node: _Step, route: Callable[[RunState], str]) -> _Node:
     """``node`` followed by ``route``, applied to the state as the node's update leaves it
     (routes read only plain fields, which an update replaces)."""
 
-    async def routed(state: RunState, *, runtime: Runtime[RunContext]) -> Any:
+    async def routed(state: RunState, runtime: Runtime[RunContext]) -> Command[Any]:
         update = await node(state, runtime)
         return Command(update=update, goto=route({**state, **(update or {})}))  # type: ignore[typeddict-item]
 
-    routed.__name__ = routed.__qualname__ = getattr(node, "__name__", "node")
     routed.__doc__ = node.__doc__
     return routed
 
 
-async def _decide_and_gather(state: RunState, *, runtime: Runtime[RunContext]) -> Command[Any]:
+async def _decide_and_gather(state: RunState, runtime: Runtime[RunContext]) -> Command[Any]:
     """The vote and, on INSERT, the tool calls: one step, one checkpoint."""
     update = await decide(state, runtime)
     if update["decision"] == "RETRIEVE":
         return Command(update=update, goto="retrieve")
-    # decide writes none of the fields use_tools appends to, so the two updates merge by key
-    # (the later usage totals include the earlier ones).
+    # decide writes none of the fields use_tools appends to, so the two updates merge by key.
     gathered = await use_tools({**state, **update}, runtime)  # type: ignore[typeddict-item]
-    return Command(update={**update, **gathered}, goto=_route_after_tools(gathered))  # type: ignore[typeddict-item]
-
-
-def _route_after_tools(state: RunState | dict[str, Any]) -> str:
-    return "update_graph" if state.get("pending_results") else "decide"
+    goto = "update_graph" if gathered.get("pending_results") else "decide"
+    return Command(update={**update, **gathered}, goto=goto)

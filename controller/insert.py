@@ -11,7 +11,17 @@ from langgraph.runtime import Runtime
 
 from kgot.controller.codeblocks import extract_code
 from kgot.controller.context import RunContext, canonical_call
-from kgot.controller.events import excerpt
+from kgot.controller.events import (
+    Code,
+    CodeFailed,
+    GraphRefreshed,
+    GraphUpdated,
+    StepFailed,
+    ToolCall,
+    ToolCalls,
+    ToolResult,
+    excerpt,
+)
 from kgot.controller.state import PendingResult, RunState, ToolCallRecord
 from kgot.controller.views import graph_view
 from kgot.errors import ChangesetError, CodeExecutionError
@@ -27,7 +37,8 @@ async def use_tools(state: RunState, runtime: Runtime[RunContext]) -> dict[str, 
     """Ask the execution model which tools to call for what is missing, then run the calls.
 
     It runs as part of the ``decide`` step after an INSERT vote (see :mod:`kgot.controller.graph`
-    for why), so the round's results are saved with that step's checkpoint.
+    for why), so the round's results are saved with that step's checkpoint. The tool calls it
+    runs are counted from its ``tool_result`` events (see :meth:`RunContext.emit`).
     """
     ctx = runtime.context
     calls, rejected, notes = await _define_tool_calls(ctx, state)
@@ -41,7 +52,6 @@ async def use_tools(state: RunState, runtime: Runtime[RunContext]) -> dict[str, 
         "tool_history": [*rejected, *history],
         "pending_results": pending,
         "notes": notes,
-        "usage": ctx.usage(state.get("usage"), tool_calls_delta=len(history)),
     }
 
 
@@ -82,11 +92,12 @@ async def _define_tool_calls(
     ]
     calls = proposed[:limit]
     ctx.emit(
-        "tool_calls",
-        iteration,
-        calls=calls,
-        rejected=[f"{r['name']}: {r['summary']}" for r in rejected],
-        dropped=len(proposed) - len(calls),
+        ToolCalls(
+            iteration=iteration,
+            calls=[ToolCall(name=call["name"], args=call["args"]) for call in calls],
+            rejected=[f"{r['name']}: {r['summary']}" for r in rejected],
+            dropped=len(proposed) - len(calls),
+        )
     )
     notes = []
     if len(proposed) > limit:
@@ -110,14 +121,15 @@ async def _run_tools(
         key = canonical_call(call["name"], call["args"])
         if key in done:
             ctx.emit(
-                "tool_result",
-                iteration,
-                name=call["name"],
-                args=call["args"],
-                ok=True,
-                cached=True,
-                skipped=True,
-                output="(already done earlier in this run)",
+                ToolResult(
+                    iteration=iteration,
+                    name=call["name"],
+                    args=call["args"],
+                    ok=True,
+                    cached=True,
+                    skipped=True,
+                    output="(already done earlier in this run)",
+                )
             )
         else:
             to_run.setdefault(key, call)
@@ -128,14 +140,15 @@ async def _run_tools(
     pending: list[PendingResult] = []
     for outcome in outcomes:
         ctx.emit(
-            "tool_result",
-            iteration,
-            name=outcome.name,
-            args=outcome.args,
-            ok=outcome.ok,
-            cached=outcome.cached,
-            skipped=False,
-            output=excerpt(outcome.output),
+            ToolResult(
+                iteration=iteration,
+                name=outcome.name,
+                args=outcome.args,
+                ok=outcome.ok,
+                cached=outcome.cached,
+                skipped=False,
+                output=excerpt(outcome.output),
+            )
         )
         history.append(
             ToolCallRecord(
@@ -184,7 +197,6 @@ async def update_graph(state: RunState, runtime: Runtime[RunContext]) -> dict[st
         "changesets": applied,
         "notes": notes,
         "pending_results": [],
-        "usage": ctx.usage(state.get("usage")),
     }
 
 
@@ -204,12 +216,13 @@ async def _committed_before(
     if earlier is None:
         return False
     ctx.emit(
-        "graph_updated",
-        state["iteration"],
-        summary=f"{earlier['summary']} (committed as version {earlier['version']} before the "
-        f"run was interrupted; {result['name']} not applied again)",
-        reused_version=earlier["version"],
-        **_counts(ctx),
+        GraphUpdated(
+            iteration=state["iteration"],
+            summary=f"{earlier['summary']} (committed as version {earlier['version']} before "
+            f"the run was interrupted; {result['name']} not applied again)",
+            reused_version=earlier["version"],
+            **_counts(ctx),
+        )
     )
     return True
 
@@ -245,13 +258,15 @@ async def _integrate(
         step = "update_graph" if attempt == 1 else "fix_code"
         reply = await ctx.planning.text(messages, step=step)
         code = extract_code(reply, language.fence)
-        ctx.emit("code", iteration, purpose="update_graph", attempt=attempt, code=code)
+        ctx.emit(Code(iteration=iteration, purpose="update_graph", attempt=attempt, code=code))
         try:
             changeset = await _apply_code(ctx, code, result, iteration, key)
         except (CodeExecutionError, ChangesetError) as error:
             last_error = str(error)
             ctx.emit(
-                "code_failed", iteration, purpose="update_graph", attempt=attempt, error=last_error
+                CodeFailed(
+                    iteration=iteration, purpose="update_graph", attempt=attempt, error=last_error
+                )
             )
             messages = [
                 *messages,
@@ -260,13 +275,14 @@ async def _integrate(
             ]
             continue
         summary = changeset.summary() if not changeset.is_empty else "no changes"
-        ctx.emit("graph_updated", iteration, summary=summary, **_counts(ctx))
+        ctx.emit(GraphUpdated(iteration=iteration, summary=summary, **_counts(ctx)))
         return (None if changeset.is_empty else changeset.to_dict()), None
     ctx.emit(
-        "step_failed",
-        iteration,
-        step="update_graph",
-        error=f"gave up after {attempts} attempts: {excerpt(last_error, 300)}",
+        StepFailed(
+            iteration=iteration,
+            step="update_graph",
+            error=f"gave up after {attempts} attempts: {excerpt(last_error, 300)}",
+        )
     )
     return None, (
         f"Round {iteration}: the result of {call_text} could not be added to the graph "
@@ -316,7 +332,9 @@ async def _catch_up(ctx: RunContext, iteration: int, *, reason: str) -> None:
     if not delta.is_empty:
         ctx.backend.apply(delta)
         ctx.emit(
-            "graph_refreshed", iteration, summary=delta.summary(), reason=reason, **_counts(ctx)
+            GraphRefreshed(
+                iteration=iteration, summary=delta.summary(), reason=reason, **_counts(ctx)
+            )
         )
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+from kgot.controller.events import TraceEvent, dump_trace
+
 RunStatus = Literal["answered", "forced", "failed", "interrupted"]
 
 
@@ -28,7 +30,8 @@ class AskResult:
         graph: the final knowledge graph as node-link JSON (``networkx.node_link_data``).
         error: one line explaining a failed run.
         resumable: the run stopped before its end and ``kgot ask --resume RUN_ID`` continues it.
-        trace: the step events of the run (see :mod:`kgot.controller.events`).
+        trace: this invocation's events, as models of :mod:`kgot.controller.events`
+            (``to_dict(include_trace=True)`` gives them as JSON-ready dicts).
     """
 
     answer: str
@@ -46,11 +49,13 @@ class AskResult:
     graph: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     resumable: bool = False
-    trace: list[dict[str, Any]] = field(default_factory=list)
+    trace: list[TraceEvent] = field(default_factory=list)
 
     def to_dict(self, *, include_trace: bool = False) -> dict[str, Any]:
         # Shallow on purpose: `asdict` would deep-copy the whole graph (slow at 2,000 nodes).
         data = {f.name: getattr(self, f.name) for f in fields(self)}
-        if not include_trace:
+        if include_trace:
+            data["trace"] = dump_trace(self.trace)
+        else:
             data.pop("trace")
         return data

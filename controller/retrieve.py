@@ -9,7 +9,8 @@ from langgraph.runtime import Runtime
 
 from kgot.controller.codeblocks import extract_code
 from kgot.controller.context import RunContext
-from kgot.controller.events import excerpt
+from kgot.controller.events import Code, CodeFailed, Math, StepFailed, excerpt
+from kgot.controller.events import QueryResult as QueryResultEvent
 from kgot.controller.schemas import NeedMath
 from kgot.controller.state import RunState
 from kgot.controller.views import graph_view
@@ -48,15 +49,12 @@ async def retrieve(state: RunState, runtime: Runtime[RunContext]) -> dict[str, A
         )
         result, code = await _run_query(ctx, state, messages, generation)
         if result is not None and not result.empty:
-            return {
-                "retrieved": excerpt(result.text, RETRIEVED_CHARS),
-                "usage": ctx.usage(state.get("usage")),
-            }
+            return {"retrieved": excerpt(result.text, RETRIEVED_CHARS)}
         outcome = "returned an empty result" if result is not None else "kept failing"
         tried.append(f"```{language.fence}\n{code}\n```\n{outcome}")
     note = f"Round {iteration}: retrieval found nothing after {len(tried)} queries."
-    ctx.emit("step_failed", iteration, step="retrieve", error=note)
-    return {"retrieved": None, "notes": [note], "usage": ctx.usage(state.get("usage"))}
+    ctx.emit(StepFailed(iteration=iteration, step="retrieve", error=note))
+    return {"retrieved": None, "notes": [note]}
 
 
 async def _run_query(
@@ -70,11 +68,13 @@ async def _run_query(
         reply = await ctx.planning.text(messages, step=step)
         code = extract_code(reply, fence)
         attempt = f"{generation}.{fix}"
-        ctx.emit("code", iteration, purpose="query", attempt=attempt, code=code)
+        ctx.emit(Code(iteration=iteration, purpose="query", attempt=attempt, code=code))
         try:
             result = await ctx.backend.aquery(code)
         except QueryError as error:
-            ctx.emit("code_failed", iteration, purpose="query", attempt=attempt, error=str(error))
+            ctx.emit(
+                CodeFailed(iteration=iteration, purpose="query", attempt=attempt, error=str(error))
+            )
             messages = [
                 *messages,
                 AIMessage(reply),
@@ -82,11 +82,12 @@ async def _run_query(
             ]
             continue
         ctx.emit(
-            "query_result",
-            iteration,
-            attempt=attempt,
-            empty=result.empty,
-            result=excerpt(result.text),
+            QueryResultEvent(
+                iteration=iteration,
+                attempt=attempt,
+                empty=result.empty,
+                result=excerpt(result.text),
+            )
         )
         return result, code
     return None, code
@@ -99,19 +100,21 @@ async def math_check(state: RunState, runtime: Runtime[RunContext]) -> dict[str,
     try:
         verdict = await ctx.planning.structured(messages, NeedMath, step="math_check")
     except StepFailure as failure:
-        ctx.emit("step_failed", state["iteration"], step="math_check", error=str(failure))
-        return {"math_needed": False, "usage": ctx.usage(state.get("usage"))}
+        ctx.emit(StepFailed(iteration=state["iteration"], step="math_check", error=str(failure)))
+        return {"math_needed": False}
     if not verdict.needs_math:
-        ctx.emit("math", state["iteration"], needs_math=False, output="")
-    return {"math_needed": verdict.needs_math, "usage": ctx.usage(state.get("usage"))}
+        ctx.emit(Math(iteration=state["iteration"], needs_math=False, output=""))
+    return {"math_needed": verdict.needs_math}
 
 
 async def math(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     """Compute what the question asks from the retrieved facts, in the sandbox."""
     ctx = runtime.context
     output = await _compute(ctx, state)
-    ctx.emit("math", state["iteration"], needs_math=True, output=excerpt(output or "(failed)"))
-    return {"math_output": output, "usage": ctx.usage(state.get("usage"))}
+    ctx.emit(
+        Math(iteration=state["iteration"], needs_math=True, output=excerpt(output or "(failed)"))
+    )
+    return {"math_output": output}
 
 
 async def _compute(ctx: RunContext, state: RunState) -> str | None:
@@ -124,12 +127,14 @@ async def _compute(ctx: RunContext, state: RunState) -> str | None:
     for attempt in range(1, attempts + 1):
         reply = await ctx.planning.text(messages, step="math" if attempt == 1 else "fix_math")
         code = extract_code(reply, "python")
-        ctx.emit("code", state["iteration"], purpose="math", attempt=attempt, code=code)
+        ctx.emit(Code(iteration=state["iteration"], purpose="math", attempt=attempt, code=code))
         result = await run_async(ctx.sandbox, Job(code))
         if result.ok and result.stdout.strip():
             return excerpt(result.stdout.strip(), MATH_OUTPUT_CHARS)
         error = result.error or result.stderr.strip()[-2000:] or "the program printed nothing"
-        ctx.emit("code_failed", state["iteration"], purpose="math", attempt=attempt, error=error)
+        ctx.emit(
+            CodeFailed(iteration=state["iteration"], purpose="math", attempt=attempt, error=error)
+        )
         messages = [
             *messages,
             AIMessage(reply),

@@ -4,25 +4,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import threading
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import networkx as nx
 
 from kgot.config import Settings, load_settings, nested_overrides, public_dump, with_options
-from kgot.controller.context import RunContext, empty_usage
-from kgot.controller.events import Event
+from kgot.controller.context import RunContext
+from kgot.controller.events import EventSink, RunFinished, RunStarted, StepFinished, TraceEvent
 from kgot.controller.graph import build_controller_graph, run_config
 from kgot.controller.result import AskResult
 from kgot.controller.signals import RunTerminated, stopped_by_termination
-from kgot.controller.state import RunState, Usage
+from kgot.controller.state import RunState, Usage, add_usage, empty_usage
 from kgot.errors import GraphFileError, KgotError, UsageError
 from kgot.graph_model import Changeset, apply_to_networkx
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -44,6 +47,15 @@ class _RunSpec:
     backend: str
     graph_file: str | None = None
 
+    def described(self) -> dict[str, Any]:
+        """What a run_started event says of the run."""
+        return {
+            "question": self.question,
+            "run_id": self.run_id,
+            "backend": self.backend,
+            "entity": self.entity,
+        }
+
 
 async def ask_async(
     question: str,
@@ -55,7 +67,7 @@ async def ask_async(
     run_id: str | None = None,
     models: Mapping[str, BaseChatModel] | None = None,
     extra_tools: Sequence[BaseTool] = (),
-    on_event: Callable[[Event], None] | None = None,
+    on_event: EventSink | None = None,
     store: Store | None = None,
     checkpointer: BaseCheckpointSaver | None = None,
     handle_signals: bool = False,
@@ -72,7 +84,8 @@ async def ask_async(
         run_id: id for the new run (default: a new UUID).
         models: chat models per role (``"planning"``, ``"execution"``) instead of configured ones.
         extra_tools: LangChain tools offered to the model besides the configured ones.
-        on_event: called with every trace event as it happens.
+        on_event: called with every trace event (a model of :mod:`kgot.controller.events`)
+            as it happens; an exception in it stops the calls, not the run.
         store: an open store (default: opened from ``settings.store.db``).
         checkpointer: LangGraph checkpointer (default: the store's database).
         handle_signals: while the run goes, SIGTERM and SIGHUP stop it as Ctrl-C does (it is
@@ -154,7 +167,7 @@ async def resume_async(
     overrides: Mapping[str, Any] | None = None,
     models: Mapping[str, BaseChatModel] | None = None,
     extra_tools: Sequence[BaseTool] = (),
-    on_event: Callable[[Event], None] | None = None,
+    on_event: EventSink | None = None,
     store: Store | None = None,
     checkpointer: BaseCheckpointSaver | None = None,
     handle_signals: bool = False,
@@ -179,12 +192,12 @@ async def resume_async(
         question=values["question"],
         attachments=tuple(values.get("attachments", [])),
         entity=values.get("entity"),
-        backend=values.get("backend", settings.controller.backend),
+        backend=values["backend"],
         graph_file=values.get("graph_file"),
     )
     settings = with_options(
         settings,
-        values.get("options") or {"controller": {"backend": spec.backend}},
+        values["options"],
         nested_overrides(overrides or {}),
     )
     return await _execute(
@@ -216,7 +229,7 @@ async def _execute(
     *,
     models: Mapping[str, BaseChatModel] | None,
     extra_tools: Sequence[BaseTool],
-    on_event: Callable[[Event], None] | None,
+    on_event: EventSink | None,
     store: Store | None,
     checkpointer: BaseCheckpointSaver | None,
     resume: bool,
@@ -251,6 +264,7 @@ async def _execute(
         if resume and not snapshot.next:  # finished (or failed at the very end): report it
             status = values.get("status") or "failed"
             return _result(spec, values, None, status=status, limits=limits)
+        trace = _Collector(on_event)
         ctx = _services(
             stack,
             spec,
@@ -262,8 +276,8 @@ async def _execute(
             session=session,
             extra_tools=extra_tools,
             values=values,
+            collect=trace,
         )
-        ctx.sink = on_event
         ctx.unsaved_commits_possible = resume and "update_graph" in snapshot.next
         stack.callback(ledger.subscribe(ctx.report_failed_requests))
         ctx.iteration = values.get("iteration", 0)
@@ -277,27 +291,23 @@ async def _execute(
                 "graph_file": spec.graph_file,
             },
         )
-        ctx.emit(
-            "run_started",
-            values.get("iteration", 0),
-            question=spec.question,
-            run_id=spec.run_id,
-            resumed=resume,
-            backend=spec.backend,
-            entity=spec.entity,
-        )
+        trace(RunStarted(iteration=ctx.iteration, resumed=resume, **spec.described()))
+        # What the checkpoint held when this invocation began: with the steps' usage in the
+        # trace, the totals at any moment, also when no checkpoint follows a step.
+        carried: Usage = values.get("usage") or empty_usage()
         stop_signals = stack.enter_context(stopped_by_termination(enabled=handle_signals))
         try:
             first = None if resume else _initial_state(spec, public_dump(settings))
-            # Steps report through ctx.emit; the state is read once, at the end. (ainvoke streams
-            # the whole state after every step, measured at ~0.15 ms per step.)
-            async for _ in controller.astream(
-                first, config, context=ctx, durability="sync", stream_mode="updates"
+            # The steps' events come through LangGraph's custom stream (what the node wrapper
+            # and the steps write); the state is read once, at the end (streaming "updates" or
+            # "values" would cost a copy of the state per step).
+            async for _mode, event in controller.astream(
+                first, config, context=ctx, durability="sync", stream_mode=["custom"]
             ):
-                pass
+                trace(cast("TraceEvent", event))  # only kgot's steps write to this stream
             final = (await controller.aget_state(config)).values
         except (asyncio.CancelledError, KeyboardInterrupt):
-            opened_store.finish_run(spec.run_id, "interrupted", None, _totals(ctx, values))
+            opened_store.finish_run(spec.run_id, "interrupted", None, {**trace.usage(carried)})
             if stop_signals:
                 raise RunTerminated(stop_signals[0]) from None
             raise
@@ -310,25 +320,57 @@ async def _execute(
                 status="failed",
                 error=str(error),
                 resumable=bool(snapshot.next),
+                usage=trace.usage(carried),
             )
         except Exception as error:
             # A bug, not the user's problem: still never leave the run recorded as running.
-            totals = {**_totals(ctx, values), "error": f"internal error: {type(error).__name__}"}
+            totals = {**trace.usage(carried), "error": f"internal error: {type(error).__name__}"}
             opened_store.finish_run(spec.run_id, "failed", None, totals)
             raise
         else:
             status = final.get("status", "failed")
             result = _result(spec, dict(final), ctx, status=status)
         opened_store.finish_run(spec.run_id, result.status, result.answer, _run_totals(result))
-        ctx.emit(
-            "run_finished",
-            result.iterations,
-            status=result.status,
-            answer=result.answer,
-            error=result.error,
+        trace(
+            RunFinished(
+                iteration=result.iterations,
+                status=result.status,
+                answer=result.answer,
+                error=result.error,
+            )
         )
-        result.trace = list(ctx.trace)
+        result.trace = trace.events
         return result
+
+
+class _Collector:
+    """The one place a run's events are gathered: the steps' events as ``astream`` yields
+    them, and those raised outside the steps. Each is kept for the result's trace and handed
+    to ``on_event``."""
+
+    def __init__(self, on_event: EventSink | None) -> None:
+        self.events: list[TraceEvent] = []
+        self.on_event = on_event
+
+    def __call__(self, event: TraceEvent) -> None:
+        self.events.append(event)
+        if self.on_event is None:
+            return
+        try:
+            self.on_event(event)
+        except Exception:  # a broken display must not end the run
+            log.exception("on_event failed on a %s event; it gets no more events", event.type)
+            self.on_event = None
+
+    def usage(self, carried: Usage) -> Usage:
+        """The run's totals from ``carried`` (the checkpoint's when this invocation began) and
+        the steps this invocation finished, those whose update no checkpoint holds included
+        (a step that failed or was stopped)."""
+        total = carried
+        for event in self.events:
+            if isinstance(event, StepFinished):
+                total = add_usage(total, event.usage)
+        return total
 
 
 def clean_up_after_dead_runs(store: Store) -> tuple[list[str], list[Path]]:
@@ -386,6 +428,7 @@ def _services(
     session: Any,
     extra_tools: Sequence[BaseTool],
     values: dict[str, Any],
+    collect: EventSink,
 ) -> RunContext:
     """Graph backend and tools for one invocation (on ``sandbox`` and, for an ephemeral graph,
     the ``start`` graph when it was read already), closed with ``stack``."""
@@ -429,7 +472,7 @@ def _services(
             max_output_chars=settings.tools.max_output_chars,
         ),
         session=session,
-        usage_base=values.get("usage") or empty_usage(),
+        collect=collect,
         type_tool_names=frozenset(tool.name for tool in type_tools),
     )
 
@@ -443,7 +486,6 @@ def _initial_state(spec: _RunSpec, options: dict[str, Any]) -> RunState:
         backend=spec.backend,
         graph_file=spec.graph_file,
         iteration=0,
-        usage=empty_usage(),
     )
 
 
@@ -550,12 +592,6 @@ def _run_totals(result: AskResult) -> dict[str, Any]:
     return data
 
 
-def _totals(ctx: RunContext, values: dict[str, Any]) -> dict[str, Any]:
-    """Totals at an interruption: the latest any step reported (or those the run resumed with)."""
-    usage: Usage = ctx.last_usage or ctx.usage(values.get("usage"))
-    return dict(usage)
-
-
 def _result(
     spec: _RunSpec,
     state: dict[str, Any],
@@ -565,10 +601,12 @@ def _result(
     error: str | None = None,
     resumable: bool = False,
     limits: StoreLimits | None = None,
+    usage: Usage | None = None,
 ) -> AskResult:
-    usage: Usage = state.get("usage") or empty_usage()
+    """The result of the run whose state is ``state``; its totals are the state's (the sum of
+    its steps' usage) unless ``usage`` says otherwise (a run that stopped in a step)."""
+    usage = usage or state.get("usage") or empty_usage()
     if ctx is not None:
-        usage = ctx.usage(usage)
         final_graph = ctx.backend.to_networkx()
     else:  # a finished run reported again: ephemeral graphs are rebuilt from the checkpoint
         final_graph = (
@@ -584,12 +622,12 @@ def _result(
         iterations=state.get("iteration", 0),
         tool_calls=usage["tool_calls"],
         llm_calls=usage["llm_calls"],
-        failed_llm_calls=usage.get("failed_llm_calls", 0),
+        failed_llm_calls=usage["failed_llm_calls"],
         input_tokens=usage["input_tokens"],
         output_tokens=usage["output_tokens"],
         cost_usd=usage["cost_usd"],
-        duration_s=usage.get("duration_s", 0.0),
-        usage_by_step=usage.get("by_step", {}),
+        duration_s=usage["duration_s"],
+        usage_by_step=usage["by_step"],
         graph=graph,
         error=error or state.get("error"),
         resumable=resumable,

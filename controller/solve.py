@@ -9,7 +9,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from kgot.controller.context import RunContext
-from kgot.controller.events import excerpt
+from kgot.controller.events import FailedSample, Sample, Solutions, excerpt
 from kgot.controller.schemas import Solution
 from kgot.controller.state import RunState
 from kgot.controller.views import graph_view
@@ -47,38 +47,28 @@ async def solve(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]
         messages, Solution, step="solve", count=ctx.settings.controller.solution_samples
     )
     answers: list[str] = []
-    shown: list[dict[str, str]] = []
+    shown: list[Sample | FailedSample] = []
     failures: list[str] = []
     limit = ctx.settings.controller.max_answer_chars
     for sample in samples:
         if isinstance(sample, Solution) and len(sample.answer) > limit:
             # Model output, like a sample that is not JSON: it fails, the run goes on.
             failures.append(oversized_answer(len(sample.answer), limit))
-            shown.append({"failed": failures[-1], "answer": excerpt(sample.answer, 200)})
+            shown.append(FailedSample(failed=failures[-1], answer=excerpt(sample.answer, 200)))
         elif isinstance(sample, Solution):
             answers.append(sample.answer.strip())
-            shown.append({"answer": sample.answer, "reasoning": excerpt(sample.reasoning, limit)})
+            shown.append(Sample(answer=sample.answer, reasoning=excerpt(sample.reasoning, limit)))
         else:
             failures.append(str(sample))
-            shown.append({"failed": failures[-1]})
+            shown.append(FailedSample(failed=failures[-1]))
     answer = pick_majority(answers)
-    ctx.emit("solutions", iteration, samples=shown, answer=answer)
+    ctx.emit(Solutions(iteration=iteration, samples=shown, answer=answer))
     if answer is None:
         error = "every solution sample failed to produce a valid answer"
         if failures and all(failure == failures[0] for failure in failures):
             error += f": {failures[0]}"
-        return {
-            "answer": None,
-            "status": "failed",
-            "error": error,
-            "usage": ctx.usage(state.get("usage")),
-        }
-    return {
-        "answer": answer,
-        "status": "forced" if forced else "answered",
-        "error": None,
-        "usage": ctx.usage(state.get("usage")),
-    }
+        return {"answer": None, "status": "failed", "error": error}
+    return {"answer": answer, "status": "forced" if forced else "answered", "error": None}
 
 
 def oversized_answer(length: int, limit: int) -> str:

@@ -11,6 +11,7 @@ from rich.console import Console
 
 from kgot.cli.main import main
 from kgot.cli.trace import TraceRenderer
+from kgot.controller.events import Code, RunStarted
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 QUESTION = (
@@ -41,8 +42,17 @@ def test_piped_trace_keeps_lines_whole(
 def test_terminal_trace_fits_the_width() -> None:
     screen = io.StringIO()
     renderer = TraceRenderer(Console(file=screen, force_terminal=True, width=60, color_system=None))
-    renderer({"type": "run_started", "run_id": "r1", "backend": "networkx", "question": QUESTION})
-    renderer({"type": "code", "purpose": "update_graph", "attempt": 1, "code": CODE_LINE})
+    renderer(
+        RunStarted(
+            iteration=0,
+            run_id="r1",
+            backend="networkx",
+            question=QUESTION,
+            resumed=False,
+            entity=None,
+        )
+    )
+    renderer(Code(iteration=1, purpose="update_graph", attempt=1, code=CODE_LINE))
     lines = screen.getvalue().splitlines()
     assert max(len(line) for line in lines) <= 60
     assert any(line.startswith("╭─ update_graph code (attempt 1)") for line in lines)

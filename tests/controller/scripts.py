@@ -69,4 +69,6 @@ def paris_in_one_round(facts_file: Path) -> dict[str, list[Any]]:
 
 
 def event_types(result: AskResult) -> list[str]:
-    return [event["type"] for event in result.trace]
+    """The kinds of the run's events, leaving out the step_started / step_finished brackets
+    around every step."""
+    return [event.type for event in result.trace if not event.type.startswith("step_")]

@@ -128,8 +128,8 @@ def test_a_run_killed_between_a_commit_and_its_checkpoint_applies_each_result_on
             "crash-run/round 1/result 0",
             "crash-run/round 1/result 1",
         ]
-        reused = [e for e in result.trace if e.get("reused_version")]
-        assert [e["reused_version"] for e in reused] == [1]
+        reused = [e for e in result.trace if getattr(e, "reused_version", None)]
+        assert [getattr(e, "reused_version", None) for e in reused] == [1]
     else:
         # The ephemeral graph is rebuilt from the checkpoint, which the kill left without
         # the first result: both results are applied now, each once.

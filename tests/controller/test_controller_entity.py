@@ -64,8 +64,8 @@ def test_other_writers_are_caught_up_and_conflicts_retried(
 
     assert result.answer == "2102650"
     assert "lyon" in scripted.calls_for("update_graph")[0].prompt  # caught up before writing
-    refreshed = [e for e in result.trace if e["type"] == "graph_refreshed"]
-    assert [e["summary"] for e in refreshed] == ["+1 node", "~1 node"]
+    refreshed = [e for e in result.trace if e.type == "graph_refreshed"]
+    assert [e.summary for e in refreshed] == ["+1 node", "~1 node"]
     assert not scripted.calls_for("fix_code")  # a conflict is not the model's mistake
     with open_store(settings.store.db) as store:
         session = store.session("atlas")
@@ -112,10 +112,10 @@ result = {{"nodes": sorted(G.nodes), "leaks": leaks, "env": dict(os.environ)}}
     )
     result = run(scripted, entity="alpha")
 
-    [query_result] = [e for e in result.trace if e["type"] == "query_result"]
-    assert '"nodes": ["home"]' in query_result["result"]
-    assert '"leaks": []' in query_result["result"]
-    assert "KGOT" not in query_result["result"]
+    [query_result] = [e for e in result.trace if e.type == "query_result"]
+    assert '"nodes": ["home"]' in query_result.result
+    assert '"leaks": []' in query_result.result
+    assert "KGOT" not in query_result.result
     everything_sent = "\n".join(call.prompt for call in scripted.calls)
     assert "beta-secret-7731" not in everything_sent
     assert "vault" not in everything_sent
@@ -143,8 +143,8 @@ def test_a_type_violation_goes_back_to_fix_code_and_writes_nothing(
     result = run(scripted, entity="geo")
 
     assert result.answer == "48.85"
-    [failure] = [e for e in result.trace if e["type"] == "code_failed"]
-    assert "latitude" in failure["error"] and "maximum" in failure["error"]
+    [failure] = [e for e in result.trace if e.type == "code_failed"]
+    assert "latitude" in failure.error and "maximum" in failure.error
     assert "maximum" in scripted.calls_for("fix_code")[0].prompt
     with open_store(settings.store.db) as store:
         history = store.session("geo").node_history("paris")

@@ -33,7 +33,8 @@ def model(**steps: Any) -> ScriptedChatModel:
 
 
 def events(result: AskResult, kind: str) -> list[dict[str, Any]]:
-    return [event for event in result.trace if event["type"] == kind]
+    """The run's events of one kind, as plain data."""
+    return [event.model_dump() for event in result.trace if event.type == kind]
 
 
 def test_insert_then_retrieve(run: Run, facts_file: Path) -> None:
