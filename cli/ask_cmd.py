@@ -280,10 +280,14 @@ def _summary(result: Any) -> str:
     tokens = result.input_tokens + result.output_tokens
     failed = f" ({result.failed_llm_calls} failed)" if result.failed_llm_calls else ""
     return (
-        f"run {result.run_id} · {result.status} · {result.iterations} iterations · "
-        f"{result.tool_calls} tool calls · {result.llm_calls} LLM calls{failed} · "
-        f"{tokens:,} tokens · {cost} · {result.duration_s:.1f} s"
+        f"run {result.run_id} · {result.status} · {_count(result.iterations, 'iteration')} · "
+        f"{_count(result.tool_calls, 'tool call')} · {_count(result.llm_calls, 'LLM call')}"
+        f"{failed} · {_count(tokens, 'token')} · {cost} · {result.duration_s:.1f} s"
     )
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number:,} {noun}" + ("" if number == 1 else "s")
 
 
 @runs_app.command("list")

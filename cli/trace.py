@@ -113,7 +113,7 @@ class TraceRenderer:
         self._line(f"  {mark} {_safe(event.name)}: {_safe(event.output, _RESULT_CHARS)}")
 
     def _on_code(self, event: Code) -> None:
-        title = Text(f"{event.purpose} code (attempt {event.attempt})")
+        title = Text(f"{event.purpose} code ({_attempt(event.attempt)})")
         lexer = "sparql" if event.purpose == "query" and "SELECT" in event.code else "python"
         code = printable(event.code)
         if self.fits_width:
@@ -170,3 +170,12 @@ class TraceRenderer:
 def _args(args: dict[str, object]) -> str:
     shown = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items())
     return excerpt(shown, 300)
+
+
+def _attempt(attempt: int | str) -> str:
+    """``attempt 2``; a query's ``generation.fix`` reads ``query 2, fix 1`` (a fix of the
+    second query written), or ``query 2`` before any fix."""
+    if isinstance(attempt, int):
+        return f"attempt {attempt}"
+    generation, _, fix = attempt.partition(".")
+    return f"query {generation}" + (f", fix {fix}" if fix not in ("", "0") else "")

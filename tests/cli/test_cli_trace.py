@@ -56,3 +56,14 @@ def test_terminal_trace_fits_the_width() -> None:
     lines = screen.getvalue().splitlines()
     assert max(len(line) for line in lines) <= 60
     assert any(line.startswith("╭─ update_graph code (attempt 1)") for line in lines)
+
+
+def test_query_attempts_read_as_queries_and_fixes() -> None:
+    # A read query's attempt is `generation.fix`; "attempt 1.0" read like a version number.
+    screen = io.StringIO()
+    renderer = TraceRenderer(Console(file=screen, width=80, color_system=None))
+    for attempt in ("1.0", "2.1"):
+        renderer(Code(iteration=2, purpose="query", attempt=attempt, code="result = 1"))
+    lines = screen.getvalue().splitlines()
+    assert "── query code (query 1) ──" in lines
+    assert "── query code (query 2, fix 1) ──" in lines

@@ -79,7 +79,7 @@ def test_ask_prints_the_answer_and_a_summary(tmp_path: Path, facts_file: Path) -
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout == "2102650\n"
-    assert "answered · 2 iterations · 1 tool calls · 17 LLM calls" in result.stderr
+    assert "answered · 2 iterations · 1 tool call · 17 LLM calls" in result.stderr
 
 
 def test_ask_json_and_trace(tmp_path: Path, facts_file: Path) -> None:
