@@ -1,0 +1,990 @@
+"""Entity resolution: which nodes of one type are one real thing. Pure, no store.
+
+Rules, in the order they decide (the issue's section 1):
+
+1. Only nodes of the same type are compared (:func:`resolve_all` groups by label).
+2. Identity properties decide first. Two nodes with an equal non-empty value of an identity
+   property, and no identity property on which both have *different* non-empty values, are the
+   same thing (score 1). Different non-empty values mean never the same, even under equal names
+   (``GOOGL`` and ``GOOG`` are two Assets called "Alphabet Inc.").
+3. Otherwise names decide: a node's ``name`` and each of its ``aliases``, normalised by
+   :mod:`kgot.memory.names`. Merge (auto) on
+
+   * the same normalised name ("Apple Inc." = "Apple, Inc." = "apple incorporated"; an alias
+     equal to the other node's name counts), the same letters without spaces ("ExxonMobil" =
+     "Exxon Mobil", "IBM" = "I.B.M."), or the same words in another order ("Cook, Tim");
+   * near-identical spelling: rapidfuzz similarity of the word-sorted names ≥ ``merge`` (0.92),
+     both names of at least two words, the same number of words, and every word that differs
+     at least 4 letters long and one edit from its counterpart (a typo, not "Class A" vs
+     "Class C"), and not that word with a vowel or "h" appended (Paul/Paula, Sara/Sarah).
+
+   Suggest (queue for a person) on similar spelling down to ``suggest`` (0.80), a one-word
+   near-match, an acronym that equals the other name's initials ("IBM" ~ "International
+   Business Machines", unless more than a few names have those initials), names equal up to
+   initials ("J. Smith" ~ "John Smith"), and one name's words contained in the other's ("Meta"
+   ~ "Meta Financial Group") when few names contain them.
+   Names whose numbers differ ("Apollo 11", "Apollo 13") are never merged nor suggested.
+4. An embedding cosine above ``embedding_cosine`` (0.92) is extra evidence only: it turns a
+   similar-spelling suggestion into a merge, nothing else.
+
+Merged groups are closed transitively, but a group whose members carry conflicting identity
+values is not merged on names: its name links become suggestions. The canonical node of a
+group has the most evidence (edges + corroborations, passed in), then is the oldest
+(``created_at`` passed in), then has the smallest id.
+
+Scale: candidates come from blocks (equal keys; the first three letters of each word, split
+further where a block is large, compared with :func:`rapidfuzz.process.cdist` under a score
+cut-off; initials; word postings), never from all pairs. :class:`ResolutionIndex` keeps the
+same blocks for :func:`match_existing`, the write-time lookup of one new node.
+"""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+from rapidfuzz import fuzz, process
+from rapidfuzz.distance import Levenshtein
+
+from kgot.graph_model import Node
+from kgot.memory.names import NormalName, is_organisation_type, normalize_name
+
+__all__ = [
+    "Match",
+    "Merge",
+    "NameVerdict",
+    "Resolution",
+    "ResolutionIndex",
+    "Suggestion",
+    "Thresholds",
+    "compare_names",
+    "match_existing",
+    "node_names",
+    "resolve",
+    "resolve_all",
+]
+
+# Texts -> vectors (one per text), e.g. a LangChain embeddings' embed_documents.
+Embedder = Callable[[Sequence[str]], Sequence[Sequence[float]]]
+
+# Verdict kinds. Only "spelling" may be promoted by embeddings.
+_IDENTITY = "identity"
+_SPELLING = "spelling"
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Cut-offs of the rules (module docstring). Scores are 0–1."""
+
+    merge: float = 0.92
+    suggest: float = 0.80
+    acronym: float = 0.85  # the score given to acronym and initials suggestions
+    containment: float = 0.75  # the highest score given to "one name's words in the other's"
+    embedding_cosine: float = 0.92
+    word_similarity: float = 0.80  # a differing word must be this close to its counterpart
+    max_block: int = 300  # a block larger than this is split by a longer prefix
+    # More names containing a name's words, or sharing an acronym's initials, make it too
+    # generic to suggest.
+    max_containing: int = 5
+
+
+DEFAULT_THRESHOLDS = Thresholds()
+
+
+# --------------------------------------------------------------------------------------------
+# Results (the JSON of `kgot memory resolve --json`)
+
+
+@dataclass(frozen=True)
+class Merge:
+    """Nodes to fold into ``canonical``; ``score`` is the weakest link that joined them."""
+
+    canonical: str
+    aliases: tuple[str, ...]
+    type: str
+    score: float
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "canonical": self.canonical,
+            "aliases": list(self.aliases),
+            "type": self.type,
+            "score": self.score,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """Two nodes that may be one thing; for a person to decide. ``reason`` goes into the
+    curation queue's payload; the JSON row carries the queue's ``id`` instead."""
+
+    nodes: tuple[str, str]
+    type: str
+    score: float
+    reason: str
+
+    def to_json(self, suggestion_id: int | None = None) -> dict[str, Any]:
+        row: dict[str, Any] = {} if suggestion_id is None else {"id": suggestion_id}
+        row.update({"nodes": list(self.nodes), "type": self.type, "score": self.score})
+        return row
+
+
+@dataclass(frozen=True)
+class Resolution:
+    merges: tuple[Merge, ...] = ()
+    suggestions: tuple[Suggestion, ...] = ()
+
+    def to_json(self, suggestion_ids: Sequence[int] | None = None) -> dict[str, Any]:
+        """``suggestion_ids``: the queue ids, one per suggestion, once they are queued."""
+        ids: Sequence[int | None] = (
+            suggestion_ids if suggestion_ids is not None else [None] * len(self.suggestions)
+        )
+        return {
+            "merges": [merge.to_json() for merge in self.merges],
+            "suggestions": [s.to_json(i) for s, i in zip(self.suggestions, ids, strict=True)],
+        }
+
+
+@dataclass(frozen=True)
+class Match:
+    """Where a new node lands: ``merge`` True = it is ``node_id``; False = maybe (suggest)."""
+
+    node_id: str
+    score: float
+    reason: str
+    merge: bool
+
+
+@dataclass(frozen=True, slots=True)
+class NameVerdict:
+    """How two names compare: ``merge`` or a suggestion at ``score`` for ``reason``."""
+
+    merge: bool
+    score: float
+    reason: str
+    kind: str
+
+    def rank(self) -> tuple[bool, float]:
+        return (self.merge, self.score)
+
+
+# --------------------------------------------------------------------------------------------
+# Comparing two names
+
+
+def compare_names(
+    a: NormalName, b: NormalName, thresholds: Thresholds = DEFAULT_THRESHOLDS
+) -> NameVerdict | None:
+    """The name rules of the module docstring for one pair of names; None = unrelated."""
+    if not a.key or not b.key:
+        return None
+    if a.key == b.key:
+        return NameVerdict(True, 1.0, f"same name '{a.key}'", "exact")
+    if a.compact == b.compact:
+        return NameVerdict(True, 0.98, f"same letters '{a.compact}'", "compact")
+    if a.full_compact == b.full_compact:
+        return NameVerdict(True, 0.98, f"same letters '{a.full_compact}'", "compact")
+    if a.numbers != b.numbers:
+        return None
+    if a.sorted_key == b.sorted_key:
+        return NameVerdict(True, 0.97, f"same words '{a.sorted_key}'", "order")
+    if a.acronym_like and a.compact in b.initials:
+        return NameVerdict(False, thresholds.acronym, f"acronym '{a.compact}'", "acronym")
+    if b.acronym_like and b.compact in a.initials:
+        return NameVerdict(False, thresholds.acronym, f"acronym '{b.compact}'", "acronym")
+    similarity = fuzz.ratio(a.sorted_key, b.sorted_key) / 100.0
+    differing = _differing_words(a, b, thresholds) if similarity >= thresholds.suggest else None
+    if differing is not None:
+        if (
+            similarity >= thresholds.merge
+            and min(len(a.words), len(b.words)) >= 2
+            and all(_is_typo(x, y) for x, y in differing)
+        ):
+            return NameVerdict(True, similarity, "near-identical spelling", _SPELLING)
+        return NameVerdict(False, similarity, "similar spelling", _SPELLING)
+    if _initials_compatible(a, b):
+        return NameVerdict(False, thresholds.acronym, "same name up to initials", "initials")
+    small, large = (a, b) if len(a.words) <= len(b.words) else (b, a)
+    if len(small.words) < len(large.words) and small.word_set < large.word_set:
+        share = len(small.compact) / max(len(large.compact), 1)
+        score = round(min(thresholds.containment, 0.5 + 0.5 * share), 3)
+        return NameVerdict(False, score, f"'{small.key}' is part of '{large.key}'", "contained")
+    return None
+
+
+def _differing_words(
+    a: NormalName, b: NormalName, thresholds: Thresholds
+) -> list[tuple[str, str]] | None:
+    """The words that differ, paired with their counterparts, when the names have the same
+    number of words and each differing word has a close counterpart of ≥ 4 letters (the
+    difference is spelling, not another word); None otherwise."""
+    if len(a.words) != len(b.words):
+        return None
+    only_a = sorted(_multiset_minus(a.words, b.words))
+    unmatched = sorted(_multiset_minus(b.words, a.words))
+    if len(only_a) != len(unmatched):
+        return None
+    pairs: list[tuple[str, str]] = []
+    for word in only_a:
+        if len(word) < 4:
+            return None
+        best = max(unmatched, key=lambda other: fuzz.ratio(word, other))
+        if len(best) < 4 or fuzz.ratio(word, best) / 100.0 < thresholds.word_similarity:
+            return None
+        unmatched.remove(best)
+        pairs.append((word, best))
+    return pairs
+
+
+# A word and the same word with one of these letters added are often two names (Paul/Paula,
+# Daniel/Daniela, Louis/Louise, Sara/Sarah), not a typo.
+_NAME_ENDINGS = frozenset("aeiouyh")
+
+
+def _is_typo(x: str, y: str) -> bool:
+    """Whether ``x`` and ``y`` are one word misspelt: one edit apart (two for words of ten
+    letters or more), and not a name with a vowel or "h" appended."""
+    short, long = (x, y) if len(x) <= len(y) else (y, x)
+    if len(long) == len(short) + 1 and long.startswith(short) and long[-1] in _NAME_ENDINGS:
+        return False
+    return Levenshtein.distance(x, y) <= (2 if len(short) >= 10 else 1)
+
+
+def _multiset_minus(words: Sequence[str], other: Sequence[str]) -> list[str]:
+    rest = list(other)
+    out: list[str] = []
+    for word in words:
+        if word in rest:
+            rest.remove(word)
+        else:
+            out.append(word)
+    return out
+
+
+def _initials_compatible(a: NormalName, b: NormalName) -> bool:
+    """ "J. Smith" ~ "John Smith", "J R R Tolkien" ~ "John Ronald Reuel Tolkien": same number
+    of words in order, the last word equal (≥ 2 letters), every other pair equal or an initial
+    of the other, at least one initial."""
+    if len(a.words) != len(b.words) or len(a.words) < 2:
+        return False
+    if a.words[-1] != b.words[-1] or len(a.words[-1]) < 2:
+        return False
+    initial_seen = False
+    for x, y in zip(a.words[:-1], b.words[:-1], strict=True):
+        if x == y:
+            continue
+        if (len(x) == 1 and y.startswith(x)) or (len(y) == 1 and x.startswith(y)):
+            initial_seen = True
+            continue
+        return False
+    return initial_seen
+
+
+# --------------------------------------------------------------------------------------------
+# Node data
+
+
+def node_names(properties: Mapping[str, Any]) -> list[str]:
+    """A node's names: ``name`` then each of ``aliases`` (a list, or one string), de-duplicated."""
+    names: list[str] = []
+    raw_name = properties.get("name")
+    if isinstance(raw_name, str) and raw_name.strip():
+        names.append(raw_name)
+    aliases = properties.get("aliases")
+    if isinstance(aliases, str):
+        aliases = [aliases]
+    if isinstance(aliases, list | tuple):
+        names.extend(a for a in aliases if isinstance(a, str) and a.strip() and a not in names)
+    return names
+
+
+def _identity_value(value: Any) -> str | None:
+    """Comparable form of an identity value, None when empty. Strings are NFKC'd, trimmed and
+    case-folded ("googl" is the symbol GOOGL)."""
+    if value is None or (isinstance(value, str | list | tuple | dict) and not value):
+        return None
+    if isinstance(value, str):
+        return unicodedata.normalize("NFKC", value).strip().casefold() or None
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _identity_of(properties: Mapping[str, Any], identity: Sequence[str]) -> dict[str, str]:
+    values: dict[str, str] = {}
+    for prop in identity:
+        value = _identity_value(properties.get(prop))
+        if value is not None:
+            values[prop] = value
+    return values
+
+
+def _identity_relation(a: Mapping[str, str], b: Mapping[str, str]) -> str | None:
+    """ "same", "different" (never the same thing) or None (identity says nothing)."""
+    same = False
+    for prop, value in a.items():
+        other = b.get(prop)
+        if other is None:
+            continue
+        if other != value:
+            return "different"
+        same = True
+    return "same" if same else None
+
+
+@dataclass(slots=True)
+class _NodeEntry:
+    id: str
+    names: tuple[NormalName, ...]
+    identity: dict[str, str]
+    order: int
+
+
+# --------------------------------------------------------------------------------------------
+# The blocks of one type
+
+
+@dataclass
+class _TypeIndex:
+    type: str
+    identity_props: tuple[str, ...]
+    organisation: bool
+    thresholds: Thresholds
+    nodes: dict[str, _NodeEntry] = field(default_factory=dict)
+    removed: set[str] = field(default_factory=set)
+    # One row per (node, name): the node id and the normalised name.
+    name_node: list[str] = field(default_factory=list)
+    names: list[NormalName] = field(default_factory=list)
+    by_key: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
+    by_compact: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
+    by_sorted: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
+    by_initials: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
+    by_acronym: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
+    by_initials_form: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
+    by_word: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
+    by_prefix: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
+    by_long_prefix: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
+    by_identity: dict[tuple[str, str], list[str]] = field(default_factory=lambda: defaultdict(list))
+
+    def normalise(self, names: Iterable[str]) -> tuple[NormalName, ...]:
+        out: list[NormalName] = []
+        for text in names:
+            name = normalize_name(text, organisation=self.organisation)
+            if name.key and all(name.key != seen.key for seen in out):
+                out.append(name)
+        return tuple(out)
+
+    def add(self, node: Node) -> _NodeEntry:
+        """Add ``node`` (or update it: names it had stay findable; a merged node keeps its old
+        names as aliases anyway)."""
+        identity = _identity_of(node.properties, self.identity_props)
+        names = self.normalise(node_names(node.properties))
+        old = self.nodes.get(node.id)
+        self.removed.discard(node.id)
+        if old is not None:
+            known = {name.key for name in old.names}
+            entry = _NodeEntry(
+                node.id,
+                old.names + tuple(n for n in names if n.key not in known),
+                identity,
+                old.order,
+            )
+            names = tuple(n for n in names if n.key not in known)
+        else:
+            entry = _NodeEntry(node.id, names, identity, len(self.nodes))
+        self.nodes[node.id] = entry
+        for prop, value in identity.items():
+            if old is None or old.identity.get(prop) != value:
+                self.by_identity[(prop, value)].append(node.id)
+        for name in names:
+            row = len(self.names)
+            self.names.append(name)
+            self.name_node.append(node.id)
+            self.by_key[name.key].append(row)
+            self.by_compact[name.compact].append(row)
+            if name.full_compact != name.compact:
+                self.by_compact[name.full_compact].append(row)
+            self.by_sorted[name.sorted_key].append(row)
+            for initials in name.initials:
+                self.by_initials[initials].append(row)
+            if name.acronym_like:
+                self.by_acronym[name.compact].append(row)
+            form = _initials_form(name)
+            if form is not None:
+                self.by_initials_form[form].append(row)
+            for word in set(name.words):
+                self.by_word[word].append(row)
+            for prefix, long_prefix in _block_keys(name):
+                self.by_prefix[prefix].append(row)
+                self.by_long_prefix[long_prefix].append(row)
+        return entry
+
+    def remove(self, node_id: str) -> None:
+        """Forget ``node_id`` (merged away): lookups skip it."""
+        self.removed.add(node_id)
+
+    def live(self, node_id: str) -> bool:
+        return node_id not in self.removed
+
+    def identity_relation(self, a: str, b: str) -> str | None:
+        return _identity_relation(self.nodes[a].identity, self.nodes[b].identity)
+
+
+def _initials_form(name: NormalName) -> str | None:
+    """ "j r r|tolkien" for both "J. R. R. Tolkien" and "John Ronald Reuel Tolkien": where names
+    equal up to initials meet."""
+    if len(name.words) < 2 or len(name.words[-1]) < 2:
+        return None
+    return " ".join(word[0] for word in name.words[:-1]) + "|" + name.words[-1]
+
+
+def _has_initial(name: NormalName) -> bool:
+    return any(len(word) == 1 for word in name.words[:-1])
+
+
+def _block_keys(name: NormalName) -> list[tuple[str, str]]:
+    """(three-letter, six-letter) prefixes of the name's words of ≥ 2 letters; a name of only
+    one-letter words blocks on its compact form."""
+    words = [word for word in set(name.words) if len(word) >= 2] or [name.compact]
+    return [(word[:3], word[:6]) for word in words]
+
+
+# --------------------------------------------------------------------------------------------
+# Evidence from embeddings
+
+
+class _Cosines:
+    """Cosine of two nodes' vectors, from given vectors or computed lazily from their names."""
+
+    def __init__(
+        self,
+        vectors: Mapping[str, Sequence[float]] | None,
+        embed: Embedder | None,
+        text_of: Callable[[str], str],
+    ) -> None:
+        self.vectors: dict[str, np.ndarray] = {}
+        for node_id, vector in (vectors or {}).items():
+            self.vectors[node_id] = _unit(vector)
+        self.embed = embed
+        self.text_of = text_of
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.vectors) or self.embed is not None
+
+    def prepare(self, node_ids: Iterable[str]) -> None:
+        missing = sorted({n for n in node_ids if n not in self.vectors})
+        if not missing or self.embed is None:
+            return
+        for node_id, vector in zip(
+            missing, self.embed([self.text_of(n) for n in missing]), strict=True
+        ):
+            self.vectors[node_id] = _unit(vector)
+
+    def cosine(self, a: str, b: str) -> float | None:
+        self.prepare((a, b))
+        va, vb = self.vectors.get(a), self.vectors.get(b)
+        if va is None or vb is None or va.shape != vb.shape:
+            return None
+        return float(np.dot(va, vb))
+
+
+def _unit(vector: Sequence[float]) -> np.ndarray:
+    array = np.asarray(vector, dtype=np.float64)
+    norm = float(np.linalg.norm(array))
+    return array / norm if norm > 0 else array
+
+
+def _with_embedding(
+    verdict: NameVerdict, cosine: float | None, thresholds: Thresholds
+) -> NameVerdict:
+    if (
+        verdict.merge
+        or verdict.kind != _SPELLING
+        or cosine is None
+        or cosine <= thresholds.embedding_cosine
+    ):
+        return verdict
+    return NameVerdict(
+        True, verdict.score, f"{verdict.reason}, embeddings agree (cosine {cosine:.2f})", _SPELLING
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Batch resolution
+
+
+def resolve(
+    nodes: Iterable[Node],
+    identity: Sequence[str] = (),
+    *,
+    evidence: Mapping[str, float] | None = None,
+    created_at: Mapping[str, datetime | str | None] | None = None,
+    vectors: Mapping[str, Sequence[float]] | None = None,
+    embed: Embedder | None = None,
+    legal_forms: bool | None = None,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+) -> Resolution:
+    """Merges and suggestions among ``nodes``, all of one type whose identity properties are
+    ``identity``.
+
+    ``evidence``: node id → edges + corroborations; ``created_at``: node id → first version
+    time (both choose the canonical node). ``vectors`` (node id → embedding) or ``embed``
+    (names → embeddings) add embedding evidence. ``legal_forms``: whether short legal forms
+    (Co, AG, SE, …) are dropped from names; by default when the type is an organisation
+    (:func:`kgot.memory.names.is_organisation_type`).
+    """
+    node_list = list(nodes)
+    if not node_list:
+        return Resolution()
+    labels = sorted({node.label for node in node_list})
+    if len(labels) > 1:
+        raise ValueError(
+            f"resolve compares nodes of one type, got {', '.join(labels)}; use resolve_all"
+        )
+    index = _TypeIndex(
+        labels[0],
+        tuple(identity),
+        is_organisation_type(labels[0]) if legal_forms is None else legal_forms,
+        thresholds,
+    )
+    for node in node_list:
+        index.add(node)
+    cosines = _Cosines(vectors, embed, lambda n: index.nodes[n].names[0].raw)
+    verdicts = _candidate_verdicts(index)
+    if cosines.enabled:
+        promotable = [pair for pair, v in verdicts.items() if not v.merge and v.kind == _SPELLING]
+        cosines.prepare(node_id for pair in promotable for node_id in pair)
+        for pair in promotable:
+            verdicts[pair] = _with_embedding(verdicts[pair], cosines.cosine(*pair), thresholds)
+    return _cluster(index, verdicts, evidence or {}, created_at or {})
+
+
+def resolve_all(
+    nodes: Iterable[Node],
+    identity_by_type: Mapping[str, Sequence[str]] | None = None,
+    **options: Any,
+) -> Resolution:
+    """:func:`resolve` per type: nodes of different types are never compared."""
+    by_type: dict[str, list[Node]] = defaultdict(list)
+    for node in nodes:
+        by_type[node.label].append(node)
+    merges: list[Merge] = []
+    suggestions: list[Suggestion] = []
+    for label in sorted(by_type):
+        part = resolve(by_type[label], (identity_by_type or {}).get(label, ()), **options)
+        merges.extend(part.merges)
+        suggestions.extend(part.suggestions)
+    return Resolution(tuple(merges), tuple(suggestions))
+
+
+def _candidate_verdicts(index: _TypeIndex) -> dict[tuple[str, str], NameVerdict]:
+    """Every candidate pair of nodes (ids sorted) with its best verdict."""
+    verdicts: dict[tuple[str, str], NameVerdict] = {}
+
+    def offer(a: str, b: str, verdict: NameVerdict) -> None:
+        pair = (a, b) if a < b else (b, a)
+        current = verdicts.get(pair)
+        if current is None or verdict.rank() > current.rank():
+            verdicts[pair] = verdict
+
+    # Identity: equal values link, unless another identity property differs.
+    for (prop, value), ids in index.by_identity.items():
+        for a, b in _group_pairs(ids):
+            if index.identity_relation(a, b) == "same":
+                offer(a, b, NameVerdict(True, 1.0, f"same {prop} '{value}'", _IDENTITY))
+
+    rows_seen: set[tuple[int, int]] = set()
+    # Many nodes share a spelling ("John Smith"); each pair of spellings is judged once.
+    judged: dict[tuple[NormalName, NormalName], NameVerdict | None] = {}
+    for i, j in _candidate_rows(index):
+        a, b = index.name_node[i], index.name_node[j]
+        key = (i, j) if i < j else (j, i)
+        if a == b or key in rows_seen:
+            continue
+        rows_seen.add(key)
+        if index.identity_relation(a, b) == "different":
+            continue
+        names = (index.names[i], index.names[j])
+        if names in judged:
+            verdict = judged[names]
+        else:
+            verdict = judged[names] = compare_names(*names, index.thresholds)
+        if verdict is not None:
+            offer(a, b, verdict)
+    return verdicts
+
+
+def _candidate_rows(index: _TypeIndex) -> Iterator[tuple[int, int]]:
+    """Pairs of name rows worth comparing, from the blocks; never all pairs."""
+    limit = index.thresholds.max_block
+    # Equal keys: small groups pairwise (so a conflict in the group is seen), large ones chained.
+    for table in (index.by_key, index.by_compact, index.by_sorted):
+        for rows in table.values():
+            yield from _group_pairs(rows)
+    # Acronyms against initials, unless so many names have those initials that the acronym
+    # says nothing.
+    for compact, rows in index.by_acronym.items():
+        expanded = index.by_initials.get(compact, ())
+        if len(expanded) <= index.thresholds.max_containing:
+            yield from ((i, j) for i in rows for j in expanded)
+    # Initials against full first names, within one surname and the same first letters.
+    # These only ever suggest, so one node per spelling is enough (the others of that spelling
+    # merge with it, and suggestions are reported between canonical nodes).
+    for rows in index.by_initials_form.values():
+        spellings = list({index.names[row]: row for row in reversed(rows)}.values())[:limit]
+        for i in spellings:
+            if _has_initial(index.names[i]):
+                yield from ((i, j) for j in spellings)
+    # Spelling: prefix blocks, cdist under the suggestion cut-off.
+    cutoff = index.thresholds.suggest * 100
+    for rows in _fuzzy_blocks(index):
+        texts = [index.names[row].sorted_key for row in rows]
+        scores = process.cdist(texts, texts, scorer=fuzz.ratio, score_cutoff=cutoff, workers=1)
+        for x, y in zip(*np.nonzero(np.triu(scores, 1)), strict=True):
+            yield rows[int(x)], rows[int(y)]
+    # Containment: a name whose words few other names contain.
+    for row, name in enumerate(index.names):
+        for other in _containing_rows(index, name, index.thresholds.max_containing):
+            yield row, other
+
+
+def _group_pairs(items: Sequence[Any], pairwise_up_to: int = 40) -> list[tuple[Any, Any]]:
+    unique = list(dict.fromkeys(items))
+    if len(unique) <= pairwise_up_to:
+        return [(x, y) for n, x in enumerate(unique) for y in unique[n + 1 :]]
+    return [(unique[0], y) for y in unique[1:]]
+
+
+def _fuzzy_blocks(index: _TypeIndex) -> Iterable[list[int]]:
+    """Rows sharing a word prefix; a block over ``max_block`` rows is replaced by its
+    six-letter sub-blocks (a typo in a very common word's first six letters is missed)."""
+    limit = index.thresholds.max_block
+    for prefix, rows in index.by_prefix.items():
+        unique = list(dict.fromkeys(rows))
+        if len(unique) < 2:
+            continue
+        if len(unique) <= limit:
+            yield unique
+            continue
+        for long_prefix in {
+            long for name_row in unique for _, long in _block_keys(index.names[name_row])
+        }:
+            if not long_prefix.startswith(prefix):
+                continue
+            sub = list(dict.fromkeys(index.by_long_prefix[long_prefix]))
+            if 2 <= len(sub) <= limit:
+                yield sub
+
+
+def _containing_rows(index: _TypeIndex, name: NormalName, limit: int) -> list[int]:
+    """Rows whose words include all of ``name``'s (and more), if there are at most ``limit``."""
+    postings = sorted((index.by_word.get(word, []) for word in set(name.words)), key=len)
+    if not postings or len(postings[0]) > limit * 4 + 1:
+        return []
+    found = set(postings[0])
+    for posting in postings[1:]:
+        found &= set(posting)
+    rows = [r for r in found if len(index.names[r].words) > len(name.words)]
+    return rows if len(rows) <= limit else []
+
+
+class _UnionFind:
+    def __init__(self) -> None:
+        self.parent: dict[str, str] = {}
+
+    def find(self, x: str) -> str:
+        root = self.parent.setdefault(x, x)
+        while root != self.parent[root]:
+            root = self.parent[root]
+        while x != root:
+            self.parent[x], x = root, self.parent[x]
+        return root
+
+    def union(self, a: str, b: str) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)
+
+
+def _components(pairs: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
+    union = _UnionFind()
+    for a, b in pairs:
+        union.union(a, b)
+    groups: dict[str, list[str]] = defaultdict(list)
+    for node_id in union.parent:
+        groups[union.find(node_id)].append(node_id)
+    return groups
+
+
+def _conflicting(index: _TypeIndex, members: Iterable[str]) -> bool:
+    seen: dict[str, str] = {}
+    for node_id in members:
+        for prop, value in index.nodes[node_id].identity.items():
+            if seen.setdefault(prop, value) != value:
+                return True
+    return False
+
+
+def _cluster(
+    index: _TypeIndex,
+    verdicts: Mapping[tuple[str, str], NameVerdict],
+    evidence: Mapping[str, float],
+    created_at: Mapping[str, datetime | str | None],
+) -> Resolution:
+    merge_pairs = {pair: v for pair, v in verdicts.items() if v.merge}
+    suggest_pairs = {pair: v for pair, v in verdicts.items() if not v.merge}
+    # A group that would join different identities is not merged on names; if identity
+    # links alone still conflict (a chain across two identity properties), nothing merges.
+    for only_identity in (False, True):
+        components = _components(merge_pairs)
+        component_of = {member: root for root, members in components.items() for member in members}
+        bad = {root for root, members in components.items() if _conflicting(index, members)}
+        if not bad:
+            break
+        for pair, verdict in list(merge_pairs.items()):
+            if component_of[pair[0]] in bad and (only_identity or verdict.kind != _IDENTITY):
+                del merge_pairs[pair]
+                suggest_pairs[pair] = NameVerdict(
+                    False, verdict.score, f"{verdict.reason}, but identities conflict", "conflict"
+                )
+
+    # Ties end on the id, not on input order, so the same graph always gives the same answer.
+    def priority(node_id: str) -> tuple[float, datetime, str]:
+        return (-float(evidence.get(node_id, 0)), _as_datetime(created_at.get(node_id)), node_id)
+
+    canonical: dict[str, str] = {}
+    merges: list[Merge] = []
+    groups = _components(merge_pairs)
+    root_of = {member: root for root, members in groups.items() for member in members}
+    links_of: dict[str, list[NameVerdict]] = defaultdict(list)
+    for pair, verdict in merge_pairs.items():
+        links_of[root_of[pair[0]]].append(verdict)
+    for root, members in groups.items():
+        ordered = sorted(members, key=priority)
+        for member in ordered:
+            canonical[member] = ordered[0]
+        links = links_of[root]
+        reasons = list(dict.fromkeys(v.reason for v in sorted(links, key=lambda v: -v.score)))
+        reason = "; ".join(reasons[:3]) + ("; …" if len(reasons) > 3 else "")
+        merges.append(
+            Merge(
+                canonical=ordered[0],
+                aliases=tuple(sorted(ordered[1:])),
+                type=index.type,
+                score=round(min(v.score for v in links), 3),
+                reason=reason,
+            )
+        )
+    best: dict[tuple[str, str], NameVerdict] = {}
+    for (a, b), verdict in suggest_pairs.items():
+        ca, cb = canonical.get(a, a), canonical.get(b, b)
+        if ca == cb:
+            continue
+        pair = (ca, cb) if ca < cb else (cb, ca)
+        if pair not in best or verdict.score > best[pair].score:
+            best[pair] = verdict
+    suggestions = [
+        Suggestion(pair, index.type, round(v.score, 3), v.reason) for pair, v in best.items()
+    ]
+    merges.sort(key=lambda m: (m.type, m.canonical))
+    suggestions.sort(key=lambda s: (-s.score, s.nodes))
+    return Resolution(tuple(merges), tuple(suggestions))
+
+
+_NEVER = datetime.max.replace(tzinfo=UTC)
+
+
+def _as_datetime(value: datetime | str | None) -> datetime:
+    """Unknown times sort last; naive times are taken as UTC."""
+    if value is None:
+        return _NEVER
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            return _NEVER
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+# --------------------------------------------------------------------------------------------
+# Write time
+
+
+class ResolutionIndex:
+    """The blocks of :func:`resolve`, kept for the nodes of a graph so that one new node can be
+    matched in O(candidates): build it once (:meth:`build`), keep it current with :meth:`add`
+    and :meth:`remove`, ask :func:`match_existing`.
+    """
+
+    def __init__(
+        self,
+        identity_by_type: Mapping[str, Sequence[str]] | None = None,
+        *,
+        legal_forms: Mapping[str, bool] | None = None,
+        thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    ) -> None:
+        self.identity_by_type = dict(identity_by_type or {})
+        self.legal_forms = dict(legal_forms or {})
+        self.thresholds = thresholds
+        self._types: dict[str, _TypeIndex] = {}
+
+    @classmethod
+    def build(
+        cls,
+        nodes: Iterable[Node],
+        identity_by_type: Mapping[str, Sequence[str]] | None = None,
+        **options: Any,
+    ) -> ResolutionIndex:
+        index = cls(identity_by_type, **options)
+        for node in nodes:
+            index.add(node)
+        return index
+
+    def for_type(self, label: str) -> _TypeIndex:
+        found = self._types.get(label)
+        if found is None:
+            found = _TypeIndex(
+                label,
+                tuple(self.identity_by_type.get(label, ())),
+                self.legal_forms.get(label, is_organisation_type(label)),
+                self.thresholds,
+            )
+            self._types[label] = found
+        return found
+
+    def add(self, node: Node) -> None:
+        self.for_type(node.label).add(node)
+
+    def remove(self, node_id: str, label: str | None = None) -> None:
+        for type_index in [self._types[label]] if label in self._types else self._types.values():
+            if node_id in type_index.nodes:
+                type_index.remove(node_id)
+
+    def __len__(self) -> int:
+        return sum(len(t.nodes) - len(t.removed) for t in self._types.values())
+
+
+def match_existing(
+    new_node: Node,
+    existing_index: ResolutionIndex,
+    *,
+    vectors: Mapping[str, Sequence[float]] | None = None,
+    embed: Embedder | None = None,
+) -> Match | None:
+    """The existing node ``new_node`` resolves onto (``merge``), or the best one it may be
+    (a suggestion), or None. Only nodes of ``new_node``'s type are candidates; ``new_node``
+    itself (same id) is skipped. The index is not changed."""
+    index = existing_index._types.get(new_node.label)
+    if index is None or not index.nodes:
+        return None
+    thresholds = index.thresholds
+    identity = _identity_of(new_node.properties, index.identity_props)
+    names = index.normalise(node_names(new_node.properties))
+    best: dict[str, NameVerdict] = {}
+
+    def offer(node_id: str, verdict: NameVerdict) -> None:
+        if node_id not in best or verdict.rank() > best[node_id].rank():
+            best[node_id] = verdict
+
+    for prop, value in identity.items():
+        for node_id in index.by_identity.get((prop, value), ()):
+            relation = _identity_relation(identity, index.nodes[node_id].identity)
+            if node_id != new_node.id and index.live(node_id) and relation == "same":
+                offer(node_id, NameVerdict(True, 1.0, f"same {prop} '{value}'", _IDENTITY))
+    for name in names:
+        for row in _lookup_rows(index, name):
+            node_id = index.name_node[row]
+            if node_id == new_node.id or not index.live(node_id):
+                continue
+            if _identity_relation(identity, index.nodes[node_id].identity) == "different":
+                continue
+            verdict = compare_names(name, index.names[row], thresholds)
+            if verdict is not None:
+                offer(node_id, verdict)
+    if not best:
+        return None
+    if vectors is not None or embed is not None:
+        own = names[0].raw if names else ""
+        cosines = _Cosines(
+            vectors, embed, lambda n: own if n == new_node.id else index.nodes[n].names[0].raw
+        )
+        for node_id, verdict in list(best.items()):
+            cosine = cosines.cosine(new_node.id, node_id) if verdict.kind == _SPELLING else None
+            best[node_id] = _with_embedding(verdict, cosine, thresholds)
+    return _best_match(index, best)
+
+
+def _best_match(index: _TypeIndex, best: dict[str, NameVerdict]) -> Match:
+    # Two existing nodes the new one would merge with, under different identities: ambiguous.
+    merging = [node_id for node_id, v in best.items() if v.merge]
+    if len(merging) > 1 and _conflicting(index, merging):
+        for node_id in merging:
+            verdict = best[node_id]
+            best[node_id] = NameVerdict(False, verdict.score, verdict.reason, "conflict")
+    node_id, verdict = max(
+        best.items(), key=lambda item: (item[1].rank(), -index.nodes[item[0]].order)
+    )
+    return Match(node_id, round(verdict.score, 3), verdict.reason, verdict.merge)
+
+
+def _lookup_rows(index: _TypeIndex, name: NormalName) -> set[int]:
+    """Rows of the index worth comparing with ``name``: the blocks it falls in."""
+    thresholds = index.thresholds
+    rows: set[int] = set()
+    for table, key in (
+        (index.by_key, name.key),
+        (index.by_compact, name.compact),
+        (index.by_compact, name.full_compact),
+        (index.by_sorted, name.sorted_key),
+    ):
+        rows.update(table.get(key, ()))
+    if name.acronym_like:
+        expanded = index.by_initials.get(name.compact, ())
+        if len(expanded) <= thresholds.max_containing:
+            rows.update(expanded)
+    for initials in name.initials:
+        if len(index.by_initials.get(initials, ())) < thresholds.max_containing:
+            rows.update(index.by_acronym.get(initials, ()))
+    form = _initials_form(name)
+    if form is not None:
+        same_form = index.by_initials_form.get(form, [])
+        if _has_initial(name):
+            rows.update(same_form[: thresholds.max_block])
+        else:
+            rows.update(r for r in same_form if _has_initial(index.names[r]))
+    cutoff = thresholds.suggest * 100
+    for prefix, long_prefix in _block_keys(name):
+        block = index.by_prefix.get(prefix, [])
+        if len(block) > thresholds.max_block:
+            block = index.by_long_prefix.get(long_prefix, [])
+        if block:
+            texts = [index.names[row].sorted_key for row in block]
+            for _, _, position in process.extract(
+                name.sorted_key, texts, scorer=fuzz.ratio, score_cutoff=cutoff, limit=None
+            ):
+                rows.add(block[position])
+    rows.update(_containing_rows(index, name, thresholds.max_containing))
+    rows.update(_contained_rows(index, name, thresholds.max_containing))
+    return rows
+
+
+def _contained_rows(index: _TypeIndex, name: NormalName, limit: int) -> list[int]:
+    """Rows whose words are a strict subset of ``name``'s, if at most ``limit``."""
+    words = name.word_set
+    found: set[int] = set()
+    for word in words:
+        posting = index.by_word.get(word, [])
+        if len(posting) > 2000:
+            continue
+        for row in posting:
+            other = index.names[row]
+            if len(other.words) < len(name.words) and other.word_set < words:
+                found.add(row)
+    return sorted(found) if len(found) <= limit else []
