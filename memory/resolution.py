@@ -451,7 +451,9 @@ def _has_initial(name: NormalName) -> bool:
 def _block_keys(name: NormalName) -> list[tuple[str, str]]:
     """(three-letter, six-letter) prefixes of the name's words of ≥ 2 letters; a name of only
     one-letter words blocks on its compact form."""
-    words = [word for word in set(name.words) if len(word) >= 2] or [name.compact]
+    # Sorted, so blocks fill in the same order in every process (set order follows the hash
+    # seed) and equal scores keep the same reason.
+    words = sorted({word for word in name.words if len(word) >= 2}) or [name.compact]
     return [(word[:3], word[:6]) for word in words]
 
 
@@ -673,9 +675,9 @@ def _fuzzy_blocks(index: _TypeIndex) -> Iterable[list[int]]:
         if len(unique) <= limit:
             yield unique
             continue
-        for long_prefix in {
-            long for name_row in unique for _, long in _block_keys(index.names[name_row])
-        }:
+        for long_prefix in sorted(
+            {long for name_row in unique for _, long in _block_keys(index.names[name_row])}
+        ):
             if not long_prefix.startswith(prefix):
                 continue
             sub = list(dict.fromkeys(index.by_long_prefix[long_prefix]))
@@ -691,7 +693,7 @@ def _containing_rows(index: _TypeIndex, name: NormalName, limit: int) -> list[in
     found = set(postings[0])
     for posting in postings[1:]:
         found &= set(posting)
-    rows = [r for r in found if len(index.names[r].words) > len(name.words)]
+    rows = sorted(r for r in found if len(index.names[r].words) > len(name.words))
     return rows if len(rows) <= limit else []
 
 
