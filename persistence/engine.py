@@ -9,6 +9,8 @@ one consistent snapshot (a whole graph) run at REPEATABLE READ; writers serialis
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -47,9 +49,9 @@ def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
     try:
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        _enter_wal(cursor)
+        cursor.execute("PRAGMA foreign_keys=ON")
         # In WAL mode NORMAL never corrupts the file; a power cut may lose the last commits.
         # FULL (one extra fsync per commit) would be needed to rule that out, see
         # docs/persistence.md for the trade-off measured on the commit benchmark.
@@ -59,6 +61,24 @@ def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
         cursor.execute("PRAGMA secure_delete=ON")
     finally:
         cursor.close()
+
+
+def _enter_wal(cursor: Any) -> None:
+    """Switch the file to WAL, waiting for other processes doing the same.
+
+    Two processes opening a new store at once both switch it; SQLite answers "database is
+    locked" at once to the second (the busy timeout does not cover a journal-mode change), so
+    it is retried here for as long as the busy timeout would have waited.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error).lower() or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
 
 
 def _sqlite_on_begin(connection: Connection) -> None:
