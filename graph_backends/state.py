@@ -145,8 +145,8 @@ class GraphState:
     def _stale_problems(self, changeset: Changeset) -> list[str]:
         """Elements ``changeset`` changes or removes that changed after its base version.
 
-        A changeset without a base (made by hand, read from an old checkpoint) or with the
-        base of another graph is not checked: there is nothing to compare it with.
+        A changeset without a base (made by hand) or with the base of another graph is not
+        checked: there is nothing to compare it with.
         """
         if changeset.base is None:
             return []

@@ -113,7 +113,7 @@ class Changeset:
         return ", ".join(parts) or "no changes"
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON data; ``base`` appears only when set (older readers ignore it)."""
+        """JSON data; ``base`` appears only when set."""
         data: dict[str, Any] = {
             "added_nodes": [n.to_dict() for n in self.added_nodes],
             "changed_nodes": [n.to_dict() for n in self.changed_nodes],
@@ -128,7 +128,7 @@ class Changeset:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Changeset:
-        """The changeset of :meth:`to_dict` (dicts written before ``base`` existed included)."""
+        """The changeset of :meth:`to_dict` (hand-made changesets have no ``base``)."""
         base = data.get("base")
         return cls(
             added_nodes=tuple(Node.from_dict(n) for n in data.get("added_nodes", ())),
