@@ -4,7 +4,8 @@ Entry points: :func:`open_store` (a SQLite path or a ``postgresql://`` URL; crea
 the database) and :func:`open_checkpointer` (LangGraph checkpoints in the same kind of database).
 A :class:`Store` holds entities (tenants); :meth:`Store.session` gives an :class:`EntitySession`
 that loads one entity's graph, checks changesets against its types and commits them atomically
-with :class:`Provenance`. See ``docs/persistence.md``.
+with :class:`Provenance`; for memory upkeep it also merges nodes, closes facts with a reason,
+counts fact use and keeps a curation queue of suggestions. See ``docs/persistence.md``.
 """
 
 from __future__ import annotations
@@ -15,32 +16,50 @@ from kgot.persistence.catalog import (
     TypeDef,
     TypeRejectedError,
     TypeSpec,
+    UpkeepSettings,
     load_type_file,
 )
 from kgot.persistence.checkpoints import open_checkpointer, purge_checkpoints
+from kgot.persistence.facts import FactKey
 from kgot.persistence.graph_diff import diff_graphs
+from kgot.persistence.schema import CLOSE_REASONS
 from kgot.persistence.session import CommitConflictError, EntitySession, Provenance
 from kgot.persistence.store import EntityInfo, RunRecord, Store, open_store
 from kgot.persistence.target import StoreNotFoundError
 from kgot.persistence.transfer import ImportResult, export_graph, import_graph
+from kgot.persistence.upkeep_store import (
+    GOOD_FEEDBACK_BOOST,
+    RETRIEVAL_BOOST,
+    FactUse,
+    Suggestion,
+    SuggestionNotFoundError,
+)
 from kgot.persistence.validation import READ_ONLY_META, WRITABLE_META
 
 __all__ = [
+    "CLOSE_REASONS",
+    "GOOD_FEEDBACK_BOOST",
     "READ_ONLY_META",
+    "RETRIEVAL_BOOST",
     "WRITABLE_META",
     "CommitConflictError",
     "EntityInfo",
     "EntitySession",
+    "FactKey",
+    "FactUse",
     "ImportResult",
     "Provenance",
     "RunRecord",
     "Store",
     "StoreLimits",
     "StoreNotFoundError",
+    "Suggestion",
+    "SuggestionNotFoundError",
     "TypeCatalog",
     "TypeDef",
     "TypeRejectedError",
     "TypeSpec",
+    "UpkeepSettings",
     "diff_graphs",
     "export_graph",
     "import_graph",

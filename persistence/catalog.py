@@ -9,6 +9,7 @@ types may restrict which node types they connect. Types are stored versioned (se
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from kgot.graph_model.tokens import count_tokens
 from kgot.persistence.timeutil import iso
 from kgot.persistence.type_schema import (
     cycle_message,
+    declared_property_names,
     error_order,
     example_problems,
     make_validator,
@@ -32,6 +34,10 @@ from kgot.persistence.type_schema import (
 
 TypeKind = Literal["node", "edge"]
 Creator = Literal["system", "agent", "user"]
+
+# The optional upkeep settings a type definition takes at its top level (see UpkeepSettings).
+UPKEEP_KEYS = ("identity", "functional", "half_life_days", "ttl_days", "rank_weight")
+DEFAULT_RANK_WEIGHT = 0.5
 
 NODE_NAME = re.compile(r"^[A-Z][A-Za-z0-9]*$")
 EDGE_NAME = re.compile(r"^[a-z][a-z0-9]*(?:_[a-z0-9]+)*$")
@@ -47,6 +53,7 @@ _SPEC_KEYS = frozenset(
         "target",
         "source_types",
         "target_types",
+        *UPKEEP_KEYS,
     }
 )
 
@@ -65,6 +72,155 @@ def creator(value: str) -> Creator:
 def kind_of(name: str) -> TypeKind:
     """The kind a type name implies: PascalCase names are node types, others edge types."""
     return "node" if name[:1].isupper() else "edge"
+
+
+@dataclass(frozen=True)
+class UpkeepSettings:
+    """How memory upkeep treats the facts of one type (all optional; the defaults change
+    nothing).
+
+    Attributes:
+        identity: node types: properties that identify one real thing (an Asset's ``symbol``):
+            equal non-empty values mean the same thing, different ones never the same thing.
+        functional: node types: single-valued properties (a Company's ``ceo``); a new value
+            from a new write supersedes the old one.
+        functional_edge: edge types (``functional: true`` in a type file): at most one current
+            edge of this relationship per source node.
+        half_life_days: freshness halves every N days (``0.5 ** (age_days / half_life_days)``);
+            ``None`` = evergreen (never decays, never pruned).
+        ttl_days: a fact expires N days after it was last written or reinforced; ``None`` =
+            never.
+        rank_weight: how much the type matters in ranking, 0 to 1.
+    """
+
+    identity: tuple[str, ...] = ()
+    functional: tuple[str, ...] = ()
+    functional_edge: bool = False
+    half_life_days: float | None = None
+    ttl_days: float | None = None
+    rank_weight: float = DEFAULT_RANK_WEIGHT
+
+    @property
+    def evergreen(self) -> bool:
+        return self.half_life_days is None
+
+    @property
+    def is_default(self) -> bool:
+        return self == UpkeepSettings()
+
+    @classmethod
+    def from_mapping(
+        cls, data: Mapping[str, Any], kind: TypeKind | None, problems: list[str]
+    ) -> UpkeepSettings:
+        """The settings among ``data``'s keys (a type definition's top level); each malformed
+        one appends a line to ``problems`` and keeps its default."""
+        identity: tuple[str, ...] = ()
+        if data.get("identity") is not None:
+            if kind == "edge":
+                problems.append(
+                    "`identity` is for node types (the properties that identify one real thing)"
+                )
+            else:
+                identity = _property_list(data["identity"], "identity", problems)
+        functional, functional_edge = _functional(data.get("functional"), kind, problems)
+        rank_weight = DEFAULT_RANK_WEIGHT
+        if data.get("rank_weight") is not None:
+            weight = data["rank_weight"]
+            if not _is_number(weight) or not 0 <= weight <= 1:
+                problems.append(f"`rank_weight` must be a number from 0 to 1, not {weight!r}")
+            else:
+                rank_weight = float(weight)
+        return cls(
+            identity=identity,
+            functional=functional,
+            functional_edge=functional_edge,
+            half_life_days=_positive_days(data, "half_life_days", problems),
+            ttl_days=_positive_days(data, "ttl_days", problems),
+            rank_weight=rank_weight,
+        )
+
+    def to_dict(self, kind: TypeKind) -> dict[str, Any]:
+        """The settings as a type file spells them (every key, defaults included)."""
+        data: dict[str, Any] = {}
+        if kind == "node":
+            data["identity"] = list(self.identity)
+            data["functional"] = list(self.functional)
+        else:
+            data["functional"] = self.functional_edge
+        data["half_life_days"] = self.half_life_days
+        data["ttl_days"] = self.ttl_days
+        data["rank_weight"] = self.rank_weight
+        return data
+
+    def stored(self, kind: TypeKind) -> dict[str, Any] | None:
+        """The value of the type row's ``upkeep`` column: ``None`` for the defaults."""
+        return None if self.is_default else self.to_dict(kind)
+
+    @classmethod
+    def from_stored(cls, value: Mapping[str, Any] | None, kind: TypeKind) -> UpkeepSettings:
+        """The settings of a type row (``None``: the defaults); stored rows were validated."""
+        if not value:
+            return cls()
+        return cls.from_mapping(value, kind, [])
+
+    def problems(self, properties: Mapping[str, Any]) -> list[str]:
+        """Settings naming properties ``properties`` (the type's schema) does not declare."""
+        declared = set(declared_property_names(properties))
+        return [
+            f"{field_name} names property {name!r} the schema lacks (declare it under "
+            f"`properties` or drop it from `{field_name}`)"
+            for field_name, names in (("identity", self.identity), ("functional", self.functional))
+            for name in names
+            if name not in declared
+        ]
+
+
+def _functional(
+    value: Any, kind: TypeKind | None, problems: list[str]
+) -> tuple[tuple[str, ...], bool]:
+    """``functional`` of a type file: a property list for node types, a bool for edge types."""
+    if value is None:
+        return (), False
+    if kind == "edge":
+        if isinstance(value, bool):
+            return (), value
+        problems.append(
+            "`functional` of an edge type must be true or false (true: at most one current "
+            f"edge of it per source node), not {value!r}"
+        )
+        return (), False
+    if isinstance(value, bool):
+        problems.append(
+            "`functional` of a node type lists its single-valued properties (e.g. [ceo]); "
+            "true/false is for edge types"
+        )
+        return (), False
+    return _property_list(value, "functional", problems), False
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _positive_days(data: Mapping[str, Any], key: str, problems: list[str]) -> float | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if not _is_number(value) or value <= 0:
+        problems.append(
+            f"`{key}` must be a number of days greater than 0, or null (never), not {value!r}"
+        )
+        return None
+    return float(value)
+
+
+def _property_list(value: Any, key: str, problems: list[str]) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        problems.append(f"`{key}` must be a property name or a list of them, not {value!r}")
+        return ()
+    return tuple(dict.fromkeys(value))
 
 
 class TypeRejectedError(KgotError):
@@ -94,6 +250,8 @@ class TypeSpec:
         example: example properties, validated against ``properties``.
         source_types: node types an edge may start from (empty = any).
         target_types: node types an edge may point to (empty = any).
+        upkeep: how memory upkeep treats the type's facts (identity, functional properties,
+            half-life, time to live, rank weight).
     """
 
     kind: TypeKind
@@ -103,6 +261,7 @@ class TypeSpec:
     example: Mapping[str, Any] | None = None
     source_types: tuple[str, ...] = ()
     target_types: tuple[str, ...] = ()
+    upkeep: UpkeepSettings = field(default_factory=UpkeepSettings)
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], *, kind: TypeKind | None = None) -> TypeSpec:
@@ -151,6 +310,9 @@ class TypeSpec:
         targets = _name_list(data, "target", "target_types", problems)
         if declared == "node" and (sources or targets):
             problems.append("only edge types take `source`/`target` node types")
+        upkeep = UpkeepSettings.from_mapping(
+            data, declared if declared in ("node", "edge") else None, problems
+        )
         if problems:
             raise TypeRejectedError(name, problems)
         return cls(
@@ -161,6 +323,7 @@ class TypeSpec:
             example=dict(example) if example is not None else None,
             source_types=sources,
             target_types=targets,
+            upkeep=upkeep,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -175,6 +338,7 @@ class TypeSpec:
         if self.kind == "edge":
             data["source"] = list(self.source_types)
             data["target"] = list(self.target_types)
+        data.update(self.upkeep.to_dict(self.kind))
         return data
 
 
@@ -218,6 +382,7 @@ def spec_problems(spec: TypeSpec, known_node_types: Collection[str] | None = Non
     if not spec.description.strip():
         problems.append("the description is empty (say what the type means and when to use it)")
     problems.extend(schema_problems(spec.properties, spec.kind))
+    problems.extend(spec.upkeep.problems(spec.properties))
     if spec.example is not None and not problems:
         problems.extend(example_problems(spec.properties, spec.example))
     if known_node_types is not None:
@@ -269,6 +434,10 @@ class TypeDef:
     @property
     def kind(self) -> TypeKind:
         return self.spec.kind
+
+    @property
+    def upkeep(self) -> UpkeepSettings:
+        return self.spec.upkeep
 
     @cached_property
     def validator(self) -> Any:

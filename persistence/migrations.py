@@ -25,13 +25,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
+from typing import TYPE_CHECKING
 
-from sqlalchemy import Connection, Engine, MetaData, func, insert, select, text
+from sqlalchemy import Connection, Engine, MetaData, func, insert, select, text, update
 
 from kgot.errors import StoreError
 from kgot.persistence.engine import read_transaction, write_transaction
-from kgot.persistence.schema import TABLES, define_tables
+from kgot.persistence.schema import SCHEMA_VERSION, TABLES, closed_reason_check, define_tables
 from kgot.persistence.target import StoreNotFoundError, StoreTarget
+
+if TYPE_CHECKING:
+    from kgot.persistence.catalog import TypeSpec
 
 # Where development versions before the squash recorded their migrations (see above).
 PRE_RELEASE_TABLE = "kgot_schema_migrations"
@@ -46,26 +50,69 @@ class Migration:
     apply: Callable[[Connection], None]
 
 
-def seed_starter_types(connection: Connection) -> None:
-    """Install the global starter types of ``seed_types.yaml`` (``created_by: system``)."""
-    from kgot.persistence.catalog import TypeSpec, parse_type_document, specs_from_document
-    from kgot.persistence.types_store import insert_type_rows
+def starter_specs() -> list[TypeSpec]:
+    """The global starter types of ``seed_types.yaml``."""
+    from kgot.persistence.catalog import parse_type_document, specs_from_document
 
     text_ = resources.files("kgot.persistence").joinpath("seed_types.yaml").read_text("utf-8")
-    specs: list[TypeSpec] = specs_from_document(
-        parse_type_document(text_, "seed_types.yaml"), "seed_types.yaml"
-    )
+    return specs_from_document(parse_type_document(text_, "seed_types.yaml"), "seed_types.yaml")
+
+
+def seed_starter_types(connection: Connection, *, schema_version: int = SCHEMA_VERSION) -> None:
+    """Install the global starter types of ``seed_types.yaml`` (``created_by: system``) into
+    a database at ``schema_version`` (before migration 2 without their upkeep settings)."""
+    from kgot.persistence.types_store import insert_type_rows
+
     insert_type_rows(
-        connection, specs, entity_id=None, created_by="system", justification="kgot starter type"
+        connection,
+        starter_specs(),
+        entity_id=None,
+        created_by="system",
+        justification="kgot starter type",
+        table=define_tables(MetaData(), version=schema_version).types,
     )
 
 
 def _v1_initial_schema(connection: Connection) -> None:
-    # The definitions as they are today: while this is the only step, `define_tables` is
-    # exactly what it creates. The first later step that changes a table must freeze this
-    # one (a copy of today's definitions) before `define_tables` moves on.
-    define_tables(MetaData()).metadata.create_all(connection)
-    seed_starter_types(connection)
+    # Frozen: the tables as migration 1 made them (`define_tables` adds later versions' parts
+    # only for version >= 2).
+    define_tables(MetaData(), version=1).metadata.create_all(connection)
+    seed_starter_types(connection, schema_version=1)
+
+
+def _v2_memory_upkeep(connection: Connection) -> None:
+    """Add what memory upkeep needs, dropping and rewriting nothing.
+
+    New nullable columns (``closed_reason`` on fact rows, ``upkeep`` on type rows), the fact
+    use and suggestion tables, and the starter types' upkeep settings. The settings are
+    written into the starter types' existing rows (a NULL column filled, not a new type
+    version): their schemas are unchanged, so every fact stays valid against the version it
+    was checked with, and a fresh database gets the same rows as an upgraded one. Starter
+    types a user replaced (a newer version not ``created_by: system``) are left alone.
+    """
+    for table in (TABLES.nodes.name, TABLES.edges.name):
+        connection.exec_driver_sql(
+            f"ALTER TABLE {table} ADD COLUMN closed_reason VARCHAR(16) "
+            f"CONSTRAINT {table}_closed_reason CHECK ({closed_reason_check()})"
+        )
+    connection.exec_driver_sql(f"ALTER TABLE {TABLES.types.name} ADD COLUMN upkeep JSON")
+    added = define_tables(MetaData(), version=2)
+    added.fact_use.create(connection)
+    added.suggestions.create(connection)
+    types = TABLES.types
+    for spec in starter_specs():
+        connection.execute(
+            update(types)
+            .where(
+                types.c.entity_id.is_(None),
+                types.c.kind == spec.kind,
+                types.c.name == spec.name,
+                types.c.created_by == "system",
+                types.c.retired_at.is_(None),
+                types.c.upkeep.is_(None),
+            )
+            .values(upkeep=spec.upkeep.stored(spec.kind))
+        )
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -75,8 +122,15 @@ MIGRATIONS: tuple[Migration, ...] = (
         "starter types",
         _v1_initial_schema,
     ),
+    Migration(
+        2,
+        "memory upkeep: why each fact closed, type upkeep settings, fact use, suggestions",
+        _v2_memory_upkeep,
+    ),
 )
 LATEST = MIGRATIONS[-1].version
+if LATEST != SCHEMA_VERSION:  # a migration added without moving the schema's version, or back
+    raise RuntimeError("schema.SCHEMA_VERSION must be the last migration's version")
 
 
 def migrate(engine: Engine, target: StoreTarget, *, create: bool = True) -> int:

@@ -19,6 +19,7 @@ from sqlalchemy import Connection, bindparam, insert, select, update
 from kgot.graph_model import Changeset, Edge, Node
 from kgot.persistence.catalog import TypeCatalog
 from kgot.persistence.context import Provenance, View
+from kgot.persistence.facts import FactKey
 from kgot.persistence.schema import TABLES
 from kgot.persistence.timeutil import as_utc, iso, utc_now
 from kgot.persistence.validation import (
@@ -46,6 +47,9 @@ class RowOps:
     supersede: dict[Any, int] = field(default_factory=dict)  # identity -> row it replaces
     corroborate: list[dict[str, Any]] = field(default_factory=list)  # row, count, sources
     corroborated: int = 0  # of those, found by a new source (the rest only reinforce)
+    # closed row -> (its fact key, why it closes unless the commit says otherwise, and for an
+    # edge its (source, relationship): what a contradicting edge replacing it shares)
+    closing: dict[int, tuple[FactKey, str, Any]] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -96,12 +100,14 @@ class Planner:
         catalog: TypeCatalog,
         view: View,
         provenance: Provenance | None,
+        close_reasons: Mapping[FactKey, str] | None = None,
     ) -> None:
         self.connection = connection
         self.entity_id = entity_id
         self.catalog = catalog
         self.view = view
         self.provenance = provenance
+        self.close_reasons = dict(close_reasons or {})
         self.now = utc_now()
 
     # -- reading current rows
@@ -269,7 +275,7 @@ class Planner:
                 )
             elif (values := values_of(item, row)) is not None:
                 # (None: same content and metadata, nothing to write)
-                ops.close.append(row.row_id)
+                _close(ops, row, "changed")
                 ops.supersede[ident] = row.row_id
                 ops.insert.append(values)
         for ident in removed:
@@ -277,7 +283,7 @@ class Planner:
             if row is None:
                 continue  # already gone: removing it again loses nothing
             if self.view.includes(row.valid_from_version):
-                ops.close.append(row.row_id)
+                _close(ops, row, "removed")
             else:
                 plan.conflicts.append(
                     f"{kind.where_ident(ident)}: another writer changed it at version "
@@ -309,7 +315,7 @@ class Planner:
                 )
             return
         if row is not None:  # expired: the new fact replaces it
-            ops.close.append(row.row_id)
+            _close(ops, row, "expired")
             ops.supersede[kind.ident(item)] = row.row_id
         values = values_of(item, None)
         if values is not None:
@@ -367,7 +373,7 @@ class Planner:
             if row.source in removed or row.target in removed:
                 gone = row.source if row.source in removed else row.target
                 if self.view.includes(row.valid_from_version):
-                    plan.edges.close.append(row.row_id)
+                    _close(plan.edges, row, "removed")
                 else:
                     plan.conflicts.append(
                         f"edge {row.source!r} -[{row.relationship}]-> {row.target!r}: another "
@@ -519,35 +525,63 @@ class Planner:
             )
         )
 
+    def _close_rows(self, table: Any, ops: RowOps, new_version: int) -> dict[int, Any]:
+        """Close the rows ``ops`` closes, each with its reason; return the removed edges
+        closed as contradicted, with their (source, relationship)."""
+        by_reason: dict[str, list[int]] = {}
+        contradicted: dict[int, Any] = {}
+        for row_id in ops.close:
+            key, default, subject = ops.closing.get(row_id, ((), "removed", None))
+            reason = self.close_reasons.get(key, default)
+            by_reason.setdefault(reason, []).append(row_id)
+            if reason == "contradicted" and key and key[0] == "edge":
+                contradicted[row_id] = subject
+        for reason, row_ids in by_reason.items():
+            for chunk in chunks(row_ids):
+                self.connection.execute(
+                    update(table)
+                    .where(table.c.row_id.in_(chunk))
+                    .values(
+                        valid_to_version=new_version, superseded_at=self.now, closed_reason=reason
+                    )
+                )
+        return contradicted
+
     def _write_rows(self, table: Any, ops: RowOps, new_version: int) -> None:
         connection = self.connection
         # Close old rows first: the partial unique index allows one current row per identity.
-        for chunk in chunks(ops.close):
-            connection.execute(
-                update(table)
-                .where(table.c.row_id.in_(chunk))
-                .values(valid_to_version=new_version, superseded_at=self.now)
-            )
+        contradicted = self._close_rows(table, ops, new_version)
         if ops.insert:
             for row in ops.insert:
                 row["valid_from_version"] = new_version
-            if ops.supersede:
+            if ops.supersede or contradicted:
                 new_ids = connection.execute(
                     insert(table).returning(table.c.row_id, sort_by_parameter_order=True),
                     ops.insert,
                 ).scalars()
                 identity = _row_identity(table)
-                links = [
-                    {"old_row": ops.supersede[identity(row)], "new_row": new_id}
-                    for row, new_id in zip(ops.insert, new_ids, strict=True)
-                    if identity(row) in ops.supersede
+                links = []
+                by_subject: dict[Any, int] = {}
+                for row, new_id in zip(ops.insert, new_ids, strict=True):
+                    if identity(row) in ops.supersede:
+                        links.append({"old_row": ops.supersede[identity(row)], "new_row": new_id})
+                    if table is _edges:
+                        by_subject.setdefault((row["source"], row["relationship"]), new_id)
+                # A removed edge closed as contradicted is superseded by the edge this commit
+                # adds from the same source with the same relationship (a functional edge's
+                # new value), when there is one.
+                links += [
+                    {"old_row": row_id, "new_row": by_subject[subject]}
+                    for row_id, subject in contradicted.items()
+                    if subject in by_subject
                 ]
-                connection.execute(
-                    update(table)
-                    .where(table.c.row_id == bindparam("old_row"))
-                    .values(superseded_by=bindparam("new_row")),
-                    links,
-                )
+                if links:
+                    connection.execute(
+                        update(table)
+                        .where(table.c.row_id == bindparam("old_row"))
+                        .values(superseded_by=bindparam("new_row")),
+                        links,
+                    )
             else:
                 connection.execute(insert(table), ops.insert)
         if ops.corroborate:
@@ -561,6 +595,17 @@ class Planner:
                 ),
                 ops.corroborate,
             )
+
+
+def _close(ops: RowOps, row: Any, reason: str) -> None:
+    """Plan closing ``row`` (a current node or edge row) for ``reason`` unless the commit's
+    ``close_reasons`` name another."""
+    ops.close.append(row.row_id)
+    if "node_id" in row._mapping:
+        ops.closing[row.row_id] = (("node", row.node_id), reason, row.node_id)
+    else:
+        key = ("edge", row.source, row.target, row.key)
+        ops.closing[row.row_id] = (key, reason, (row.source, row.relationship))
 
 
 def _row_identity(table: Any) -> Callable[[Mapping[str, Any]], Any]:

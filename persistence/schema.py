@@ -14,6 +14,11 @@ without a migration that loses data:
 * Columns reserved for upkeep: ``canonical_id`` (alias → canonical node id),
   ``corroborations`` (independent confirmations), ``reinforced_at`` (last confirmation, the clock
   for decay), ``expires_at`` (facts hidden after that time).
+* Every closed fact row says why it closed (``closed_reason``, migration 2): one of
+  :data:`CLOSE_REASONS`. Rows closed before migration 2 have none.
+* Reads never write fact rows: how often a fact was used and what feedback it got live in
+  ``kgot_fact_use``; merges and contradictions the rules would not decide wait in
+  ``kgot_suggestions`` (both migration 2).
 * Types are versioned the same way: a change writes version *n+1* and retires version *n*
   (``retired_at``); ``entity_id IS NULL`` marks a global type.
 * Properties, schemas and examples are JSON *text* on both databases (``json``, not ``jsonb``,
@@ -25,6 +30,7 @@ without a migration that loses data:
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -51,6 +57,14 @@ PREFIX = "kgot_"
 MIGRATIONS_TABLE = f"{PREFIX}migrations"
 SOURCE_KINDS = ("extracted", "inferred", "ambiguous")
 CREATORS = ("system", "agent", "user")
+# Why a fact row stopped being current (kgot_nodes/kgot_edges.closed_reason): a commit that
+# changed or removed it, a functional value or edge that replaced it, a merge of its node into
+# another, its time to live running out, or pruning of a fact whose score decayed away.
+CLOSE_REASONS = ("changed", "removed", "contradicted", "merged", "expired", "pruned")
+SUGGESTION_KINDS = ("merge", "contradiction")
+SUGGESTION_STATUSES = ("open", "accepted", "rejected")
+# The schema version `define_tables` describes by default: the last migration's.
+SCHEMA_VERSION = 2
 
 # Facts and types: JSON text on both databases (see above). Run options and totals are only
 # stored and shown, never compared, so JSONB's rewriting does them no harm.
@@ -61,11 +75,12 @@ RowId = BigInteger().with_variant(Integer(), "sqlite")
 Timestamp = DateTime(timezone=True)
 
 
-def define_tables(metadata: MetaData) -> SimpleNamespace:
-    """Define every kgot table on ``metadata`` and return them by short name.
+def define_tables(metadata: MetaData, *, version: int = SCHEMA_VERSION) -> SimpleNamespace:
+    """Define every kgot table on ``metadata`` as of schema ``version`` and return them by
+    short name.
 
-    These are the tables migration 1 creates. A later migration that changes them changes this
-    definition too, and writes the step that brings a database at the previous version here.
+    ``version=1`` gives the tables migration 1 creates (frozen: never change what a version
+    below :data:`SCHEMA_VERSION` describes); each later version adds what its migration adds.
     """
     migrations = Table(
         MIGRATIONS_TABLE,
@@ -107,6 +122,7 @@ def define_tables(metadata: MetaData) -> SimpleNamespace:
         Column("created_at", Timestamp, nullable=False),
         Column("retired_at", Timestamp, nullable=True),
         Column("retired_reason", String(8), nullable=True),  # "updated" | "removed"
+        *([Column("upkeep", JsonValue, nullable=True)] if version >= 2 else []),
         CheckConstraint("kind IN ('node', 'edge')", name="kgot_types_kind"),
         CheckConstraint("created_by IN ('system', 'agent', 'user')", name="kgot_types_created_by"),
         sqlite_autoincrement=True,  # ids key the process-wide cache of compiled types
@@ -137,6 +153,7 @@ def define_tables(metadata: MetaData) -> SimpleNamespace:
         Column("properties", JsonValue, nullable=False),
         *_fact_columns(),
         Column("canonical_id", String, nullable=True),
+        *_closed_reason("nodes", version),
         *_checks("nodes"),
     )
     current_node = nodes.c.valid_to_version.is_(None)
@@ -164,6 +181,7 @@ def define_tables(metadata: MetaData) -> SimpleNamespace:
         Column("type_version", Integer, nullable=True),
         Column("properties", JsonValue, nullable=False),
         *_fact_columns(),
+        *_closed_reason("edges", version),
         *_checks("edges"),
     )
     current_edge = edges.c.valid_to_version.is_(None)
@@ -241,7 +259,7 @@ def define_tables(metadata: MetaData) -> SimpleNamespace:
     )
     Index(f"{PREFIX}runs_recent", runs.c.started_at)
     Index(f"{PREFIX}runs_entity", runs.c.entity_id, runs.c.started_at)
-    return SimpleNamespace(
+    tables = SimpleNamespace(
         metadata=metadata,
         migrations=migrations,
         entities=entities,
@@ -251,6 +269,78 @@ def define_tables(metadata: MetaData) -> SimpleNamespace:
         commits=commits,
         runs=runs,
     )
+    if version >= 2:
+        tables.fact_use, tables.suggestions = _v2_tables(metadata, entities)
+    return tables
+
+
+def _v2_tables(metadata: MetaData, entities: Table) -> tuple[Table, Table]:
+    """The tables migration 2 adds: fact use (reads must not write fact versions) and the
+    curation queue."""
+    fact_use = Table(
+        f"{PREFIX}fact_use",
+        metadata,
+        Column(
+            "entity_id",
+            ForeignKey(entities.c.id, ondelete="CASCADE"),
+            primary_key=True,
+            autoincrement=False,
+        ),
+        Column("kind", String(4), primary_key=True),
+        # A node's id; an edge's JSON array [source, target, key] (see facts.stored_key).
+        Column("fact_key", Text, primary_key=True),
+        Column("strength", Float, nullable=False, server_default=text("0")),
+        Column("uses", Integer, nullable=False, server_default=text("0")),
+        Column("good", Integer, nullable=False, server_default=text("0")),
+        Column("bad", Integer, nullable=False, server_default=text("0")),
+        Column("last_used_at", Timestamp, nullable=True),
+        CheckConstraint("kind IN ('node', 'edge')", name="kgot_fact_use_kind"),
+        CheckConstraint("strength >= 0 AND strength <= 1", name="kgot_fact_use_strength"),
+    )
+    suggestion_kinds = ", ".join(f"'{kind}'" for kind in SUGGESTION_KINDS)
+    statuses = ", ".join(f"'{status}'" for status in SUGGESTION_STATUSES)
+    suggestions = Table(
+        f"{PREFIX}suggestions",
+        metadata,
+        Column("id", Integer, primary_key=True),
+        Column("entity_id", ForeignKey(entities.c.id, ondelete="CASCADE"), nullable=False),
+        Column("kind", String(16), nullable=False),
+        Column("payload", JsonValue, nullable=False),
+        # sha256 of the payload's canonical JSON: finds an equal suggestion without comparing
+        # payloads one by one.
+        Column("payload_key", String(64), nullable=False),
+        Column("score", Float, nullable=False),
+        Column("status", String(8), nullable=False),
+        Column("created_at", Timestamp, nullable=False),
+        Column("decided_at", Timestamp, nullable=True),
+        CheckConstraint(f"kind IN ({suggestion_kinds})", name="kgot_suggestions_kind"),
+        CheckConstraint(f"status IN ({statuses})", name="kgot_suggestions_status"),
+        # Never reuse an id: "accept 7" must not reach a suggestion made after 7 was deleted.
+        sqlite_autoincrement=True,
+    )
+    Index(
+        f"{PREFIX}suggestions_payload",
+        suggestions.c.entity_id,
+        suggestions.c.kind,
+        suggestions.c.payload_key,
+    )
+    Index(f"{PREFIX}suggestions_status", suggestions.c.entity_id, suggestions.c.status)
+    return fact_use, suggestions
+
+
+def _closed_reason(table: str, version: int) -> list[Any]:
+    """The ``closed_reason`` column (migration 2) and its check."""
+    if version < 2:
+        return []
+    return [
+        Column("closed_reason", String(16), nullable=True),
+        CheckConstraint(closed_reason_check(), name=f"kgot_{table}_closed_reason"),
+    ]
+
+
+def closed_reason_check() -> str:
+    reasons = ", ".join(f"'{reason}'" for reason in CLOSE_REASONS)
+    return f"closed_reason IS NULL OR closed_reason IN ({reasons})"
 
 
 def _fact_columns() -> list[Column]:

@@ -38,8 +38,9 @@ import networkx as nx
 from sqlalchemy import Connection, Text, cast, or_, select
 
 from kgot.config import StoreLimits
-from kgot.errors import ChangesetError
+from kgot.errors import ChangesetError, UsageError
 from kgot.graph_model import Changeset, Edge, GraphStats, Node
+from kgot.persistence import upkeep_store
 from kgot.persistence.catalog import TypeCatalog, TypeDef, TypeSpec
 from kgot.persistence.context import (
     ANALYZE_EVERY,
@@ -51,10 +52,18 @@ from kgot.persistence.context import (
 )
 from kgot.persistence.counts import edge_counts, node_counts
 from kgot.persistence.engine import read_transaction, write_transaction
+from kgot.persistence.facts import FactKey, checked_key, checked_reason, checked_reasons
 from kgot.persistence.planner import Plan, Planner
 from kgot.persistence.schema import TABLES
 from kgot.persistence.timeutil import as_utc, iso, utc_now
 from kgot.persistence.types_store import TypeScope, load_catalog
+from kgot.persistence.upkeep_store import (
+    GOOD_FEEDBACK_BOOST,
+    RETRIEVAL_BOOST,
+    FactUse,
+    Suggestion,
+    checked_amount,
+)
 from kgot.persistence.validation import SchemaMemo, capped, content_problems
 
 __all__ = [
@@ -199,6 +208,7 @@ class EntitySession:
                 table.c.expires_at,
                 table.c.created_at,
                 table.c.updated_at,
+                table.c.reinforced_at,
                 table.c.run_id,
                 table.c.corroborations,
                 table.c.valid_from_version,
@@ -326,7 +336,12 @@ class EntitySession:
             return capped([*content, *planner.plan(changeset).problems])
 
     def commit(
-        self, changeset: Changeset, provenance: Provenance, *, base: int | None = None
+        self,
+        changeset: Changeset,
+        provenance: Provenance,
+        *,
+        base: int | None = None,
+        close_reasons: Mapping[FactKey, str] | None = None,
     ) -> int:
         """Write ``changeset`` atomically and return the entity's new version (the view's
         version when there was nothing to write).
@@ -342,6 +357,12 @@ class EntitySession:
                 (``graph.graph["kgot_version"]`` of a loaded graph). ``None``: the session's
                 tracked view, which then includes the new version; with a ``base`` the tracked
                 view is left alone (the change reaches it through :meth:`refresh`).
+            close_reasons: why facts this change closes stop being current, by fact key
+                (``("node", id)`` or ``("edge", source, target, key)``; one of
+                :data:`CLOSE_REASONS`). Unnamed facts close as ``changed`` (a new version
+                replaces them) or ``removed``; keys of facts the change does not close are
+                ignored. A removed edge closed as ``contradicted`` is ``superseded_by`` the
+                edge this change adds from the same source with the same relationship.
 
         A ``provenance.result_key`` the entity already has a commit for writes nothing and
         returns that commit's version: the work it names was applied once already (the
@@ -352,7 +373,9 @@ class EntitySession:
             CommitConflictError: another writer changed facts this change was based on;
                 nothing was written (see :meth:`refresh`).
             EntityNotFoundError: the entity was deleted.
+            UsageError: a close reason or fact key is malformed.
         """
+        reasons = checked_reasons(close_reasons)
         if changeset.is_empty:
             return self.version if base is None else base
         with self._lock:
@@ -365,7 +388,7 @@ class EntitySession:
                 )
                 if problems:
                     raise ChangesetError(self._problems(changeset, catalog, view, problems))
-                outcome = self._write(changeset, provenance, catalog, view)
+                outcome = self._write(changeset, provenance, catalog, view, reasons)
                 if outcome is not None:
                     break
             else:
@@ -384,7 +407,12 @@ class EntitySession:
         return new_version
 
     def _write(
-        self, changeset: Changeset, provenance: Provenance, catalog: TypeCatalog, view: View
+        self,
+        changeset: Changeset,
+        provenance: Provenance,
+        catalog: TypeCatalog,
+        view: View,
+        close_reasons: Mapping[FactKey, str],
     ) -> tuple[int | None, Plan | None] | None:
         """Lock the entity, plan and write; ``None`` when a type the changeset uses changed
         since ``catalog`` was validated against (the caller validates again); no plan when the
@@ -398,7 +426,7 @@ class EntitySession:
             locked = self._catalog(connection)
             if not _same_types(catalog, locked, changeset):
                 return None
-            planner = self._planner(connection, locked, view, provenance)
+            planner = self._planner(connection, locked, view, provenance, close_reasons)
             plan = planner.plan(changeset)
             if plan.problems:
                 raise ChangesetError(capped(plan.problems) + capped(plan.conflicts))
@@ -415,6 +443,7 @@ class EntitySession:
         catalog: TypeCatalog,
         view: View,
         provenance: Provenance | None,
+        close_reasons: Mapping[FactKey, str] | None = None,
     ) -> Planner:
         return Planner(
             connection,
@@ -422,6 +451,7 @@ class EntitySession:
             catalog=catalog,
             view=view,
             provenance=provenance,
+            close_reasons=close_reasons,
         )
 
     def refresh(self) -> Changeset:
@@ -499,6 +529,208 @@ class EntitySession:
             run_id=run_id,
             shadow=shadow,
         )[0]
+
+    # ----------------------------------------------------------------------------- upkeep
+
+    def merge_nodes(
+        self,
+        canonical_id: str,
+        alias_ids: Sequence[str],
+        provenance: Provenance,
+        *,
+        properties: Mapping[str, Any],
+        base: int | None = None,
+    ) -> int:
+        """Merge nodes that are one real thing into ``canonical_id``, in one commit; return
+        the new version.
+
+        The alias nodes close as ``merged`` with ``canonical_id`` set (history keeps them, and
+        :meth:`canonical_id` leads from their ids to the canonical node); each of their current
+        edges closes as ``merged`` and is written again on the canonical node with its
+        provenance, trust and counters. An edge equal to one the canonical node already has
+        joins it (its sources counted as corroborations), one that would take another edge's
+        identity gets a fresh key (``key~2``), and an edge between the merged nodes is closed,
+        not turned into a loop. The canonical node's next version has ``properties`` (the
+        caller computes the union, e.g. extends ``aliases``) and the aliases' sources as
+        corroborations. ``load_graph(as_of=…)`` before the merge still shows every node.
+
+        Like :meth:`commit`, the merge is checked against the tracked view (or ``base``):
+        nodes another writer changed since refuse it. The change reaches the tracked graph
+        through :meth:`refresh` (or a new load).
+
+        Raises:
+            UsageError: a node is not current in this entity, no aliases, the canonical node
+                among them, or nodes of different types.
+            ChangesetError: ``properties`` break the canonical node's type.
+            CommitConflictError: another writer changed one of the nodes since the view.
+            EntityNotFoundError: the entity was deleted.
+        """
+        with self._lock:
+            view = self._view if base is None else View(base)
+            with write_transaction(self._context.engine, self._context.target) as connection:
+                version = self._lock_entity(connection)
+                catalog = self._catalog(connection)
+                limits = self._context.limits
+
+                def problems(changeset: Changeset, types: TypeCatalog) -> list[str]:
+                    return content_problems(changeset, types, limits=limits)
+
+                new_version, written = upkeep_store.merge_nodes(
+                    connection,
+                    entity_id=self._entity_id,
+                    entity=self.entity,
+                    version=version,
+                    view=view,
+                    catalog=catalog,
+                    canonical_id=canonical_id,
+                    alias_ids=alias_ids,
+                    provenance=provenance,
+                    properties=properties,
+                    content_problems=problems,
+                )
+        self._context.note_rows_written(written)
+        return new_version
+
+    def canonical_id(self, node_id: str) -> str | None:
+        """The current node ``node_id`` is, or was merged into (following chains of merges);
+        ``None`` when there is none (an unknown id, a removed or expired node)."""
+        with self._read() as connection:
+            self._entity_version(connection)
+            return upkeep_store.canonical_id(connection, self._entity_id, node_id)
+
+    def close_facts(self, keys: Iterable[FactKey], reason: str, provenance: Provenance) -> int:
+        """Close the current facts ``keys`` name (a node's current edges with it) for
+        ``reason`` (``expired``, ``pruned``, …) in one commit, without writing new versions;
+        return the new version (the current one when none was current).
+
+        Acts on the current facts, whatever the tracked view holds; the change reaches the
+        tracked graph through :meth:`refresh`.
+
+        Raises:
+            UsageError: a malformed key, a reason not in :data:`CLOSE_REASONS`, or ``merged``
+                (use :meth:`merge_nodes`).
+            EntityNotFoundError: the entity was deleted.
+        """
+        if checked_reason(reason) == "merged":
+            raise UsageError("facts are closed as merged by merge_nodes, not close_facts")
+        keys = list(keys)
+        with (
+            self._lock,
+            write_transaction(self._context.engine, self._context.target) as connection,
+        ):
+            version = self._lock_entity(connection)
+            new_version, written = upkeep_store.close_facts(
+                connection,
+                entity_id=self._entity_id,
+                version=version,
+                keys=keys,
+                reason=reason,
+                provenance=provenance,
+            )
+        self._context.note_rows_written(written)
+        return new_version
+
+    def record_use(self, keys: Iterable[FactKey], amount: float = RETRIEVAL_BOOST) -> int:
+        """Count a use of each current fact ``keys`` name (retrieved into an answer or a
+        search result the caller used): its strength grows by ``amount`` (capped at 1). No
+        fact version is written. Returns how many facts were counted (keys of facts that are
+        not current are skipped).
+
+        Raises:
+            UsageError: a malformed key or an amount outside 0..1.
+            EntityNotFoundError: the entity was deleted.
+        """
+        step = checked_amount(amount)
+        keys = list(keys)
+        with write_transaction(self._context.engine, self._context.target) as connection:
+            self._entity_version(connection)
+            found = upkeep_store.existing_keys(connection, self._entity_id, keys)
+            upkeep_store.add_use(connection, self._entity_id, found, amount=step, use=True)
+        return len(found)
+
+    def feedback(self, key: FactKey, good: bool) -> FactUse:
+        """Record feedback on a current fact: good adds 0.20 to its strength (capped at 1);
+        both are counted. Returns the fact's use afterwards.
+
+        Raises:
+            UsageError: the key is malformed or names no current fact of this entity.
+            EntityNotFoundError: the entity was deleted.
+        """
+        checked = checked_key(key)
+        with write_transaction(self._context.engine, self._context.target) as connection:
+            self._entity_version(connection)
+            if not upkeep_store.existing_keys(connection, self._entity_id, [checked]):
+                what = (
+                    f"node {checked[1]!r}"
+                    if checked[0] == "node"
+                    else f"edge {checked[1]!r} -> {checked[2]!r} key {checked[3]!r}"
+                )
+                raise UsageError(f"no current {what} in entity {self.entity!r}")
+            upkeep_store.add_use(
+                connection,
+                self._entity_id,
+                [checked],
+                amount=GOOD_FEEDBACK_BOOST if good else 0.0,
+                use=False,
+                good=int(good),
+                bad=int(not good),
+            )
+            return upkeep_store.read_use(connection, self._entity_id, [checked])[checked]
+
+    def fact_use(self, keys: Iterable[FactKey]) -> dict[FactKey, FactUse]:
+        """How the facts ``keys`` name were used; facts never used are absent."""
+        keys = list(keys)
+        with self._read() as connection:
+            self._entity_version(connection)
+            return upkeep_store.read_use(connection, self._entity_id, keys)
+
+    def suggest(self, kind: str, payload: Mapping[str, Any], score: float) -> int:
+        """Queue a ``merge`` or ``contradiction`` for a person to decide; return its id.
+
+        A suggestion with an equal payload (compared as canonical JSON: give lists in a fixed
+        order) that is still open or was rejected is not queued again: its id comes back.
+
+        Raises:
+            UsageError: an unknown kind, a payload that is not a JSON object, or a score
+                outside 0..1.
+            EntityNotFoundError: the entity was deleted.
+        """
+        with write_transaction(self._context.engine, self._context.target) as connection:
+            self._lock_entity(connection)  # two equal suggestions at once: one is queued
+            return upkeep_store.add_suggestion(connection, self._entity_id, kind, payload, score)
+
+    def suggestions(self, status: str | None = "open") -> list[Suggestion]:
+        """This entity's suggestions with ``status`` (``None``: all), best score first."""
+        with self._read() as connection:
+            self._entity_version(connection)
+            return upkeep_store.list_suggestions(connection, self._entity_id, status)
+
+    def suggestion(self, suggestion_id: int) -> Suggestion:
+        """One of this entity's suggestions.
+
+        Raises:
+            SuggestionNotFoundError: no suggestion with that id in this entity (another
+                entity's ids read exactly like unknown ones).
+        """
+        with self._read() as connection:
+            self._entity_version(connection)
+            return upkeep_store.get_suggestion(
+                connection, self._entity_id, self.entity, suggestion_id
+            )
+
+    def decide_suggestion(self, suggestion_id: int, accepted: bool) -> Suggestion:
+        """Mark an open suggestion accepted or rejected (applying it, e.g. the merge, is the
+        caller's); return it as it is now.
+
+        Raises:
+            SuggestionNotFoundError: no suggestion with that id in this entity.
+            UsageError: it was decided before.
+        """
+        with write_transaction(self._context.engine, self._context.target) as connection:
+            self._lock_entity(connection)
+            return upkeep_store.decide(
+                connection, self._entity_id, self.entity, suggestion_id, accepted
+            )
 
     # ----------------------------------------------------------------------------- internals
 
@@ -600,6 +832,8 @@ def _with_meta(row: Any, attributes: dict[str, Any]) -> dict[str, Any]:
         attributes["_expires_at"] = iso(row.expires_at)
     attributes["_created_at"] = iso(row.created_at)
     attributes["_updated_at"] = iso(row.updated_at)
+    if row.reinforced_at is not None:
+        attributes["_reinforced_at"] = iso(row.reinforced_at)
     if row.run_id is not None:
         attributes["_run_id"] = row.run_id
     attributes["_corroborations"] = row.corroborations
@@ -645,6 +879,8 @@ def _history_entry(row: Any, type_name: str) -> dict[str, Any]:
         "updated_at": iso(row.updated_at),
         "expires_at": iso(row.expires_at),
         "superseded_at": iso(row.superseded_at),
+        "closed_reason": row.closed_reason,
+        "canonical_id": getattr(row, "canonical_id", None),
         "row_id": row.row_id,
     }
 

@@ -336,7 +336,15 @@ class Store:
                 from kgot.persistence.checkpoints import purge_checkpoints
 
                 purge_checkpoints(self._context.target, run_ids)
-            for table in (TABLES.edges, TABLES.nodes, TABLES.commits, TABLES.types, runs):
+            for table in (
+                TABLES.edges,
+                TABLES.nodes,
+                TABLES.commits,
+                TABLES.types,
+                TABLES.fact_use,
+                TABLES.suggestions,
+                runs,
+            ):
                 connection.execute(delete(table).where(table.c.entity_id == row.id))
             connection.execute(delete(TABLES.entities).where(TABLES.entities.c.id == row.id))
 

@@ -441,7 +441,7 @@ def schema_problems(schema: Mapping[str, Any], kind: str | None = None) -> list[
     problems.extend(_identity_problems(schema))
     problems.extend(_ref_problems(schema))
     reserved = RESERVED_PROPERTY_NAMES.get(kind or "", frozenset())
-    for name in _declared_property_names(schema):
+    for name in declared_property_names(schema):
         if name.startswith(RESERVED_PREFIX):
             problems.append(
                 f"properties schema declares {name!r}: names starting with '_' are reserved "
@@ -609,7 +609,9 @@ def value_depth_exceeds(value: Any, limit: int = MAX_VALUE_DEPTH) -> str | None:
     return _too_deep(value, "$", limit)
 
 
-def _declared_property_names(schema: Mapping[str, Any]) -> Iterator[str]:
+def declared_property_names(schema: Mapping[str, Any]) -> Iterator[str]:
+    """The top-level property names a properties schema declares (``properties`` and
+    ``required``): what type settings such as ``identity`` may name."""
     found = schema.get("properties")
     properties: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
     yield from (name for name in properties if isinstance(name, str))

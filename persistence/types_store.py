@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, insert, or_, select, update
+from sqlalchemy import Connection, Table, and_, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from kgot.persistence.catalog import (
@@ -30,6 +30,7 @@ from kgot.persistence.catalog import (
     TypeKind,
     TypeRejectedError,
     TypeSpec,
+    UpkeepSettings,
     creator,
     edge_end_problems,
     kind_of,
@@ -187,6 +188,7 @@ def load_catalog(
 
 
 def row_to_typedef(row: Any, scope: str | None) -> TypeDef:
+    stored = row._mapping.get("upkeep")  # absent only while migration 1 seeds
     spec = TypeSpec(
         kind=row.kind,
         name=row.name,
@@ -195,6 +197,7 @@ def row_to_typedef(row: Any, scope: str | None) -> TypeDef:
         example=row.example,
         source_types=tuple(row.source_types or ()),
         target_types=tuple(row.target_types or ()),
+        upkeep=UpkeepSettings.from_stored(stored, row.kind),
     )
     return TypeDef(
         spec=spec,
@@ -410,46 +413,54 @@ def insert_type_rows(
     created_by: Creator,
     justification: str = "",
     run_id: str | None = None,
+    table: Table = _types,
 ) -> list[Any]:
     """Insert one new version per spec (after the highest existing version of that name).
+
+    Args:
+        table: the types table as the database has it (migration 1 seeds a table without the
+            ``upkeep`` column).
 
     Raises:
         TypeRejectedError: a concurrent writer stored the same name first.
     """
     now = datetime.now(UTC)
+    scope = table.c.entity_id.is_(None) if entity_id is None else table.c.entity_id == entity_id
     latest: dict[str, int] = dict(
         connection.execute(
-            select(_types.c.kind + ":" + _types.c.name, func.max(_types.c.version))
-            .where(_scope_is(entity_id), _types.c.name.in_({spec.name for spec in specs}))
-            .group_by(_types.c.kind, _types.c.name)
+            select(table.c.kind + ":" + table.c.name, func.max(table.c.version))
+            .where(scope, table.c.name.in_({spec.name for spec in specs}))
+            .group_by(table.c.kind, table.c.name)
         ).all()
     )
+    with_upkeep = "upkeep" in table.c
     rows = []
     for spec in specs:
         key = f"{spec.kind}:{spec.name}"
         latest[key] = latest.get(key, 0) + 1
-        rows.append(
-            {
-                "entity_id": entity_id,
-                "kind": spec.kind,
-                "name": spec.name,
-                "version": latest[key],
-                "description": spec.description,
-                "properties_schema": dict(spec.properties),
-                "example": dict(spec.example) if spec.example is not None else None,
-                "source_types": list(spec.source_types) if spec.kind == "edge" else None,
-                "target_types": list(spec.target_types) if spec.kind == "edge" else None,
-                "created_by": created_by,
-                "justification": justification,
-                "run_id": run_id,
-                "created_at": now,
-            }
-        )
+        row: dict[str, Any] = {
+            "entity_id": entity_id,
+            "kind": spec.kind,
+            "name": spec.name,
+            "version": latest[key],
+            "description": spec.description,
+            "properties_schema": dict(spec.properties),
+            "example": dict(spec.example) if spec.example is not None else None,
+            "source_types": list(spec.source_types) if spec.kind == "edge" else None,
+            "target_types": list(spec.target_types) if spec.kind == "edge" else None,
+            "created_by": created_by,
+            "justification": justification,
+            "run_id": run_id,
+            "created_at": now,
+        }
+        if with_upkeep:
+            row["upkeep"] = spec.upkeep.stored(spec.kind)
+        rows.append(row)
     try:
         # The caller's transaction is rolled back when this raises, so no savepoint is needed.
         return list(
             connection.execute(
-                insert(_types).returning(_types, sort_by_parameter_order=True), rows
+                insert(table).returning(table, sort_by_parameter_order=True), rows
             ).all()
         )
     except IntegrityError:

@@ -73,7 +73,16 @@ def postgres_url(_shared_postgres_url: str) -> str:
     try:
         with write_transaction(store._context.engine, store.target) as connection:
             # DELETE, not TRUNCATE: on tables this small it is many times faster.
-            for table in ("edges", "nodes", "commits", "runs", "types", "entities"):
+            for table in (
+                "fact_use",
+                "suggestions",
+                "edges",
+                "nodes",
+                "commits",
+                "runs",
+                "types",
+                "entities",
+            ):
                 connection.exec_driver_sql(f"DELETE FROM kgot_{table}")
             seed_starter_types(connection)  # the starter types again
     finally:

@@ -132,9 +132,7 @@ def test_a_database_newer_than_this_kgot_is_refused(sqlite_url: str) -> None:
 
 
 @pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def test_a_fresh_database_gets_the_squashed_schema(
-    kind: str, request: pytest.FixtureRequest
-) -> None:
+def test_a_fresh_database_gets_every_migration(kind: str, request: pytest.FixtureRequest) -> None:
     url = request.getfixturevalue("sqlite_url" if kind == "sqlite" else "fresh_postgres_url")
     open_store(url).close()
     engine = create_engine(parse_target(url).url)
@@ -145,8 +143,10 @@ def test_a_fresh_database_gets_the_squashed_schema(
             applied = connection.execute(
                 text("SELECT version, description FROM kgot_migrations")
             ).all()
-            assert [tuple(row) for row in applied] == [(1, MIGRATIONS[0].description)]
-            assert LATEST == 1 and len(MIGRATIONS) == 1
+            assert sorted(tuple(row) for row in applied) == [
+                (m.version, m.description) for m in MIGRATIONS
+            ]
+            assert [m.version for m in MIGRATIONS] == list(range(1, LATEST + 1))
             inspector = inspect(connection)
             assert not inspector.has_table(PRE_RELEASE_TABLE)
             assert {t.name for t in TABLES.metadata.sorted_tables} <= set(
@@ -269,3 +269,62 @@ def test_two_processes_opening_a_new_database_migrate_it_once(
     store = open_store(url)
     assert counts == [len(store.type_catalog())] * 2  # starter types seeded exactly once
     store.close()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_a_database_at_migration_1_is_upgraded_keeping_its_facts(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    from datetime import UTC, datetime
+
+    from sqlalchemy import insert
+
+    from kgot.graph_model import Changeset, Node
+    from kgot.persistence import Provenance
+    from kgot.persistence.engine import create_store_engine, write_transaction
+    from kgot.persistence.migrations import _v1_initial_schema
+
+    url = request.getfixturevalue("sqlite_url" if kind == "sqlite" else "fresh_postgres_url")
+    target = parse_target(url)
+    if target.sqlite_path is not None:
+        target.sqlite_path.parent.mkdir(parents=True, exist_ok=True)
+    engine = create_store_engine(target)
+    try:
+        with write_transaction(engine, target) as connection:
+            if target.schema:
+                connection.exec_driver_sql(f'CREATE SCHEMA IF NOT EXISTS "{target.schema}"')
+            _v1_initial_schema(connection)  # the frozen version-1 tables, starter types
+            connection.execute(
+                insert(TABLES.migrations).values(
+                    version=1, description=MIGRATIONS[0].description, applied_at=datetime.now(UTC)
+                )
+            )
+            v1 = inspect(connection)
+            assert "closed_reason" not in {c["name"] for c in v1.get_columns("kgot_nodes")}
+            assert not v1.has_table("kgot_suggestions")
+    finally:
+        engine.dispose()
+
+    store = open_store(url)  # migrates 1 -> LATEST
+    try:
+        store.create_entity("old")
+        session = store.session("old")
+        session.commit(
+            Changeset(added_nodes=(Node("ada", "Person", {"name": "Ada"}),)),
+            Provenance(run_id="", step="test"),
+        )
+        session.commit(
+            Changeset(changed_nodes=(Node("ada", "Person", {"name": "Ada L."}),)),
+            Provenance(run_id="", step="test"),
+        )
+        history = session.node_history("ada")
+        assert [entry["closed_reason"] for entry in history] == ["changed", None]
+        person = store.type_catalog().get("node", "Person")
+        assert person is not None and person.upkeep.functional == ("born", "died")
+        with store._context.engine.connect() as connection:
+            applied = connection.execute(
+                text("SELECT version FROM kgot_migrations ORDER BY version")
+            ).scalars()
+            assert list(applied) == list(range(1, LATEST + 1))
+    finally:
+        store.close()
