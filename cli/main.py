@@ -17,7 +17,16 @@ import typer
 from typer import Abort, Exit
 from typer.core import TyperOption
 
-from kgot.cli import ask_cmd, bench_cmd, config_cmd, graph_cmd, sandbox_cmd, store_cmd, tools_cmd
+from kgot.cli import (
+    ask_cmd,
+    bench_cmd,
+    config_cmd,
+    graph_cmd,
+    memory_cmd,
+    sandbox_cmd,
+    store_cmd,
+    tools_cmd,
+)
 from kgot.cli.common import global_options
 from kgot.errors import KgotError
 from kgot.version import __version__
@@ -60,6 +69,7 @@ app.add_typer(sandbox_cmd.app, name="sandbox")
 app.add_typer(graph_cmd.app, name="graph")
 app.add_typer(store_cmd.entities_app, name="entities")
 app.add_typer(store_cmd.types_app, name="types")
+app.add_typer(memory_cmd.app, name="memory")
 
 
 def _version(value: bool) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from typing import Any
 
@@ -187,11 +188,10 @@ async def update_graph(state: RunState, runtime: Runtime[RunContext]) -> dict[st
         key = result_key(ctx.run_id, state["iteration"], position)
         if ctx.unsaved_commits_possible and await _committed_before(ctx, state, result, key):
             continue
-        changeset, failure = await _integrate(ctx, state, result, key)
+        changeset, findings = await _integrate(ctx, state, result, key)
         if changeset is not None:
             applied.append(changeset)
-        if failure:
-            notes.append(failure)
+        notes.extend(findings)
     ctx.unsaved_commits_possible = False  # this step's checkpoint records the rest
     return {
         "changesets": applied,
@@ -229,11 +229,11 @@ async def _committed_before(
 
 async def _integrate(
     ctx: RunContext, state: RunState, result: PendingResult, key: str
-) -> tuple[dict[str, Any] | None, str | None]:
+) -> tuple[dict[str, Any] | None, list[str]]:
     """Write code for one result and apply it, fixing failing code up to the configured limit.
 
-    Returns the applied changeset (as a dict; ``None`` when nothing changed) and, when every
-    attempt failed, a note for later votes.
+    Returns the applied changeset (as a dict; ``None`` when nothing changed) and notes for
+    later votes: what the entity's memory did with the write, or why every attempt failed.
     """
     iteration = state["iteration"]
     language = ctx.backend.language
@@ -260,7 +260,7 @@ async def _integrate(
         code = extract_code(reply, language.fence)
         ctx.emit(Code(iteration=iteration, purpose="update_graph", attempt=attempt, code=code))
         try:
-            changeset = await _apply_code(ctx, code, result, iteration, key)
+            changeset, memory_notes = await _apply_code(ctx, code, result, iteration, key)
         except (CodeExecutionError, ChangesetError) as error:
             last_error = str(error)
             ctx.emit(
@@ -275,8 +275,11 @@ async def _integrate(
             ]
             continue
         summary = changeset.summary() if not changeset.is_empty else "no changes"
+        if memory_notes:  # what the write-time upkeep did, for the trace and the next prompts
+            summary += "; " + "; ".join(memory_notes)
         ctx.emit(GraphUpdated(iteration=iteration, summary=summary, **_counts(ctx)))
-        return (None if changeset.is_empty else changeset.to_dict()), None
+        notes = [f"Round {iteration}: {note}" for note in memory_notes]
+        return (None if changeset.is_empty else changeset.to_dict()), notes
     ctx.emit(
         StepFailed(
             iteration=iteration,
@@ -284,16 +287,20 @@ async def _integrate(
             error=f"gave up after {attempts} attempts: {excerpt(last_error, 300)}",
         )
     )
-    return None, (
+    return None, [
         f"Round {iteration}: the result of {call_text} could not be added to the graph "
         f"({excerpt(last_error, 200)})."
-    )
+    ]
 
 
 async def _apply_code(
     ctx: RunContext, code: str, result: PendingResult, iteration: int, key: str
-) -> Changeset:
+) -> tuple[Changeset, list[str]]:
     """Run write code on a copy, check the changeset, commit it (entity runs) and apply it.
+
+    In an entity run the entity's memory rewrites the changeset first
+    (:func:`kgot.memory.prepare_changeset`): a node that is an existing one lands on it, ids
+    merged away are followed, functional facts supersede. Its notes come back for the model.
 
     When another writer changed the same facts in the meantime, the graph catches up with the
     store and the same code runs again on the fresh graph — a conflict is not the model's
@@ -302,26 +309,42 @@ async def _apply_code(
     Raises:
         CodeExecutionError, ChangesetError: for fix-code; nothing was applied.
     """
+    from kgot.memory import prepare_changeset
+
     for conflicts in range(_CONFLICT_RETRIES + 1):
         changeset = await ctx.backend.apropose(code)
         if ctx.session is None:
             if not changeset.is_empty:
                 ctx.backend.apply(changeset)
-            return changeset
-        problems = await asyncio.to_thread(ctx.session.check, changeset)
+            return changeset, []
+        if changeset.is_empty:
+            return changeset, []
+        prepared = await asyncio.to_thread(prepare_changeset, ctx.session, changeset)
+        problems = await asyncio.to_thread(ctx.session.check, prepared.changeset)
         if problems:
             raise ChangesetError(problems)
-        if changeset.is_empty:
-            return changeset
+        if prepared.changeset.is_empty:  # e.g. only a refused, less trusted value
+            await asyncio.to_thread(prepared.queue, ctx.session)
+            return prepared.applied, list(prepared.notes)
         try:
-            await asyncio.to_thread(ctx.session.commit, changeset, _provenance(ctx, result, key))
+            version = await asyncio.to_thread(
+                functools.partial(
+                    ctx.session.commit,
+                    prepared.changeset,
+                    _provenance(ctx, result, key),
+                    close_reasons=prepared.close_reasons,
+                )
+            )
         except CommitConflictError as conflict:
             if conflicts == _CONFLICT_RETRIES:
                 raise
             await _catch_up(ctx, iteration, reason=str(conflict))
             continue
-        ctx.backend.apply(changeset)
-        return changeset
+        prepared.committed(ctx.session, version)
+        await asyncio.to_thread(prepared.queue, ctx.session)
+        if not prepared.applied.is_empty:
+            ctx.backend.apply(prepared.applied)
+        return prepared.applied, list(prepared.notes)
     raise AssertionError("unreachable: the loop returns or raises")
 
 

@@ -1,10 +1,13 @@
 """Memory upkeep for an entity's long-lived graph: one node per real thing, contradictions that
 supersede, decay, ranking and claim checks (issue 15).
 
-The public entry point will be ``kgot.memory.open_memory(store, entity)``, built on the store's
-entity sessions. So far the package holds the store-independent core of entity resolution:
-name normalisation (:mod:`kgot.memory.names`), the resolution rules and the write-time index
-(:mod:`kgot.memory.resolution`), and a labelled evaluation set (:mod:`kgot.memory.evaluation`).
+The public entry point is ``kgot.memory.open_memory(store, entity)`` (:mod:`kgot.memory.api`),
+built on the store's entity sessions: resolution over the entity's graph, the curation queue,
+and writes through the write-time hook ``prepare_changeset`` (:mod:`kgot.memory.writes`), which
+the controller calls before each commit of an entity run. Underneath is the store-independent
+core of entity resolution: name normalisation (:mod:`kgot.memory.names`), the resolution rules
+and the write-time index (:mod:`kgot.memory.resolution`), and a labelled evaluation set
+(:mod:`kgot.memory.evaluation`).
 Names below load their module on first use (rapidfuzz and numpy), so importing the package is
 cheap.
 """
@@ -15,18 +18,24 @@ from typing import TYPE_CHECKING, Any
 
 __all__ = [
     "Match",
+    "Memory",
     "Merge",
     "NormalName",
+    "PreparedChangeset",
+    "QueuedResolution",
     "Resolution",
     "ResolutionIndex",
     "Suggestion",
     "match_existing",
     "normalize_name",
+    "open_memory",
+    "prepare_changeset",
     "resolve",
     "resolve_all",
 ]
 
 if TYPE_CHECKING:
+    from kgot.memory.api import Memory, QueuedResolution, open_memory
     from kgot.memory.names import NormalName, normalize_name
     from kgot.memory.resolution import (
         Match,
@@ -38,8 +47,17 @@ if TYPE_CHECKING:
         resolve,
         resolve_all,
     )
+    from kgot.memory.writes import PreparedChangeset, prepare_changeset
 
-_HOMES = {"NormalName": "names", "normalize_name": "names"}
+_HOMES = {
+    "NormalName": "names",
+    "normalize_name": "names",
+    "Memory": "api",
+    "QueuedResolution": "api",
+    "open_memory": "api",
+    "PreparedChangeset": "writes",
+    "prepare_changeset": "writes",
+}
 
 
 def __getattr__(name: str) -> Any:

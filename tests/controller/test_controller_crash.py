@@ -24,9 +24,10 @@ from kgot.persistence import open_store
 from kgot.tests.controller.scripts import inspect_call, solution, votes
 
 NO_MATH = {"needs_math": False, "reason": "stated"}
-# Graph code that is not idempotent: run twice, it adds a second node.
+# Graph code that is not idempotent: run twice, it adds a second node (named apart: a node
+# with the same name would land on the first one, see docs/memory.md).
 ADD_NEXT_PLACE = """```python
-G.add_node(f"place{len(G.nodes)}", label="Place", name="Paris")
+G.add_node(f"place{len(G.nodes)}", label="Place", name=f"Place {len(G.nodes)}")
 ```"""
 
 # Runs the first round of a question, then dies right after the first result was committed

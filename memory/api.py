@@ -1,0 +1,357 @@
+"""The memory of one entity: ``open_memory(store, entity)`` and what it offers (issue 15).
+
+:class:`Memory` works on one entity's session only; no other entity's rows are read or written.
+
+* :meth:`Memory.resolve` runs entity resolution (:mod:`kgot.memory.resolution`) over the
+  entity's current nodes, type by type, with each type's ``identity`` setting, each node's
+  evidence (its current edges plus its corroborations) and its creation time. Without
+  ``apply`` nothing is written, not even the curation queue. With ``apply`` each merge is one
+  ``merge_nodes`` commit (provenance step ``memory:resolve``; properties unioned, the aliases'
+  names joining ``aliases``) and the suggestions are filed in the queue (a suggestion a person
+  rejected before is not filed again).
+* :meth:`Memory.suggestions`, :meth:`Memory.accept`, :meth:`Memory.reject`: the curation queue.
+  Accepting a merge suggestion merges the two nodes (the one with more evidence stays);
+  accepting a contradiction suggestion lets the newer value supersede the kept one.
+* :meth:`Memory.prepare` / :meth:`Memory.commit`: writes through the write-time hook
+  (:func:`kgot.memory.writes.prepare_changeset`).
+
+Bad input (an unknown suggestion id, one of another entity, one already decided) raises
+:class:`kgot.errors.UsageError` before anything is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kgot.errors import UsageError
+from kgot.graph_model import Changeset, Edge, Node
+from kgot.memory.resolution import Resolution, Suggestion, node_names, resolve_all
+from kgot.memory.writes import PreparedChangeset, _Upkeep, prepare_changeset
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+    from kgot.persistence import EntitySession, Provenance, Store
+    from kgot.persistence import Suggestion as StoredSuggestion
+
+__all__ = ["Memory", "QueuedResolution", "open_memory"]
+
+RESOLVE_STEP = "memory:resolve"
+ACCEPT_STEP = "memory:accept"
+
+
+def open_memory(store: Store, entity: str) -> Memory:
+    """The memory of ``entity`` in ``store``.
+
+    Raises:
+        EntityNotFoundError: no entity has that name.
+    """
+    return Memory(store.session(entity))
+
+
+@dataclass(frozen=True)
+class QueuedResolution(Resolution):
+    """A :class:`Resolution` whose suggestions carry their curation-queue ids (``None`` for a
+    suggestion not filed: a dry run shows the ids of suggestions already open)."""
+
+    suggestion_ids: tuple[int | None, ...] = ()
+    applied: bool = False
+
+    def to_json(self, suggestion_ids: Sequence[int | None] | None = None) -> dict[str, Any]:
+        ids = suggestion_ids if suggestion_ids is not None else self.suggestion_ids
+        return {
+            "merges": [merge.to_json() for merge in self.merges],
+            "suggestions": [
+                {"id": suggestion_id, **suggestion.to_json()}
+                for suggestion, suggestion_id in zip(self.suggestions, ids, strict=True)
+            ],
+        }
+
+
+class Memory:
+    """Upkeep of one entity's graph (module docstring)."""
+
+    def __init__(self, session: EntitySession) -> None:
+        self.session = session
+
+    @property
+    def entity(self) -> str:
+        return self.session.entity
+
+    # ---------------------------------------------------------------------------- resolution
+
+    def resolve(self, apply: bool = False) -> QueuedResolution:
+        """Merges and suggestions among the entity's current nodes; ``apply`` commits the
+        merges and files the suggestions (module docstring)."""
+        graph = self.session.load_graph(include_meta=True, track=apply)
+        upkeep = _Upkeep(self.session.type_catalog())
+        nodes = [_node(node_id, data) for node_id, data in graph.nodes(data=True)]
+        evidence = _evidence(graph)
+        created_at = {node_id: data.get("_created_at") for node_id, data in graph.nodes(data=True)}
+        resolution = resolve_all(
+            nodes,
+            upkeep.identity_by_type({node.label for node in nodes}),
+            evidence=evidence,
+            created_at=created_at,
+        )
+        if not apply:
+            open_ids = self._open_merge_ids()
+            ids = tuple(open_ids.get(_pair_key(s.nodes, s.type)) for s in resolution.suggestions)
+            return QueuedResolution(resolution.merges, resolution.suggestions, ids, False)
+        from kgot.persistence import Provenance
+
+        by_id = {node.id: node for node in nodes}
+        for merge in resolution.merges:
+            properties = merged_properties(
+                by_id[merge.canonical],
+                [by_id[alias] for alias in merge.aliases],
+                aliases_allowed=upkeep.allows_aliases(merge.type),
+            )
+            self.session.merge_nodes(
+                merge.canonical,
+                list(merge.aliases),
+                Provenance(run_id="", step=RESOLVE_STEP),
+                properties=properties,
+            )
+        open_ids, rejected = self._open_merge_ids(), self._rejected_merges()
+        ids = tuple(self._file(s, open_ids, rejected) for s in resolution.suggestions)
+        return QueuedResolution(resolution.merges, resolution.suggestions, ids, True)
+
+    def _file(
+        self,
+        suggestion: Suggestion,
+        open_ids: Mapping[tuple[str, ...], int],
+        rejected: set[tuple[str, ...]],
+    ) -> int | None:
+        pair = _pair_key(suggestion.nodes, suggestion.type)
+        if pair in rejected:
+            return None  # a person said no before
+        if pair in open_ids:
+            return open_ids[pair]  # queued before (maybe for another reason)
+        payload = {
+            "nodes": list(suggestion.nodes),
+            "type": suggestion.type,
+            "reason": suggestion.reason,
+        }
+        return int(self.session.suggest("merge", payload, suggestion.score))
+
+    def _open_merge_ids(self) -> dict[tuple[str, ...], int]:
+        found: dict[tuple[str, ...], int] = {}
+        for row in self.session.suggestions("open"):
+            key = _suggestion_pair(row)
+            if key is not None:
+                found.setdefault(key, row.id)
+        return found
+
+    def _rejected_merges(self) -> set[tuple[str, ...]]:
+        pairs = (_suggestion_pair(row) for row in self.session.suggestions("rejected"))
+        return {pair for pair in pairs if pair is not None}
+
+    # ---------------------------------------------------------------------------- the queue
+
+    def suggestions(self, status: str = "open") -> list[StoredSuggestion]:
+        """The entity's suggestions with ``status`` (``open``, ``accepted``, ``rejected``)."""
+        return list(self.session.suggestions(status))
+
+    def _open_suggestion(self, suggestion_id: int) -> StoredSuggestion:
+        """The open suggestion ``suggestion_id`` of this entity; another entity's id reads
+        like an unknown one (the store raises ``SuggestionNotFoundError``)."""
+        found = self.session.suggestion(suggestion_id)
+        if found.status != "open":
+            raise UsageError(
+                f"suggestion {suggestion_id} in entity {self.entity!r} was already "
+                f"{found.status}; only open suggestions are decided"
+            )
+        return found
+
+    def accept(self, suggestion_id: int) -> str:
+        """Carry out an open suggestion; a line saying what was done.
+
+        Raises:
+            UsageError: no open suggestion with that id in this entity, or its nodes are no
+                longer in the graph; nothing was written.
+        """
+        row = self._open_suggestion(suggestion_id)
+        payload = dict(row.payload)
+        if row.kind == "merge":
+            done = self._accept_merge(suggestion_id, payload)
+        elif row.kind == "contradiction":
+            done = self._accept_contradiction(suggestion_id, payload)
+        else:
+            raise UsageError(f"suggestion {suggestion_id} has an unknown kind {row.kind!r}")
+        self.session.decide_suggestion(suggestion_id, True)
+        return done
+
+    def reject(self, suggestion_id: int) -> str:
+        """Close an open suggestion without changing the graph."""
+        self._open_suggestion(suggestion_id)
+        self.session.decide_suggestion(suggestion_id, False)
+        return f"rejected suggestion {suggestion_id}; the graph is unchanged"
+
+    def _current(self, suggestion_id: int, node_id: str) -> str:
+        found = self.session.canonical_id(node_id)
+        if found is None:
+            raise UsageError(
+                f"suggestion {suggestion_id} names node {node_id!r}, which is no longer in "
+                f"entity {self.entity!r}; reject it with: kgot memory reject --entity "
+                f"{self.entity} {suggestion_id}"
+            )
+        return found
+
+    def _accept_merge(self, suggestion_id: int, payload: Mapping[str, Any]) -> str:
+        from kgot.persistence import Provenance
+
+        ends = [self._current(suggestion_id, str(n)) for n in payload.get("nodes", ())]
+        graph = self.session.load_graph(include_meta=True)
+        ends = list(dict.fromkeys(ends))
+        missing = [n for n in ends if n not in graph]
+        if missing:
+            raise UsageError(
+                f"suggestion {suggestion_id} names node {missing[0]!r}, which is no longer in "
+                f"entity {self.entity!r}; reject it instead"
+            )
+        if len(ends) < 2:
+            return f"accepted suggestion {suggestion_id}: the nodes were already merged"
+        evidence = _evidence(graph)
+        ordered = sorted(
+            ends,
+            key=lambda n: (-evidence.get(n, 0.0), str(graph.nodes[n].get("_created_at")), n),
+        )
+        canonical, aliases = ordered[0], ordered[1:]
+        nodes = {n: _node(n, graph.nodes[n]) for n in ordered}
+        label = nodes[canonical].label
+        properties = merged_properties(
+            nodes[canonical],
+            [nodes[a] for a in aliases],
+            aliases_allowed=_Upkeep(self.session.type_catalog()).allows_aliases(label),
+        )
+        self.session.merge_nodes(
+            canonical, aliases, Provenance(run_id="", step=ACCEPT_STEP), properties=properties
+        )
+        return f"accepted suggestion {suggestion_id}: merged {', '.join(aliases)} into {canonical}"
+
+    def _accept_contradiction(self, suggestion_id: int, payload: Mapping[str, Any]) -> str:
+        from kgot.persistence import Provenance
+
+        provenance = Provenance(run_id="", step=ACCEPT_STEP)
+        graph = self.session.load_graph(include_meta=True)
+        confidence = payload.get("new_confidence")
+        meta = {"_confidence": float(confidence)} if confidence is not None else {}
+        if payload.get("fact") == "node":
+            node_id = self._current(suggestion_id, str(payload["node"]))
+            if node_id not in graph:
+                raise UsageError(
+                    f"suggestion {suggestion_id} names node {node_id!r}, which is no longer in "
+                    f"entity {self.entity!r}; reject it instead"
+                )
+            node = _node(node_id, graph.nodes[node_id])
+            prop = str(payload["property"])
+            properties = {**node.properties, prop: payload["new"], **meta}
+            self.session.commit(
+                Changeset(changed_nodes=(Node(node_id, node.label, properties),)),
+                provenance,
+                close_reasons={("node", node_id): "contradicted"},
+            )
+            return (
+                f"accepted suggestion {suggestion_id}: {node_id}.{prop} is now "
+                f"{payload['new']!r} (was {node.properties.get(prop)!r})"
+            )
+        source = self._current(suggestion_id, str(payload["source"]))
+        new = dict(payload["new"])
+        target = self._current(suggestion_id, str(new["target"]))
+        old = dict(payload["old"])
+        old_ident = (source, self._current(suggestion_id, str(old["target"])), str(old["key"]))
+        relationship = str(payload["relationship"])
+        edge = Edge(
+            source,
+            target,
+            relationship,
+            str(new.get("key") or relationship),
+            {**dict(new.get("properties") or {}), **meta},
+        )
+        present = graph.has_edge(*old_ident)
+        self.session.commit(
+            Changeset(
+                added_edges=(edge,),
+                removed_edges=(old_ident,) if present else (),
+            ),
+            provenance,
+            close_reasons={("edge", *old_ident): "contradicted"} if present else None,
+        )
+        return (
+            f"accepted suggestion {suggestion_id}: {source} -{relationship}-> is now {target} "
+            f"(was {old_ident[1]})"
+        )
+
+    # ---------------------------------------------------------------------------- writing
+
+    def prepare(
+        self, changeset: Changeset, *, confidence: float | None = None
+    ) -> PreparedChangeset:
+        """The write-time hook for ``changeset`` (:func:`kgot.memory.writes.prepare_changeset`)."""
+        return prepare_changeset(self.session, changeset, confidence=confidence)
+
+    def commit(self, changeset: Changeset, provenance: Provenance) -> tuple[int, PreparedChangeset]:
+        """Commit ``changeset`` through the write-time hook: the version and what the hook
+        did (its notes say it in words); its suggestions are filed."""
+        prepared = self.prepare(changeset, confidence=provenance.confidence)
+        version = self.session.commit(
+            prepared.changeset, provenance, close_reasons=prepared.close_reasons or None
+        )
+        prepared.committed(self.session, version)
+        prepared.queue(self.session)
+        return version, prepared
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers
+
+
+def _node(node_id: str, data: Mapping[str, Any]) -> Node:
+    plain = {k: v for k, v in data.items() if not k.startswith("_") and k != "label"}
+    return Node(node_id, str(data.get("label", "")), plain)
+
+
+def _evidence(graph: nx.MultiDiGraph) -> dict[str, float]:
+    """Node id → current edges (in and out) + corroborations: which node of a group stays."""
+    return {
+        node_id: float(graph.degree(node_id)) + float(data.get("_corroborations") or 0)
+        for node_id, data in graph.nodes(data=True)
+    }
+
+
+def merged_properties(
+    canonical: Node, aliases: Sequence[Node], *, aliases_allowed: bool = True
+) -> dict[str, Any]:
+    """The union of a merge group's properties: the canonical node's values win, the aliases
+    add what it lacks, and every alias's names join ``aliases`` (when the type takes it)."""
+    merged = dict(canonical.properties)
+    for alias in aliases:
+        for key, value in alias.properties.items():
+            if key not in ("name", "aliases"):
+                merged.setdefault(key, value)
+    if aliases_allowed:
+        own = node_names(canonical.properties)
+        names = list(own[1:])
+        for alias in aliases:
+            names.extend(node_names(alias.properties))
+        keep = [n for n in dict.fromkeys(names) if n not in own[:1]]
+        if keep:
+            merged["aliases"] = keep
+    return merged
+
+
+def _pair_key(nodes: Sequence[str], label: str) -> tuple[str, ...]:
+    return (*sorted(nodes), label)
+
+
+def _suggestion_pair(row: StoredSuggestion) -> tuple[str, ...] | None:
+    if row.kind != "merge":
+        return None
+    payload = row.payload
+    nodes = payload.get("nodes")
+    if not isinstance(nodes, list | tuple) or len(nodes) != 2:
+        return None
+    return _pair_key([str(n) for n in nodes], str(payload.get("type", "")))

@@ -1,0 +1,642 @@
+"""Write-time upkeep: a changeset is rewritten before it is committed (issue 15, sections 1–2).
+
+:func:`prepare_changeset` looks at what graph code is about to write and, against the entity's
+current facts:
+
+* **lands duplicates on the existing node.** An added node that resolves onto an existing node
+  of its type (identity keys, or a name the resolution rules merge on; see
+  :mod:`kgot.memory.resolution`) is not added. Its properties are merged into the existing node
+  (a new name joins ``aliases``), its edges are re-pointed, and the model is told the id it
+  landed on. A re-statement that adds nothing is re-added unchanged, which the store counts as
+  a corroboration (a new source) or a reinforcement (the same source); one that adds properties
+  becomes a change of the existing node. A node that only *may* be the same (the suggestion
+  band) is added, and a merge suggestion is queued.
+* **follows merges.** Graph code holding an id that was merged away (an edge end, a changed
+  node) writes to the canonical node instead.
+* **supersedes functional facts.** A new value of a ``functional`` property of the node's type,
+  or a new edge of a ``functional`` edge type from a source that has one of that relationship
+  to another target, closes the old fact as ``contradicted``. When the new fact's confidence is
+  lower than the old one's by more than :data:`TRUST_MARGIN`, the old fact stays current, the
+  new value is dropped from the changeset and a contradiction suggestion is queued instead.
+  Only a fact with the same subject *and* the same property or relationship is ever closed.
+
+The result carries the changeset to commit, the one to apply to an in-memory graph that held
+the entity's facts before the commit (duplicates there are changes, not additions), the notes
+for the model, the close reasons for :meth:`EntitySession.commit` and the suggestions, which
+:meth:`PreparedChangeset.queue` files once the commit went through.
+
+The entity's facts are read once per session and graph version and kept in a snapshot with its
+resolution index, so a run's commits each cost a lookup, not a graph load.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import weakref
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kgot.graph_model import Changeset, Edge, Node
+
+if TYPE_CHECKING:
+    from kgot.memory.resolution import ResolutionIndex
+    from kgot.persistence import EntitySession, TypeCatalog
+
+__all__ = [
+    "TRUST_MARGIN",
+    "FactKey",
+    "PreparedChangeset",
+    "QueuedSuggestion",
+    "prepare_changeset",
+]
+
+# A new value this much less trusted than the old one does not supersede it (issue 15).
+TRUST_MARGIN = 0.2
+# What a fact without `_confidence` and without a commit default is stored with (the store's
+# default, see persistence/planner.py).
+DEFAULT_CONFIDENCE = 1.0
+
+FactKey = tuple[str, ...]  # ("node", id) or ("edge", source, target, key)
+
+
+@dataclass(frozen=True)
+class QueuedSuggestion:
+    """A suggestion to file in the entity's curation queue after the commit."""
+
+    kind: str  # "merge" | "contradiction"
+    payload: dict[str, Any]
+    score: float
+
+
+@dataclass(frozen=True)
+class PreparedChangeset:
+    """What :func:`prepare_changeset` made of a changeset (module docstring)."""
+
+    changeset: Changeset  # to commit
+    applied: Changeset  # to apply to the in-memory graph the original was computed on
+    notes: tuple[str, ...] = ()
+    close_reasons: dict[FactKey, str] = field(default_factory=dict)
+    suggestions: tuple[QueuedSuggestion, ...] = ()
+    default_confidence: float = DEFAULT_CONFIDENCE
+
+    def queue(self, session: EntitySession) -> list[int]:
+        """File the suggestions in ``session``'s entity; their ids (a suggestion already open
+        with the same payload keeps its id)."""
+        return [session.suggest(s.kind, s.payload, s.score) for s in self.suggestions]
+
+    def committed(self, session: EntitySession, version: int) -> None:
+        """Tell the snapshot cache the commit landed as ``version`` (the next write of this
+        session reuses the snapshot instead of loading the graph again)."""
+        _SNAPSHOTS.committed(session, self, version)
+
+
+def prepare_changeset(
+    session: EntitySession,
+    changeset: Changeset,
+    *,
+    confidence: float | None = None,
+    catalog: TypeCatalog | None = None,
+) -> PreparedChangeset:
+    """Rewrite ``changeset`` for ``session``'s entity (module docstring).
+
+    ``confidence``: the commit's default confidence (:attr:`Provenance.confidence`), for facts
+    that do not set ``_confidence``. ``catalog``: the entity's types (read from the session
+    when not given).
+    """
+    if changeset.is_empty:
+        return PreparedChangeset(changeset, changeset)
+    snapshot = _SNAPSHOTS.get(session)
+    types = _Upkeep(catalog if catalog is not None else session.type_catalog())
+    return _Rewrite(session, snapshot, types, confidence).run(changeset)
+
+
+# --------------------------------------------------------------------------------------------
+# Type settings (read defensively: a store without upkeep settings has none)
+
+
+class _Upkeep:
+    def __init__(self, catalog: TypeCatalog) -> None:
+        self.catalog = catalog
+
+    def _settings(self, kind: str, name: str) -> Any:
+        type_def = self.catalog.get("node" if kind == "node" else "edge", name)
+        return getattr(type_def, "upkeep", None) if type_def is not None else None
+
+    def identity(self, label: str) -> tuple[str, ...]:
+        return tuple(getattr(self._settings("node", label), "identity", ()) or ())
+
+    def functional(self, label: str) -> tuple[str, ...]:
+        return tuple(getattr(self._settings("node", label), "functional", ()) or ())
+
+    def functional_edge(self, relationship: str) -> bool:
+        return bool(getattr(self._settings("edge", relationship), "functional_edge", False))
+
+    def allows_aliases(self, label: str) -> bool:
+        """Whether the type's schema takes an ``aliases`` list (declared, or extra properties
+        allowed), so a landed node's other name can be kept there."""
+        type_def = self.catalog.get("node", label)
+        if type_def is None:
+            return False
+        schema = type_def.spec.properties or {}
+        declared = schema.get("properties") or {}
+        if "aliases" in declared:
+            return bool((declared["aliases"] or {}).get("type", "array") == "array")
+        return schema.get("additionalProperties", True) is not False
+
+    def identity_by_type(self, labels: Iterable[str]) -> dict[str, tuple[str, ...]]:
+        return {label: self.identity(label) for label in labels}
+
+
+# --------------------------------------------------------------------------------------------
+# Snapshot of the entity's current facts
+
+
+@dataclass
+class _Fact:
+    label: str
+    properties: dict[str, Any]  # plain properties, no metadata, no label
+    confidence: float
+
+
+@dataclass
+class _Snapshot:
+    version: int
+    nodes: dict[str, _Fact]
+    edges: dict[tuple[str, str, str], _Fact]  # label = relationship
+    index: ResolutionIndex
+    identity: dict[str, tuple[str, ...]]
+    # (source, relationship) -> its edges, for functional edges
+    outgoing: dict[tuple[str, str], set[tuple[str, str, str]]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for ident, fact in self.edges.items():
+            self.outgoing.setdefault((ident[0], fact.label), set()).add(ident)
+
+    @classmethod
+    def load(cls, session: EntitySession) -> _Snapshot:
+        from kgot.memory.resolution import ResolutionIndex
+
+        graph = session.load_graph(include_meta=True, track=False)
+        nodes = {node_id: _fact(data, "label") for node_id, data in graph.nodes(data=True)}
+        edges = {
+            (source, target, key): _fact(data, "relationship")
+            for source, target, key, data in graph.edges(keys=True, data=True)
+        }
+        identity = _Upkeep(session.type_catalog()).identity_by_type(
+            {fact.label for fact in nodes.values()}
+        )
+        index = ResolutionIndex.build(
+            (Node(node_id, fact.label, fact.properties) for node_id, fact in nodes.items()),
+            identity,
+        )
+        return cls(int(graph.graph.get("kgot_version", 0)), nodes, edges, index, identity)
+
+    def out_edges(self, source: str, relationship: str) -> list[tuple[str, str, str]]:
+        return sorted(self.outgoing.get((source, relationship), ()))
+
+    def _drop_edge(self, ident: tuple[str, str, str]) -> None:
+        fact = self.edges.pop(ident, None)
+        if fact is not None:
+            self.outgoing.get((ident[0], fact.label), set()).discard(ident)
+
+    def apply(self, committed: Changeset, default_confidence: float) -> None:
+        for node_id in committed.removed_nodes:
+            fact = self.nodes.pop(node_id, None)
+            if fact is not None:
+                self.index.remove(node_id, fact.label)
+            for ident in [i for i in self.edges if node_id in (i[0], i[1])]:
+                self._drop_edge(ident)
+        for ident in committed.removed_edges:
+            self._drop_edge(ident)
+        for node in (*committed.added_nodes, *committed.changed_nodes):
+            old = self.nodes.get(node.id)
+            plain, conf = _split(node.properties)
+            if conf is None:
+                conf = old.confidence if old is not None else default_confidence
+            self.nodes[node.id] = _Fact(node.label, plain, conf)
+            if node.label not in self.identity:
+                self.identity[node.label] = ()
+            self.index.add(Node(node.id, node.label, plain))
+        for edge in (*committed.added_edges, *committed.changed_edges):
+            old = self.edges.get(edge.ident)
+            plain, conf = _split(edge.properties)
+            if conf is None:
+                conf = old.confidence if old is not None else default_confidence
+            self.edges[edge.ident] = _Fact(edge.relationship, plain, conf)
+            self.outgoing.setdefault((edge.source, edge.relationship), set()).add(edge.ident)
+
+
+def _fact(data: Mapping[str, Any], label_key: str) -> _Fact:
+    plain = {k: v for k, v in data.items() if not k.startswith("_") and k != label_key}
+    confidence = data.get("_confidence")
+    return _Fact(
+        str(data.get(label_key, "")),
+        plain,
+        float(confidence) if confidence is not None else DEFAULT_CONFIDENCE,
+    )
+
+
+def _split(properties: Mapping[str, Any]) -> tuple[dict[str, Any], float | None]:
+    plain = {k: v for k, v in properties.items() if not k.startswith("_")}
+    confidence = properties.get("_confidence")
+    return plain, (float(confidence) if isinstance(confidence, int | float) else None)
+
+
+def _meta(properties: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in properties.items() if k.startswith("_")}
+
+
+class _SnapshotCache:
+    """One snapshot per live session, valid while the session's version is the snapshot's."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_session: weakref.WeakKeyDictionary[Any, tuple[_Snapshot, float]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def get(self, session: EntitySession) -> _Snapshot:
+        with self._lock:
+            found = self._by_session.get(session)
+        if found is not None and found[0].version == session.version:
+            return found[0]
+        snapshot = _Snapshot.load(session)
+        with self._lock:
+            self._by_session[session] = (snapshot, 0.0)
+        return snapshot
+
+    def committed(self, session: EntitySession, prepared: PreparedChangeset, version: int) -> None:
+        with self._lock:
+            found = self._by_session.get(session)
+        if found is None:
+            return
+        snapshot = found[0]
+        if version == snapshot.version:
+            return  # nothing was written
+        if version != snapshot.version + 1:
+            with self._lock:
+                self._by_session.pop(session, None)  # others wrote meanwhile: reload next time
+            return
+        # Edges the store closed with a removed node leave the snapshot with the node.
+        snapshot.apply(prepared.changeset, prepared.default_confidence)
+        snapshot.version = version
+
+
+_SNAPSHOTS = _SnapshotCache()
+
+
+# --------------------------------------------------------------------------------------------
+# The rewrite
+
+
+class _Rewrite:
+    def __init__(
+        self,
+        session: EntitySession,
+        snapshot: _Snapshot,
+        types: _Upkeep,
+        confidence: float | None,
+    ) -> None:
+        self.session = session
+        self.snapshot = snapshot
+        self.types = types
+        self.default_confidence = confidence if confidence is not None else DEFAULT_CONFIDENCE
+        self.redirect: dict[str, str] = {}  # id in the changeset -> existing node id
+        self.notes: list[str] = []
+        self.close_reasons: dict[FactKey, str] = {}
+        self.suggestions: list[QueuedSuggestion] = []
+        self._canonical: dict[str, str | None] = {}
+
+    # -- ids
+
+    def canonical(self, node_id: str) -> str | None:
+        """The current node ``node_id`` stands for: itself when current, the node it was
+        merged into when merged away, else None."""
+        if node_id in self.snapshot.nodes:
+            return node_id
+        if node_id not in self._canonical:
+            found = self.session.canonical_id(node_id)
+            self._canonical[node_id] = found if found in self.snapshot.nodes else None
+        return self._canonical[node_id]
+
+    def end(self, node_id: str, added: set[str]) -> str:
+        if node_id in self.redirect:
+            return self.redirect[node_id]
+        if node_id in added:
+            return node_id
+        found = self.canonical(node_id)
+        if found is not None and found != node_id:
+            self.redirect[node_id] = found
+            self.notes.append(f"node {node_id!r} was merged into {found!r}; wrote to {found!r}")
+            return found
+        return node_id
+
+    # -- the pass
+
+    def run(self, changeset: Changeset) -> PreparedChangeset:
+        commit_nodes: list[Node] = []  # added, committed as added (new or a re-statement)
+        changed: dict[str, Node] = {}  # node id -> new version (full properties + meta)
+        applied_added: list[Node] = []
+        applied_changed: dict[str, Node] = {}
+        added_ids: set[str] = set()
+
+        for node in changeset.added_nodes:
+            target = self._landing(node)
+            if target is None:
+                commit_nodes.append(node)
+                applied_added.append(node)
+                added_ids.add(node.id)
+                continue
+            self.redirect[node.id] = target
+            merged = self._merged_properties(target, node, changed.get(target))
+            existing = self.snapshot.nodes[target]
+            if _plain(merged) == existing.properties and target not in changed:
+                # Nothing new: re-adding the existing fact counts it as corroborated.
+                commit_nodes.append(Node(target, existing.label, merged))
+            else:
+                changed[target] = Node(target, existing.label, merged)
+                applied_changed[target] = Node(target, existing.label, _plain(merged))
+
+        for written in changeset.changed_nodes:
+            target = self.canonical(written.id) or written.id
+            node = written
+            if target != written.id:
+                self.redirect[written.id] = target
+                self.notes.append(
+                    f"node {written.id!r} was merged into {target!r}; the change went to {target!r}"
+                )
+                merged = self._merged_properties(target, written, changed.get(target))
+                node = Node(target, self.snapshot.nodes[target].label, merged)
+            changed[target] = node
+            applied_changed[target] = node
+
+        # Functional properties of every node this write changes.
+        for node_id, node in list(changed.items()):
+            kept = self._functional_properties(node)
+            if kept is None:
+                continue
+            if _plain(kept.properties) == self.snapshot.nodes[node_id].properties:
+                del changed[node_id]  # only a refused value changed
+                applied_changed.pop(node_id, None)
+            else:
+                changed[node_id] = kept
+                applied_changed[node_id] = kept
+
+        # Removing an id that was merged away removes nothing: the canonical node is another
+        # thing's record too, and graph code did not ask to remove it.
+        removed_nodes = changeset.removed_nodes
+        added_edges, changed_edges, removed_edges = self._edges(changeset, added_ids)
+        to_commit = dataclasses.replace(
+            changeset,
+            added_nodes=tuple(commit_nodes),
+            changed_nodes=tuple(changed.values()),
+            removed_nodes=removed_nodes,
+            added_edges=tuple(added_edges),
+            changed_edges=tuple(changed_edges),
+            removed_edges=tuple(removed_edges),
+        )
+        applied = dataclasses.replace(
+            changeset,
+            added_nodes=tuple(applied_added),
+            changed_nodes=tuple(applied_changed.values()),
+            removed_nodes=removed_nodes,
+            added_edges=tuple(added_edges),
+            changed_edges=tuple(changed_edges),
+            removed_edges=tuple(removed_edges),
+        )
+        return PreparedChangeset(
+            to_commit,
+            applied,
+            tuple(dict.fromkeys(self.notes)),
+            self.close_reasons,
+            tuple(self.suggestions),
+            self.default_confidence,
+        )
+
+    # -- nodes
+
+    def _landing(self, node: Node) -> str | None:
+        """The existing node an added node is, or None (then it is added as it is)."""
+        if node.id in self.snapshot.nodes:
+            return None  # the store decides (a re-statement or a mistake)
+        merged_into = self.canonical(node.id)
+        if merged_into is not None:
+            self.notes.append(
+                f"node {node.id!r} was merged into {merged_into!r} earlier; the write landed on "
+                f"{merged_into!r} (use that id)"
+            )
+            return merged_into
+        from kgot.memory.resolution import match_existing
+
+        plain, _ = _split(node.properties)
+        match = match_existing(Node(node.id, node.label, plain), self.snapshot.index)
+        if match is None or match.node_id not in self.snapshot.nodes:
+            return None
+        if not match.merge:
+            pair = sorted((node.id, match.node_id))
+            self.suggestions.append(
+                QueuedSuggestion(
+                    "merge",
+                    {"nodes": pair, "type": node.label, "reason": match.reason},
+                    match.score,
+                )
+            )
+            self.notes.append(
+                f"node {node.id!r} may be the existing node {match.node_id!r} ({match.reason}); "
+                "added as a new node, a merge suggestion is queued for review"
+            )
+            return None
+        name = plain.get("name")
+        shown = f" {name!r}" if isinstance(name, str) else ""
+        self.notes.append(
+            f"node {node.id!r} ({node.label}{shown}) is the existing node {match.node_id!r} "
+            f"({match.reason}): the write landed on {match.node_id!r}; use that id"
+        )
+        return match.node_id
+
+    def _merged_properties(
+        self, target: str, node: Node, pending: Node | None = None
+    ) -> dict[str, Any]:
+        """The existing node's properties (or ``pending``, its new version in this write) with
+        ``node``'s merged in: values ``node`` sets win (it is the newer statement; functional
+        ones are checked afterwards), a different name joins ``aliases`` instead of replacing
+        the name, metadata comes from ``node``."""
+        existing = self.snapshot.nodes[target]
+        merged = _plain(pending.properties) if pending is not None else dict(existing.properties)
+        plain, _ = _split(node.properties)
+        new_names: list[str] = []
+        for key, value in plain.items():
+            if key == "aliases":
+                new_names.extend(_names_of(value))
+            elif key == "name" and merged.get("name") not in (None, value):
+                if isinstance(value, str):
+                    new_names.append(value)
+            else:
+                merged[key] = value
+        if new_names:
+            known = set(_names_of(merged.get("aliases"))) | {merged.get("name")}
+            extra = [n for n in dict.fromkeys(new_names) if n not in known]
+            if extra and self.types.allows_aliases(existing.label):
+                merged["aliases"] = [*_names_of(merged.get("aliases")), *extra]
+        merged.update(_meta(node.properties))
+        return merged
+
+    def _confidence_of(self, properties: Mapping[str, Any]) -> float:
+        _, confidence = _split(properties)
+        return confidence if confidence is not None else self.default_confidence
+
+    def _functional_properties(self, node: Node) -> Node | None:
+        """``node`` with refused (too little trusted) functional values put back; None when
+        nothing was refused. Superseded values get the close reason ``contradicted``."""
+        old = self.snapshot.nodes.get(node.id)
+        if old is None:
+            return None
+        new_confidence = self._confidence_of(node.properties)
+        properties = dict(node.properties)
+        refused = False
+        for prop in self.types.functional(old.label):
+            if prop not in properties or prop not in old.properties:
+                continue  # a first value, or a value removed: not a contradiction
+            before, after = old.properties[prop], properties[prop]
+            if before == after:
+                continue
+            if new_confidence < old.confidence - TRUST_MARGIN:
+                properties[prop] = before
+                refused = True
+                self.suggestions.append(
+                    QueuedSuggestion(
+                        "contradiction",
+                        {
+                            "fact": "node",
+                            "node": node.id,
+                            "type": old.label,
+                            "property": prop,
+                            "old": before,
+                            "new": after,
+                            "old_confidence": old.confidence,
+                            "new_confidence": new_confidence,
+                        },
+                        round(new_confidence, 3),
+                    )
+                )
+                self.notes.append(
+                    f"{node.id!r}.{prop} stays {before!r} (confidence {old.confidence:.2f}): "
+                    f"the new value {after!r} (confidence {new_confidence:.2f}) is queued for "
+                    "review instead"
+                )
+            else:
+                self.close_reasons[("node", node.id)] = "contradicted"
+                self.notes.append(
+                    f"{node.id!r}.{prop} is now {after!r}; the old value {before!r} is kept in "
+                    "history as contradicted"
+                )
+        if not refused:
+            return None
+        if "_confidence" in properties and all(
+            properties.get(p) == old.properties.get(p) for p in properties if not p.startswith("_")
+        ):
+            # Only the refused value was new: the lower confidence must not touch the old fact.
+            properties.pop("_confidence")
+        return Node(node.id, node.label, properties)
+
+    # -- edges
+
+    def _edges(
+        self, changeset: Changeset, added_ids: set[str]
+    ) -> tuple[list[Edge], list[Edge], list[tuple[str, str, str]]]:
+        removed: dict[tuple[str, str, str], None] = {}
+        for source, target, key in changeset.removed_edges:
+            removed[(self.end(source, added_ids), self.end(target, added_ids), key)] = None
+        changed: list[Edge] = []
+        for edge in changeset.changed_edges:
+            changed.append(self._repointed(edge, added_ids))
+        added: list[Edge] = []
+        seen: set[tuple[str, str, str]] = set()
+        for written in changeset.added_edges:
+            edge = self._repointed(written, added_ids)
+            if edge.ident in seen:
+                continue  # two duplicates' edges landed on one edge
+            seen.add(edge.ident)
+            existing = self.snapshot.edges.get(edge.ident)
+            if (
+                existing is not None
+                and edge.ident not in removed
+                and existing.properties != _plain(edge.properties)
+            ):
+                changed.append(edge)  # the landed node's edge says more than the old one
+                continue
+            if not self._functional_edge(edge, removed):
+                continue
+            added.append(edge)
+        return added, changed, list(removed)
+
+    def _repointed(self, edge: Edge, added_ids: set[str]) -> Edge:
+        source, target = self.end(edge.source, added_ids), self.end(edge.target, added_ids)
+        if (source, target) == (edge.source, edge.target):
+            return edge
+        return Edge(source, target, edge.relationship, edge.key, edge.properties)
+
+    def _functional_edge(self, edge: Edge, removed: dict[tuple[str, str, str], None]) -> bool:
+        """Whether ``edge`` is written; for a functional relationship, the source's other
+        current edge of it is closed as contradicted, or (new edge much less trusted) kept
+        and the new one dropped with a suggestion queued."""
+        if not self.types.functional_edge(edge.relationship):
+            return True
+        others = [
+            ident
+            for ident in self.snapshot.out_edges(edge.source, edge.relationship)
+            if ident != edge.ident and ident not in removed
+        ]
+        if not others:
+            return True
+        new_confidence = self._confidence_of(edge.properties)
+        strongest = max(self.snapshot.edges[ident].confidence for ident in others)
+        if new_confidence < strongest - TRUST_MARGIN:
+            old = others[0]
+            self.suggestions.append(
+                QueuedSuggestion(
+                    "contradiction",
+                    {
+                        "fact": "edge",
+                        "source": edge.source,
+                        "relationship": edge.relationship,
+                        "old": {"target": old[1], "key": old[2]},
+                        "new": {
+                            "target": edge.target,
+                            "key": edge.key or edge.relationship,
+                            "properties": _plain(edge.properties),
+                        },
+                        "old_confidence": strongest,
+                        "new_confidence": new_confidence,
+                    },
+                    round(new_confidence, 3),
+                )
+            )
+            self.notes.append(
+                f"{edge.source!r} -{edge.relationship}-> stays {old[1]!r} (confidence "
+                f"{strongest:.2f}): the new target {edge.target!r} (confidence "
+                f"{new_confidence:.2f}) is queued for review instead"
+            )
+            return False
+        for ident in others:
+            removed[ident] = None
+            self.close_reasons[("edge", *ident)] = "contradicted"
+            self.notes.append(
+                f"{edge.source!r} -{edge.relationship}-> is now {edge.target!r}; the edge to "
+                f"{ident[1]!r} is kept in history as contradicted"
+            )
+        return True
+
+
+def _plain(properties: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in properties.items() if not k.startswith("_")}
+
+
+def _names_of(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Sequence):
+        return [v for v in value if isinstance(v, str)]
+    return []
