@@ -42,6 +42,7 @@ from kgot.errors import ConfigError
 StructuredMethod = Literal["auto", "json_schema", "tool_calling", "json_object", "prompt"]
 BackendName = Literal["networkx", "rdf"]
 SandboxKind = Literal["auto", "bwrap", "fallback", "docker", "subprocess"]
+SourceKind = Literal["extracted", "inferred", "ambiguous"]
 ROLES = ("planning", "execution")
 # Not a controller role: the benchmark grader. It takes the shared [llm] keys except `model`
 # (without a model of its own it is the planning model).
@@ -248,12 +249,66 @@ class StoreSettings(_Section):
         )
 
 
+class Trust(_Section):
+    """The trust a fact gets from what produced it, unless its graph code sets ``_confidence``
+    / ``_source_kind``."""
+
+    confidence: float = Field(ge=0, le=1)
+    source_kind: SourceKind = "extracted"
+
+
+# Trust defaults per producer (issue 15): the tool whose result a fact was written from, or
+# `model` for what the model inferred with no tool result behind it. Never 1.0 by default.
+DEFAULT_TRUST: dict[str, Trust] = {
+    "inspect_file": Trust(confidence=0.9, source_kind="extracted"),
+    "wikipedia": Trust(confidence=0.8, source_kind="extracted"),
+    "visit_page": Trust(confidence=0.7, source_kind="extracted"),
+    "web_search": Trust(confidence=0.6, source_kind="extracted"),
+    "python": Trust(confidence=0.8, source_kind="inferred"),
+    "llm_query": Trust(confidence=0.5, source_kind="inferred"),
+    "model": Trust(confidence=0.6, source_kind="inferred"),
+    "default": Trust(confidence=0.7, source_kind="extracted"),
+}
+
+
+class MemorySettings(_Section):
+    trust: dict[str, Trust] = Field(
+        default_factory=lambda: dict(DEFAULT_TRUST),
+        description=(
+            "trust per producer (a tool name, `model` or `default`): "
+            '`{confidence = 0.8, source_kind = "extracted"}`; merged over the defaults'
+        ),
+        json_schema_extra={
+            "default_doc": "inspect_file 0.9, wikipedia 0.8, visit_page 0.7, web_search 0.6, "
+            "python 0.8 inferred, llm_query 0.5 inferred, model 0.6 inferred, default 0.7"
+        },
+    )
+    embeddings: str | None = Field(
+        None, description="`provider:model` for embeddings (off when unset)"
+    )
+    embeddings_base_url: str | None = Field(
+        None, description="OpenAI-compatible endpoint for embeddings"
+    )
+    embeddings_api_key: SecretStr | None = Field(
+        None, description="API key for the embeddings endpoint (masked when shown)"
+    )
+    embedding_similarity: float = Field(
+        0.92, gt=0, le=1, description="cosine similarity that counts as evidence of one thing"
+    )
+
+    def trust_for(self, producer: str | None) -> Trust:
+        """The trust of facts ``producer`` wrote: its own entry, else ``default``."""
+        merged = {**DEFAULT_TRUST, **self.trust}
+        return merged.get(producer or "model") or merged["default"]
+
+
 class Settings(_Section):
     llm: LLMSettings = Field(default_factory=LLMSettings)
     controller: ControllerSettings = Field(default_factory=ControllerSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     tools: ToolsSettings = Field(default_factory=ToolsSettings)
     store: StoreSettings = Field(default_factory=StoreSettings)
+    memory: MemorySettings = Field(default_factory=MemorySettings)
 
 
 def default_config_path(environ: Mapping[str, str] | None = None) -> Path:
