@@ -40,10 +40,33 @@ class _TypeArgs(BaseModel):
     justification: str = Field(
         description="Why none of the existing types fits the facts you need to record."
     )
+    half_life_days: float | None = Field(
+        default=None,
+        gt=0,
+        description="Days in which its facts lose half their freshness (news ~7, prices ~21); "
+        "omit for facts that do not age.",
+    )
+    ttl_days: float | None = Field(
+        default=None,
+        gt=0,
+        description="Days after its last confirmation a fact expires; omit to keep it.",
+    )
+    rank_weight: float | None = Field(
+        default=None, ge=0, le=1, description="How much the type matters in ranking (0.5)."
+    )
 
 
 class NodeTypeArgs(_TypeArgs):
     name: str = Field(description="PascalCase node label, e.g. Company, ClinicalTrial.")
+    identity: list[str] | None = Field(
+        default=None,
+        description="Properties that identify one real thing (an Asset's symbol): equal values "
+        "are the same thing, different values never are.",
+    )
+    functional: list[str] | None = Field(
+        default=None,
+        description="Single-valued properties (a Company's ceo): a new value replaces the old.",
+    )
 
 
 class EdgeTypeArgs(_TypeArgs):
@@ -53,6 +76,11 @@ class EdgeTypeArgs(_TypeArgs):
     )
     target_types: list[str] = Field(
         default_factory=list, description="Node types the edge may point to (empty = any)."
+    )
+    functional: bool | None = Field(
+        default=None,
+        description="True when a source has at most one current edge of it (a new target "
+        "replaces the old).",
     )
 
 
@@ -132,4 +160,12 @@ def _describe(created: TypeDef, entity: str) -> str:
     text += f" Required properties: {', '.join(required) or 'none'}."
     if optional:
         text += f" Optional: {', '.join(optional)}."
+    upkeep = spec.upkeep
+    if upkeep.identity:
+        text += f" Identified by: {', '.join(upkeep.identity)}."
+    if upkeep.functional or upkeep.functional_edge:
+        single = ", ".join(upkeep.functional) or "one target per source"
+        text += f" Single-valued: {single}."
+    if upkeep.half_life_days is not None:
+        text += f" Half-life: {upkeep.half_life_days:g} days."
     return text + " Use it in graph updates from now on."

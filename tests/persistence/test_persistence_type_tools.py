@@ -130,3 +130,49 @@ def test_a_scripted_model_can_call_the_tools(store: Store) -> None:
         "function"
     ]["parameters"]
     assert {"name", "description", "justification"} <= set(schema["required"])
+
+
+def test_the_agent_gives_its_types_upkeep_settings(store: Store) -> None:
+    tools = tools_by_name(store)
+    asset = {
+        "name": "Asset",
+        "description": "A traded financial instrument.",
+        "properties": {
+            "type": "object",
+            "required": ["symbol"],
+            "properties": {"symbol": {"type": "string"}, "price": {"type": "number"}},
+        },
+        "identity": ["symbol"],
+        "functional": ["price"],
+        "half_life_days": 21,
+        "rank_weight": 0.8,
+        "justification": "Assets are identified by their symbol.",
+    }
+    text = call(tools["create_node_type"], asset)
+    assert "Identified by: symbol. Single-valued: price. Half-life: 21 days." in text
+    upkeep = store.session("alice").type_catalog().node_types["Asset"].upkeep
+    assert (upkeep.identity, upkeep.functional, upkeep.half_life_days, upkeep.rank_weight) == (
+        ("symbol",),
+        ("price",),
+        21.0,
+        0.8,
+    )
+    text = call(
+        tools["create_edge_type"],
+        {
+            "name": "headed_by",
+            "description": "The organization's current chief executive.",
+            "target_types": ["Person"],
+            "functional": True,
+            "justification": "One chief executive at a time.",
+        },
+    )
+    assert "Single-valued: one target per source." in text
+    assert store.session("alice").type_catalog().edge_types["headed_by"].upkeep.functional_edge
+
+
+def test_a_setting_naming_a_missing_property_comes_back_to_the_model(store: Store) -> None:
+    tools = tools_by_name(store)
+    with pytest.raises(ToolFailure, match="identity names property 'ticker' the schema lacks"):
+        call(tools["create_node_type"], {**TRIAL, "identity": ["ticker"]})
+    assert "ClinicalTrial" not in store.session("alice").type_catalog().node_types
