@@ -147,3 +147,45 @@ def reject(
     with opened_store(ctx, db, entity=entity) as store:
         done = open_memory(store, entity).reject(suggestion)
     typer.echo(printable(done))
+
+
+@app.command("upkeep")
+def upkeep(
+    ctx: typer.Context,
+    entity: EntityOption,
+    now: Annotated[
+        str | None,
+        typer.Option(
+            "--now",
+            help="The moment to judge ages at (ISO 8601, e.g. 2026-03-01T12:00:00Z); "
+            "default: the current time.",
+            show_default=False,
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Report what would change; write nothing.")
+    ] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="List every change, not only the first.")
+    ] = False,
+    as_json: JsonOption = False,
+    db: DbOption = None,
+) -> None:
+    """Expire facts past their time to live, prune faded ones, promote well-corroborated ones,
+    merge duplicates. Nothing is deleted: closed facts stay in history."""
+    from kgot.memory import open_memory
+    from kgot.memory.upkeep import parse_now
+
+    moment = parse_now(now) if now is not None else None  # a bad --now: before any write
+    with opened_store(ctx, db, entity=entity) as store:
+        report = open_memory(store, entity).upkeep(now=moment, dry_run=dry_run)
+    if as_json:
+        print_json(report.to_json())
+        return
+    if dry_run:
+        typer.echo("dry run: nothing was written")
+    for line in report.lines(limit=None if verbose else _SHOWN_CHANGES):
+        typer.echo(printable(line))
+
+
+_SHOWN_CHANGES = 20  # changes listed without --verbose

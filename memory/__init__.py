@@ -26,12 +26,14 @@ __all__ = [
     "Resolution",
     "ResolutionIndex",
     "Suggestion",
+    "UpkeepReport",
     "match_existing",
     "normalize_name",
     "open_memory",
     "prepare_changeset",
     "resolve",
     "resolve_all",
+    "run_upkeep",
 ]
 
 if TYPE_CHECKING:
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
         resolve,
         resolve_all,
     )
+    from kgot.memory.upkeep import UpkeepReport, run_upkeep
     from kgot.memory.writes import PreparedChangeset, prepare_changeset
 
 _HOMES = {
@@ -57,6 +60,8 @@ _HOMES = {
     "open_memory": "api",
     "PreparedChangeset": "writes",
     "prepare_changeset": "writes",
+    "UpkeepReport": "upkeep",
+    "run_upkeep": "upkeep",
 }
 
 

@@ -31,8 +31,11 @@ from kgot.memory.resolution import Resolution, Suggestion, node_names, resolve_a
 from kgot.memory.writes import PreparedChangeset, _Upkeep, prepare_changeset
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     import networkx as nx
 
+    from kgot.memory.upkeep import UpkeepReport
     from kgot.persistence import EntitySession, Provenance, Store
     from kgot.persistence import Suggestion as StoredSuggestion
 
@@ -284,6 +287,15 @@ class Memory:
             f"accepted suggestion {suggestion_id}: {source} -{relationship}-> is now {target} "
             f"(was {old_ident[1]})"
         )
+
+    # ---------------------------------------------------------------------------- upkeep
+
+    def upkeep(self, now: datetime | None = None, dry_run: bool = False) -> UpkeepReport:
+        """One upkeep pass: expire, prune, promote, merge (:mod:`kgot.memory.upkeep`); all
+        clocks read ``now`` (default: the current time); ``dry_run`` writes nothing."""
+        from kgot.memory.upkeep import run_upkeep
+
+        return run_upkeep(self.session, now=now, dry_run=dry_run)
 
     # ---------------------------------------------------------------------------- writing
 

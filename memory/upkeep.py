@@ -1,0 +1,482 @@
+"""The upkeep pass over one entity's graph (issue 15, section 3): expire, prune, promote, merge.
+
+:func:`run_upkeep` reads the entity's current facts once, decides every step on that snapshot
+(each step sees what the steps before it left), and then writes, so a dry run reports exactly
+what a real run would do. All clocks come from ``now``, which makes a pass reproducible.
+
+1. **Expire.** A fact of a type with ``ttl_days`` whose last write or re-statement (the latest
+   of ``_updated_at``, ``_reinforced_at`` and ``_created_at``) lies more than ``ttl_days``
+   before ``now``, and a fact whose own ``_expires_at`` is not after ``now``, closes as
+   ``expired``. Being read (retrievals, feedback) does not renew a time to live: a price quote
+   is no truer for having been looked at. A fact whose ``_expires_at`` passed before the pass
+   (on the wall clock) is already hidden from every read, and ``load_graph`` does not return it
+   either, so the pass cannot name it; the store closes it as ``expired`` when the same fact
+   is written again.
+2. **Prune.** A fact of a decaying type (``half_life_days`` set; evergreen types never) whose
+   weight ``confidence · retention(freshness, strength)`` (:mod:`kgot.memory.scoring`) is below
+   :data:`~kgot.memory.scoring.PRUNE_BELOW` closes as ``pruned``. Use delays it: retrievals and
+   good feedback raise the fact's strength, which closes part of the gap to 1.
+3. **Promote.** A fact confirmed by at least :data:`PROMOTE_SOURCES` distinct sources whose
+   confidence is below :data:`PROMOTED_CONFIDENCE` is raised to it: a new version that only
+   changes ``_confidence`` (content, provenance and counters stay). The store counts distinct
+   sources in ``_corroborations``: a new fact starts at 1 (its own source), and each later write
+   of the same content from a *new* source (another ``source_ref``, or without one another
+   run) adds 1; the same source writing it again only reinforces it. So ``_corroborations ≥ 3``
+   is "three distinct sources", and three commits from one source stay at 1. (A content change
+   starts the count afresh: the sources confirmed the old content.)
+4. **Merge.** Entity resolution over the nodes that are left (:func:`kgot.memory.resolution
+   .resolve_all`, as ``Memory.resolve(apply=True)`` does): each merge folds the alias nodes
+   into the canonical one (``merge_nodes``). Suggestions are not filed here; ``kgot memory
+   resolve --apply`` queues them.
+
+Closing (1, 2) closes a node's current edges with it, for the same reason. Nothing is deleted:
+closed facts stay in history (``node_history`` shows ``closed_reason``), and
+``load_graph(as_of=…)`` still shows the graph before the pass. Every write carries the
+provenance step ``memory:upkeep``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from kgot.errors import UsageError
+from kgot.graph_model import Changeset, Edge, Node
+from kgot.memory.api import _evidence, _node, merged_properties
+from kgot.memory.resolution import Merge, resolve_all
+from kgot.memory.scoring import (
+    PRUNE_BELOW,
+    SECONDS_PER_DAY,
+    fact_freshness,
+    parse_instant,
+    retention,
+    temporal_properties,
+)
+from kgot.memory.writes import _Upkeep
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+    from kgot.persistence import EntitySession, FactKey, TypeCatalog, UpkeepSettings
+
+__all__ = [
+    "PROMOTED_CONFIDENCE",
+    "PROMOTE_SOURCES",
+    "UPKEEP_STEP",
+    "UpkeepChange",
+    "UpkeepReport",
+    "parse_now",
+    "run_upkeep",
+]
+
+UPKEEP_STEP = "memory:upkeep"
+PROMOTE_SOURCES = 3  # distinct sources that make a fact well established
+PROMOTED_CONFIDENCE = 0.9  # the confidence a well-established fact is raised to
+ACTIONS = ("expired", "pruned", "promoted", "merged")
+_NOW_FORMAT = "an ISO 8601 date or date-time, e.g. 2026-03-01 or 2026-03-01T12:00:00Z"
+
+
+@dataclass(frozen=True)
+class UpkeepChange:
+    """One thing the pass did (or, in a dry run, would do) to one fact.
+
+    Attributes:
+        action: ``expired``, ``pruned``, ``promoted`` or ``merged`` (counted), or ``skipped``
+            (a promotion or merge the fact's type no longer allows; not counted).
+        key: the fact's key (``("node", id)`` or ``("edge", source, target, key)``).
+        what: the fact in words (``node 'x' (Company 'Apple Inc.')``).
+        why: the figures behind the decision.
+    """
+
+    action: str
+    key: FactKey
+    what: str
+    why: str
+
+    def line(self) -> str:
+        return f"{self.action} {self.what}: {self.why}"
+
+
+@dataclass(frozen=True)
+class UpkeepReport:
+    """What an upkeep pass did: counts per action and one :class:`UpkeepChange` per fact.
+
+    ``expired`` and ``pruned`` count closed facts, nodes and edges (a node's edges closed with
+    it included); ``promoted`` counts facts raised; ``merged`` counts merged-away nodes.
+    """
+
+    entity: str
+    now: datetime
+    dry_run: bool
+    version_before: int
+    version_after: int
+    changes: tuple[UpkeepChange, ...] = ()
+
+    def count(self, action: str) -> int:
+        return sum(1 for change in self.changes if change.action == action)
+
+    @property
+    def expired(self) -> int:
+        return self.count("expired")
+
+    @property
+    def pruned(self) -> int:
+        return self.count("pruned")
+
+    @property
+    def promoted(self) -> int:
+        return self.count("promoted")
+
+    @property
+    def merged(self) -> int:
+        return self.count("merged")
+
+    def to_json(self) -> dict[str, int]:
+        """Exactly ``{"expired": n, "pruned": n, "promoted": n, "merged": n}``."""
+        return {action: self.count(action) for action in ACTIONS}
+
+    def lines(self, limit: int | None = None) -> list[str]:
+        """One line per counter, then one per change (the first ``limit`` of them)."""
+        out = [f"{action}: {self.count(action)}" for action in ACTIONS]
+        shown = self.changes if limit is None else self.changes[:limit]
+        out += [f"  {change.line()}" for change in shown]
+        if len(shown) < len(self.changes):
+            out.append(f"  … and {len(self.changes) - len(shown)} more")
+        return out
+
+
+def parse_now(text: str) -> datetime:
+    """``--now`` as an aware UTC datetime: an ISO 8601 date (midnight UTC) or date-time (no
+    zone means UTC).
+
+    Raises:
+        UsageError: anything else.
+    """
+    parsed = parse_instant(text)
+    if parsed is None:
+        raise UsageError(f"--now must be {_NOW_FORMAT}; got {text!r}")
+    return parsed.astimezone(UTC)
+
+
+def run_upkeep(
+    session: EntitySession, *, now: datetime | None = None, dry_run: bool = False
+) -> UpkeepReport:
+    """One upkeep pass over ``session``'s entity (module docstring); ``dry_run`` decides the
+    same and writes nothing.
+
+    Raises:
+        EntityNotFoundError: the entity was deleted.
+        CommitConflictError: another writer changed a fact the pass was promoting or merging
+            while it ran (the closes before it stay written; run the pass again).
+    """
+    moment = _as_utc(now) if now is not None else datetime.now(UTC)
+    # Tracking the graph (as Memory.resolve(apply=True) does) lets the merges after the
+    # promotion commit count it as the pass's own, and other writers' changes as conflicts.
+    graph = session.load_graph(include_meta=True, track=not dry_run)
+    version = int(graph.graph["kgot_version"])
+    types = _Types(session.type_catalog())
+
+    expired = _expire(graph, types, moment)
+    pruned = _prune(graph, types, moment, session)
+    promoted, promotion, skipped = _promote(graph, session, version)
+    merges, merge_changes = _merge(graph, session, version)
+    changes = (*expired, *pruned, *promoted, *skipped, *merge_changes)
+
+    if not dry_run:
+        from kgot.persistence import Provenance
+
+        provenance = Provenance(run_id="", step=UPKEEP_STEP)
+        for reason, closing in (("expired", expired), ("pruned", pruned)):
+            if closing:
+                session.close_facts([c.key for c in closing], reason, provenance)
+        if not promotion.is_empty:
+            session.commit(promotion, provenance)
+        for merge, properties in merges:
+            session.merge_nodes(
+                merge.canonical, list(merge.aliases), provenance, properties=properties
+            )
+    after = version if dry_run else _newest_version(session, version)
+    return UpkeepReport(session.entity, moment, dry_run, version, after, changes)
+
+
+# --------------------------------------------------------------------------------------------
+# The steps: each decides on the working graph and removes (or updates) what it closed.
+
+
+def _expire(graph: nx.MultiDiGraph, types: _Types, now: datetime) -> list[UpkeepChange]:
+    changes: list[UpkeepChange] = []
+    for node_id, data in list(graph.nodes(data=True)):
+        why = _expiry(data, types.settings("node", data.get("label")), now)
+        if why is not None:
+            changes += _close_node(graph, node_id, "expired", why)
+    for source, target, key, data in list(graph.edges(keys=True, data=True)):
+        why = _expiry(data, types.settings("edge", data.get("relationship")), now)
+        if why is not None:
+            changes.append(_close_edge(graph, (source, target, key), "expired", why))
+    return changes
+
+
+def _expiry(data: Mapping[str, Any], settings: UpkeepSettings | None, now: datetime) -> str | None:
+    """Why the fact has expired at ``now``, or ``None``."""
+    expires_at = parse_instant(data.get("_expires_at"))
+    if expires_at is not None and expires_at <= now:
+        return f"its _expires_at {data['_expires_at']} is past"
+    ttl = settings.ttl_days if settings is not None else None
+    if ttl is None:
+        return None
+    written = [parse_instant(data.get(name)) for name in _WRITTEN]
+    last = max((w for w in written if w is not None), default=None)
+    if last is None:
+        return None
+    idle = (now - last).total_seconds() / SECONDS_PER_DAY
+    if idle <= ttl:
+        return None
+    return f"last written {_days(idle)} ago, time to live {_days(ttl)}"
+
+
+_WRITTEN = ("_updated_at", "_reinforced_at", "_created_at")
+
+
+def _prune(
+    graph: nx.MultiDiGraph, types: _Types, now: datetime, session: EntitySession
+) -> list[UpkeepChange]:
+    facts: list[tuple[FactKey, Mapping[str, Any], UpkeepSettings, Mapping[str, Any] | None]] = []
+    for node_id, data in graph.nodes(data=True):
+        settings, schema = types.decaying("node", data.get("label"))
+        if settings is not None:
+            facts.append((("node", node_id), data, settings, schema))
+    for source, target, key, data in graph.edges(keys=True, data=True):
+        settings, schema = types.decaying("edge", data.get("relationship"))
+        if settings is not None:
+            facts.append((("edge", source, target, key), data, settings, schema))
+    if not facts:
+        return []
+    use = session.fact_use([fact_key for fact_key, *_ in facts])
+    weak: list[tuple[FactKey, str]] = []
+    for fact_key, data, settings, schema in facts:
+        fresh, age = fact_freshness(
+            data,
+            now=now,
+            half_life_days=settings.half_life_days,
+            temporal=temporal_properties(schema),
+        )
+        strength = use[fact_key].strength if fact_key in use else 0.0
+        confidence = _confidence(data)
+        weight = confidence * retention(fresh, strength)
+        if weight < PRUNE_BELOW:
+            weak.append(
+                (
+                    fact_key,
+                    f"weight {weight:.4f} < {PRUNE_BELOW} (confidence {confidence:g}, age "
+                    f"{_days(age or 0.0)}, half-life {_days(settings.half_life_days or 0)}, "
+                    f"strength {strength:g})",
+                )
+            )
+    changes: list[UpkeepChange] = []
+    # Nodes first: a weak node's edges close with it, whatever their own weight.
+    for fact_key, why in sorted(weak, key=lambda item: item[0][0] != "node"):
+        if fact_key[0] == "node":
+            if fact_key[1] in graph:
+                changes += _close_node(graph, fact_key[1], "pruned", why)
+        elif graph.has_edge(fact_key[1], fact_key[2], fact_key[3]):
+            changes.append(
+                _close_edge(graph, (fact_key[1], fact_key[2], fact_key[3]), "pruned", why)
+            )
+    return changes
+
+
+def _promote(
+    graph: nx.MultiDiGraph, session: EntitySession, version: int
+) -> tuple[list[UpkeepChange], Changeset, list[UpkeepChange]]:
+    """The promotions, the metadata-only changeset that writes them, and the skipped ones."""
+    nodes: dict[FactKey, Node] = {}
+    edges: dict[FactKey, Edge] = {}
+    reasons: dict[FactKey, tuple[str, str]] = {}
+    for node_id, data in graph.nodes(data=True):
+        if _promotable(data):
+            node = _node(node_id, data)
+            properties = {**node.properties, "_confidence": PROMOTED_CONFIDENCE}
+            nodes[("node", node_id)] = Node(node_id, node.label, properties)
+            reasons[("node", node_id)] = (_describe_node(node_id, data), _promotion_why(data))
+    for source, target, key, data in graph.edges(keys=True, data=True):
+        if _promotable(data):
+            plain = {k: v for k, v in data.items() if not k.startswith("_") and k != "relationship"}
+            plain["_confidence"] = PROMOTED_CONFIDENCE
+            edge = Edge(source, target, str(data.get("relationship", "")), key, plain)
+            edges[("edge", source, target, key)] = edge
+            reasons[("edge", source, target, key)] = (
+                _describe_edge(source, target, key, data),
+                _promotion_why(data),
+            )
+    if not reasons:
+        return [], Changeset(), []
+
+    def changeset(keys: Iterable[FactKey]) -> Changeset:
+        wanted = list(keys)
+        return Changeset(
+            changed_nodes=tuple(nodes[k] for k in wanted if k in nodes),
+            changed_edges=tuple(edges[k] for k in wanted if k in edges),
+        )
+
+    # A fact whose stored properties its type no longer accepts cannot get a new version:
+    # find it before anything is written (one check; one per fact only when that fails).
+    problems: dict[FactKey, str] = {}
+    if session.check(changeset(reasons), base=version):
+        for fact_key in reasons:
+            found = session.check(changeset([fact_key]), base=version)
+            if found:
+                problems[fact_key] = found[0]
+    promoted, skipped = [], []
+    for fact_key, (what, why) in reasons.items():
+        if fact_key in problems:
+            skipped.append(
+                UpkeepChange("skipped", fact_key, what, f"not promoted: {problems[fact_key]}")
+            )
+            continue
+        promoted.append(UpkeepChange("promoted", fact_key, what, why))
+        _set_confidence(graph, fact_key, PROMOTED_CONFIDENCE)
+    return promoted, changeset(k for k in reasons if k not in problems), skipped
+
+
+def _promotable(data: Mapping[str, Any]) -> bool:
+    sources = data.get("_corroborations") or 0
+    return bool(sources >= PROMOTE_SOURCES and _confidence(data) < PROMOTED_CONFIDENCE)
+
+
+def _promotion_why(data: Mapping[str, Any]) -> str:
+    return (
+        f"{data.get('_corroborations')} distinct sources, confidence "
+        f"{_confidence(data):g} -> {PROMOTED_CONFIDENCE:g}"
+    )
+
+
+def _merge(
+    graph: nx.MultiDiGraph, session: EntitySession, version: int
+) -> tuple[list[tuple[Merge, dict[str, Any]]], list[UpkeepChange]]:
+    """The merges among the nodes left (with the canonical node's merged properties) and one
+    change per merged-away node."""
+    upkeep = _Upkeep(session.type_catalog())
+    by_id = {node_id: _node(node_id, data) for node_id, data in graph.nodes(data=True)}
+    resolution = resolve_all(
+        by_id.values(),
+        upkeep.identity_by_type({node.label for node in by_id.values()}),
+        evidence=_evidence(graph),
+        created_at={node_id: data.get("_created_at") for node_id, data in graph.nodes(data=True)},
+    )
+    merges: list[tuple[Merge, dict[str, Any]]] = []
+    changes: list[UpkeepChange] = []
+    for merge in resolution.merges:
+        properties = merged_properties(
+            by_id[merge.canonical],
+            [by_id[alias] for alias in merge.aliases],
+            aliases_allowed=upkeep.allows_aliases(merge.type),
+        )
+        canonical = Node(merge.canonical, merge.type, properties)
+        problems = session.check(Changeset(changed_nodes=(canonical,)), base=version)
+        for alias in merge.aliases:
+            what = _describe_node(alias, graph.nodes[alias])
+            if problems:
+                why = f"not merged into {merge.canonical!r}: {problems[0]}"
+                changes.append(UpkeepChange("skipped", ("node", alias), what, why))
+            else:
+                why = f"into {merge.canonical!r} ({merge.reason}, score {merge.score:g})"
+                changes.append(UpkeepChange("merged", ("node", alias), what, why))
+        if not problems:
+            merges.append((merge, properties))
+    return merges, changes
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers
+
+
+class _Types:
+    """A type catalog's upkeep settings and schemas, by kind and name."""
+
+    def __init__(self, catalog: TypeCatalog) -> None:
+        self.catalog = catalog
+
+    def settings(self, kind: str, name: Any) -> UpkeepSettings | None:
+        type_def = self.catalog.get("node" if kind == "node" else "edge", str(name))
+        return type_def.upkeep if type_def is not None else None
+
+    def decaying(
+        self, kind: str, name: Any
+    ) -> tuple[UpkeepSettings | None, Mapping[str, Any] | None]:
+        """The settings and schema of a type whose facts decay; ``(None, None)`` for an
+        evergreen or unknown type."""
+        type_def = self.catalog.get("node" if kind == "node" else "edge", str(name))
+        if type_def is None or type_def.upkeep.evergreen:
+            return None, None
+        return type_def.upkeep, type_def.spec.properties
+
+
+def _close_node(graph: nx.MultiDiGraph, node_id: str, action: str, why: str) -> list[UpkeepChange]:
+    """Close a node and its current edges (as the store will) in the working graph."""
+    data = graph.nodes[node_id]
+    changes = [UpkeepChange(action, ("node", node_id), _describe_node(node_id, data), why)]
+    incident = [*graph.out_edges(node_id, keys=True, data=True)]
+    incident += [e for e in graph.in_edges(node_id, keys=True, data=True) if e[0] != node_id]
+    for source, target, key, edge_data in incident:
+        changes.append(
+            UpkeepChange(
+                action,
+                ("edge", source, target, key),
+                _describe_edge(source, target, key, edge_data),
+                f"closed with node {node_id!r}",
+            )
+        )
+    graph.remove_node(node_id)
+    return changes
+
+
+def _close_edge(
+    graph: nx.MultiDiGraph, ident: tuple[str, str, str], action: str, why: str
+) -> UpkeepChange:
+    source, target, key = ident
+    data = graph.edges[source, target, key]
+    change = UpkeepChange(action, ("edge", *ident), _describe_edge(source, target, key, data), why)
+    graph.remove_edge(source, target, key)
+    return change
+
+
+def _set_confidence(graph: nx.MultiDiGraph, fact_key: Sequence[str], value: float) -> None:
+    if fact_key[0] == "node":
+        graph.nodes[fact_key[1]]["_confidence"] = value
+    else:
+        graph.edges[fact_key[1], fact_key[2], fact_key[3]]["_confidence"] = value
+
+
+def _describe_node(node_id: str, data: Mapping[str, Any]) -> str:
+    name = data.get("name")
+    named = f" {name!r}" if isinstance(name, str) and name else ""
+    return f"node {node_id!r} ({data.get('label')}{named})"
+
+
+def _describe_edge(source: str, target: str, key: str, data: Mapping[str, Any]) -> str:
+    relationship = data.get("relationship")
+    keyed = f" key {key!r}" if key != relationship else ""
+    return f"edge {source!r} -[{relationship}]-> {target!r}{keyed}"
+
+
+def _confidence(data: Mapping[str, Any]) -> float:
+    value = data.get("_confidence")
+    if isinstance(value, int | float) and not math.isnan(value):
+        return float(value)
+    return 1.0  # the store's own default for a fact written without one
+
+
+def _days(days: float) -> str:
+    return f"{days:.1f} d" if days % 1 else f"{days:.0f} d"
+
+
+def _newest_version(session: EntitySession, default: int) -> int:
+    newest = session.commits(limit=1)
+    return int(newest[0]["version"]) if newest else default
+
+
+def _as_utc(value: datetime) -> datetime:
+    return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
