@@ -12,7 +12,7 @@ import hashlib
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -293,6 +293,16 @@ def _next_version_row(row: Any, now: datetime, **changes: Any) -> dict[str, Any]
     return values
 
 
+class _AsRow:
+    """Attribute access to a pending row's values (for :class:`_Evidence`)."""
+
+    def __init__(self, values: Mapping[str, Any]) -> None:
+        self._values = values
+
+    def __getattr__(self, name: str) -> Any:
+        return self._values[name]
+
+
 def merge_nodes(
     connection: Connection,
     *,
@@ -308,15 +318,62 @@ def merge_nodes(
     content_problems: Any,
 ) -> tuple[int, int]:
     """Merge ``alias_ids`` into ``canonical_id`` in one commit; return ``(new version, rows
-    written)``. See :meth:`kgot.persistence.EntitySession.merge_nodes`."""
+    written)``. See :meth:`kgot.persistence.EntitySession.merge_nodes`.
+
+    Everything is checked before the first write, so a refused merge writes nothing."""
+    aliases = _checked_aliases(canonical_id, alias_ids)
+    now = utc_now()
+    rows = _rows_to_merge(
+        connection,
+        [canonical_id, *aliases],
+        entity_id=entity_id,
+        entity=entity,
+        view=view,
+        version=version,
+        now=now,
+    )
+    _refuse_other_types(rows, canonical_id, aliases)
+    _refuse_bad_properties(
+        canonical_id, rows[canonical_id].label, properties, catalog, content_problems
+    )
+    merge = _Merge(connection, entity_id, canonical_id, tuple(aliases), version + 1, now)
+    _write_nodes(merge, rows, properties, catalog)
+    plan = _plan_edges(merge)
+    _write_edges(merge, plan)
+    record_commit(
+        connection, entity_id, merge.version, provenance, summary=plan.summary(merge), now=now
+    )
+    # Node rows: the canonical node's old and new rows, and each alias's row (closed, linked).
+    return merge.version, 2 + 2 * len(aliases) + plan.rows_written
+
+
+# ---------------------------------------------------------------------------- merge checks
+
+
+def _checked_aliases(canonical_id: str, alias_ids: Sequence[str]) -> list[str]:
+    """``alias_ids`` without repeats, refused when empty or holding the canonical node."""
     aliases = list(dict.fromkeys(alias_ids))
     if not aliases:
         raise UsageError("merge_nodes needs at least one alias node id")
     if canonical_id in aliases:
         raise UsageError(f"node {canonical_id!r} cannot be merged into itself")
-    now = utc_now()
-    rows = current_nodes(connection, entity_id, [canonical_id, *aliases])
-    for node_id in (canonical_id, *aliases):
+    return aliases
+
+
+def _rows_to_merge(
+    connection: Connection,
+    node_ids: Sequence[str],
+    *,
+    entity_id: int,
+    entity: str,
+    view: View,
+    version: int,
+    now: datetime,
+) -> dict[str, Any]:
+    """The current rows of ``node_ids``; refused when one is missing or expired, or another
+    writer changed one since ``view`` (the merge was decided on what the view showed)."""
+    rows = current_nodes(connection, entity_id, node_ids)
+    for node_id in node_ids:
         row = rows.get(node_id)
         if row is None or not _alive(row, now):
             raise UsageError(f"cannot merge: no current node {node_id!r} in entity {entity!r}")
@@ -327,6 +384,10 @@ def merge_nodes(
     ]
     if stale:
         raise CommitConflictError(stale, version)
+    return rows
+
+
+def _refuse_other_types(rows: Mapping[str, Any], canonical_id: str, aliases: Sequence[str]) -> None:
     canonical = rows[canonical_id]
     for alias in aliases:
         if rows[alias].label != canonical.label:
@@ -334,7 +395,17 @@ def merge_nodes(
                 f"cannot merge node {alias!r} ({rows[alias].label}) into {canonical_id!r} "
                 f"({canonical.label}): only nodes of one type are merged"
             )
-    node = Node(canonical_id, canonical.label, dict(properties))
+
+
+def _refuse_bad_properties(
+    canonical_id: str,
+    label: str,
+    properties: Mapping[str, Any],
+    catalog: TypeCatalog,
+    content_problems: Any,
+) -> None:
+    """Refuse properties that break the canonical node's type or carry ``_`` metadata."""
+    node = Node(canonical_id, label, dict(properties))
     problems = content_problems(Changeset(changed_nodes=(node,)), catalog)
     if any(name.startswith("_") for name in properties):
         problems.append(
@@ -343,161 +414,256 @@ def merge_nodes(
         )
     if problems:
         raise ChangesetError(problems)
-    new_version = version + 1
-    type_def = catalog.node_types.get(canonical.label)
 
-    # The canonical node's next version: the caller's properties, the aliases' evidence.
+
+# ---------------------------------------------------------------------------- merge writes
+
+
+@dataclass(frozen=True)
+class _Merge:
+    """One checked merge: where it writes, which nodes, and the version and time it writes."""
+
+    connection: Connection
+    entity_id: int
+    canonical_id: str
+    aliases: tuple[str, ...]
+    version: int
+    now: datetime
+
+    def new_end(self, node_id: str) -> str:
+        """Where an edge end lands: any merged node becomes the canonical one."""
+        return self.canonical_id if node_id in self.aliases else node_id
+
+
+def _write_nodes(
+    merge: _Merge, rows: Mapping[str, Any], properties: Mapping[str, Any], catalog: TypeCatalog
+) -> None:
+    """Close the canonical node (``changed``) and the aliases (``merged``, with
+    ``canonical_id``) and write the canonical node's next version, which all of them are
+    superseded by: the caller's properties, and the aliases' sources as corroborations."""
+    canonical = rows[merge.canonical_id]
+    alias_rows = [rows[alias] for alias in merge.aliases]
     evidence = _Evidence(canonical)
-    for alias in aliases:
-        evidence.join(rows[alias])
+    for row in alias_rows:
+        evidence.join(row)
+    type_def = catalog.node_types.get(canonical.label)
     new_canonical = _next_version_row(
         canonical,
-        now,
-        node_id=canonical_id,
+        merge.now,
+        node_id=merge.canonical_id,
         label=canonical.label,
         properties=dict(properties),
         corroborations=evidence.count,
         sources=evidence.sources or None,
         type_version=type_def.version if type_def else canonical.type_version,
         canonical_id=None,
-        valid_from_version=new_version,
+        valid_from_version=merge.version,
     )
-    _close_rows(connection, _nodes, [canonical.row_id], new_version, now=now, reason="changed")
+    connection = merge.connection
+    # Close old rows first: the partial unique index allows one current row per identity.
+    _close_rows(
+        connection, _nodes, [canonical.row_id], merge.version, now=merge.now, reason="changed"
+    )
     _close_rows(
         connection,
         _nodes,
-        [rows[alias].row_id for alias in aliases],
-        new_version,
-        now=now,
+        [row.row_id for row in alias_rows],
+        merge.version,
+        now=merge.now,
         reason="merged",
-        canonical_id=canonical_id,
+        canonical_id=merge.canonical_id,
     )
-    canonical_row = connection.execute(
+    new_row = connection.execute(
         insert(_nodes).returning(_nodes.c.row_id), [new_canonical]
     ).scalar_one()
-    links = [{"old_row": rows[a].row_id, "new_row": canonical_row} for a in aliases]
-    links.append({"old_row": canonical.row_id, "new_row": canonical_row})
+    _link_superseded(
+        connection,
+        _nodes,
+        [{"old_row": row.row_id, "new_row": new_row} for row in (*alias_rows, canonical)],
+    )
 
-    # Edges: every current edge of an alias moves to the canonical node.
-    group = {canonical_id, *aliases}
-    moved: list[Any] = []
-    occupied: dict[tuple[str, str, str], Any] = {}  # current idents that stay or arrive
-    for row in incident_edges(connection, entity_id, group):
-        if row.source in aliases or row.target in aliases:
-            moved.append(row)
-        else:
-            occupied[(row.source, row.target, row.key)] = row
-    new_edges: list[dict[str, Any]] = []
-    replaced_by: list[int] = []  # per new edge: the row it replaces
-    replaced_by_new: list[tuple[int, dict[str, Any]]] = []  # moved rows joined into new edges
-    joined: dict[int, _Evidence] = {}  # existing edge row -> its evidence with moved ones
-    pending: dict[int, _Evidence] = {}  # id() of a new edge's values -> the same
-    joined_into: list[tuple[int, int]] = []  # (moved row, existing row it joined)
-    dropped = 0
-    for row in moved:
-        source = canonical_id if row.source in group else row.source
-        target = canonical_id if row.target in group else row.target
-        if source == target and row.source != row.target:
-            dropped += 1  # it linked the merged nodes to each other: now a loop, not a fact
-            continue
-        ident = (source, target, row.key)
-        existing = occupied.get(ident)
-        if existing is not None and (existing.relationship, existing.properties) == (
+
+class _NewEdge:
+    """An alias's edge written again on the canonical node; equal edges of other aliases join
+    it (their sources counted as corroborations) instead of becoming edges of their own."""
+
+    def __init__(self, values: dict[str, Any], moved_row: int) -> None:
+        self.values = values
+        self.replaces = [moved_row]  # the rows it supersedes: its own, then the joined ones
+        self._evidence: _Evidence | None = None
+
+    def holds_same_fact(self, row: Any) -> bool:
+        return (self.values["relationship"], self.values["properties"]) == (
             row.relationship,
             row.properties,
-        ):
-            # The same edge found from both nodes: one edge, with both rows' evidence.
-            if isinstance(existing, dict):
-                evidence_of = pending.setdefault(id(existing), _Evidence(_AsRow(existing)))
-                evidence_of.join(row)
-                existing["corroborations"] = evidence_of.count
-                existing["sources"] = evidence_of.sources or None
-                replaced_by_new.append((row.row_id, existing))
-            else:
-                joined.setdefault(existing.row_id, _Evidence(existing)).join(row)
-                joined_into.append((row.row_id, existing.row_id))
+        )
+
+    def join(self, row: Any) -> None:
+        if self._evidence is None:
+            self._evidence = _Evidence(_AsRow(self.values))
+        self._evidence.join(row)
+        self.values["corroborations"] = self._evidence.count
+        self.values["sources"] = self._evidence.sources or None
+        self.replaces.append(row.row_id)
+
+
+class _KeptEdge:
+    """A current edge that stays where it is (not touching an alias); an equal moved edge
+    joins it, so the same edge found from both nodes becomes one edge with both's evidence."""
+
+    def __init__(self, row: Any) -> None:
+        self.row = row
+        self.joined: list[int] = []  # moved rows superseded by it
+        self.evidence: _Evidence | None = None
+
+    def holds_same_fact(self, row: Any) -> bool:
+        return (self.row.relationship, self.row.properties) == (row.relationship, row.properties)
+
+    def join(self, row: Any) -> None:
+        if self.evidence is None:
+            self.evidence = _Evidence(self.row)
+        self.evidence.join(row)
+        self.joined.append(row.row_id)
+
+
+@dataclass
+class _EdgePlan:
+    """What a merge does to the edges, decided before any of them is written."""
+
+    moved: list[Any] = field(default_factory=list)  # current alias edges: all close as merged
+    new_edges: list[_NewEdge] = field(default_factory=list)
+    kept: list[_KeptEdge] = field(default_factory=list)
+    dropped: int = 0  # edges between merged nodes: closed, never turned into loops
+
+    @property
+    def joined_kept(self) -> list[_KeptEdge]:
+        return [edge for edge in self.kept if edge.joined]
+
+    @property
+    def joined(self) -> int:
+        """Moved edges that joined an equal edge instead of being written."""
+        into_new = sum(len(edge.replaces) - 1 for edge in self.new_edges)
+        return into_new + sum(len(edge.joined) for edge in self.kept)
+
+    @property
+    def rows_written(self) -> int:
+        return len(self.moved) + len(self.new_edges) + len(self.joined_kept)
+
+    def summary(self, merge: _Merge) -> str:
+        names = ", ".join(repr(alias) for alias in merge.aliases)
+        count = len(self.new_edges)
+        details = [f"{count} edge{'s' * (count != 1)} re-pointed"]
+        if self.joined:
+            details.append(f"{self.joined} joined")
+        if self.dropped:
+            details.append(f"{self.dropped} between them closed")
+        return f"merged {names} into {merge.canonical_id!r} ({', '.join(details)})"
+
+
+def _plan_edges(merge: _Merge) -> _EdgePlan:
+    """Every current edge of an alias moves to the canonical node: it joins an equal edge
+    that holds its new identity, takes a fresh key (``key~2``) when another edge holds it, or
+    is dropped when it linked the merged nodes to each other."""
+    plan = _EdgePlan()
+    group = {merge.canonical_id, *merge.aliases}
+    occupied: dict[tuple[str, str, str], _NewEdge | _KeptEdge] = {}  # idents that stay/arrive
+    for row in incident_edges(merge.connection, merge.entity_id, group):
+        if row.source in merge.aliases or row.target in merge.aliases:
+            plan.moved.append(row)
+        else:
+            kept = _KeptEdge(row)
+            plan.kept.append(kept)
+            occupied[(row.source, row.target, row.key)] = kept
+    for row in plan.moved:
+        source, target = merge.new_end(row.source), merge.new_end(row.target)
+        if source == target and row.source != row.target:
+            plan.dropped += 1  # it linked the merged nodes to each other: now a loop, not a fact
             continue
-        key = row.key
-        number = 1
-        while (source, target, key) in occupied:
-            number += 1
-            key = f"{row.key}~{number}"  # another edge holds that identity: a fresh key
+        occupant = occupied.get((source, target, row.key))
+        if occupant is not None and occupant.holds_same_fact(row):
+            occupant.join(row)
+            continue
+        key = _free_key(occupied, source, target, row.key)
         values = _next_version_row(
             row,
-            now,
+            merge.now,
             source=source,
             target=target,
             key=key,
             relationship=row.relationship,
-            valid_from_version=new_version,
+            valid_from_version=merge.version,
         )
-        occupied[(source, target, key)] = values
-        new_edges.append(values)
-        replaced_by.append(row.row_id)
+        new_edge = _NewEdge(values, row.row_id)
+        occupied[(source, target, key)] = new_edge
+        plan.new_edges.append(new_edge)
+    return plan
+
+
+def _free_key(
+    occupied: Mapping[tuple[str, str, str], Any], source: str, target: str, key: str
+) -> str:
+    """``key``, or ``key~2``, ``key~3``, … when another edge holds that identity."""
+    candidate, number = key, 1
+    while (source, target, candidate) in occupied:
+        number += 1
+        candidate = f"{key}~{number}"
+    return candidate
+
+
+def _write_edges(merge: _Merge, plan: _EdgePlan) -> None:
+    """Close the moved edges as ``merged``, write the new ones, add the joined evidence to
+    the kept edges and point every closed edge at the edge it became."""
+    connection = merge.connection
     _close_rows(
-        connection, _edges, [r.row_id for r in moved], new_version, now=now, reason="merged"
+        connection,
+        _edges,
+        [row.row_id for row in plan.moved],
+        merge.version,
+        now=merge.now,
+        reason="merged",
     )
-    edge_links: list[dict[str, int]] = []
-    if new_edges:
+    links: list[dict[str, int]] = []
+    if plan.new_edges:
         new_ids = connection.execute(
-            insert(_edges).returning(_edges.c.row_id, sort_by_parameter_order=True), new_edges
+            insert(_edges).returning(_edges.c.row_id, sort_by_parameter_order=True),
+            [edge.values for edge in plan.new_edges],
         ).scalars()
-        new_row_of: dict[int, int] = {}
-        for old, values, new in zip(replaced_by, new_edges, new_ids, strict=True):
-            edge_links.append({"old_row": old, "new_row": new})
-            new_row_of[id(values)] = new
-        edge_links += [
-            {"old_row": old, "new_row": new_row_of[id(values)]} for old, values in replaced_by_new
-        ]
-    edge_links += [{"old_row": moved_row, "new_row": kept} for moved_row, kept in joined_into]
-    existing_updates = [
-        {"row": row_id, "count": evidence.count, "sources": evidence.sources or None}
-        for row_id, evidence in joined.items()
-    ]
-    if existing_updates:
+        for edge, new_id in zip(plan.new_edges, new_ids, strict=True):
+            links += [{"old_row": old, "new_row": new_id} for old in edge.replaces]
+    joined_kept = plan.joined_kept
+    for kept in joined_kept:
+        links += [{"old_row": old, "new_row": kept.row.row_id} for old in kept.joined]
+    if joined_kept:
         connection.execute(
             update(_edges)
             .where(_edges.c.row_id == bindparam("row"))
             .values(
                 corroborations=bindparam("count"),
                 sources=bindparam("sources", type_=_edges.c.sources.type),
-                reinforced_at=now,
+                reinforced_at=merge.now,
             ),
-            existing_updates,
+            [
+                {
+                    "row": kept.row.row_id,
+                    "count": kept.evidence.count,
+                    "sources": kept.evidence.sources or None,
+                }
+                for kept in joined_kept
+                if kept.evidence is not None
+            ],
         )
-    for table, table_links in ((_nodes, links), (_edges, edge_links)):
-        if table_links:
-            connection.execute(
-                update(table)
-                .where(table.c.row_id == bindparam("old_row"))
-                .values(superseded_by=bindparam("new_row")),
-                table_links,
-            )
-    names = ", ".join(repr(a) for a in aliases)
-    summary = (
-        f"merged {names} into {canonical_id!r} ({len(new_edges)} edge"
-        f"{'s' * (len(new_edges) != 1)} re-pointed"
-        + (
-            f", {len(joined_into) + len(replaced_by_new)} joined"
-            if joined_into or replaced_by_new
-            else ""
+    _link_superseded(connection, _edges, links)
+
+
+def _link_superseded(connection: Connection, table: Any, links: list[dict[str, int]]) -> None:
+    """Set ``superseded_by`` of each ``old_row`` to its ``new_row``."""
+    if links:
+        connection.execute(
+            update(table)
+            .where(table.c.row_id == bindparam("old_row"))
+            .values(superseded_by=bindparam("new_row")),
+            links,
         )
-        + (f", {dropped} between them closed" if dropped else "")
-        + ")"
-    )
-    record_commit(connection, entity_id, new_version, provenance, summary=summary, now=now)
-    written = 2 + 2 * len(aliases) + len(moved) + len(new_edges) + len(existing_updates)
-    return new_version, written
-
-
-class _AsRow:
-    """Attribute access to a pending row's values (for :class:`_Evidence`)."""
-
-    def __init__(self, values: Mapping[str, Any]) -> None:
-        self._values = values
-
-    def __getattr__(self, name: str) -> Any:
-        return self._values[name]
 
 
 def canonical_id(connection: Connection, entity_id: int, node_id: str) -> str | None:
