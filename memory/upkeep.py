@@ -234,7 +234,7 @@ def _expiry(data: Mapping[str, Any], settings: UpkeepSettings | None, now: datet
     idle = (now - last).total_seconds() / SECONDS_PER_DAY
     if idle <= ttl:
         return None
-    return f"last written {_days(idle)} ago, time to live {_days(ttl)}"
+    return f"last written {_age(idle)} ago, time to live {_setting(ttl)}"
 
 
 _WRITTEN = ("_updated_at", "_reinforced_at", "_created_at")
@@ -271,7 +271,7 @@ def _prune(
                 (
                     fact_key,
                     f"weight {weight:.4f} < {PRUNE_BELOW} (confidence {confidence:g}, age "
-                    f"{_days(age or 0.0)}, half-life {_days(settings.half_life_days or 0)}, "
+                    f"{_age(age or 0.0)}, half-life {_setting(settings.half_life_days or 0)}, "
                     f"strength {strength:g})",
                 )
             )
@@ -469,8 +469,12 @@ def _confidence(data: Mapping[str, Any]) -> float:
     return 1.0  # the store's own default for a fact written without one
 
 
-def _days(days: float) -> str:
-    return f"{days:.1f} d" if days % 1 else f"{days:.0f} d"
+def _age(days: float) -> str:
+    return f"{days:.1f} d"
+
+
+def _setting(days: float) -> str:
+    return f"{days:g} d"
 
 
 def _newest_version(session: EntitySession, default: int) -> int:
