@@ -6,6 +6,7 @@ The store is ``store.db`` from the settings (``KGOT_DB``, ``[store] db`` in the 
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from kgot.cli.common import print_json, settings_from
+from kgot.cli.common import print_json, printable, settings_from
 from kgot.errors import UsageError
 
 if TYPE_CHECKING:
@@ -258,11 +259,13 @@ def types_show(
     name: Annotated[str, typer.Argument(help="Type name.")],
     entity: EntityScope = None,
     history: Annotated[
-        bool, typer.Option("--history", help="Every version in this scope.")
+        bool, typer.Option("--history", help="Every version in this scope (JSON).")
     ] = False,
     db: DbOption = None,
+    as_json: JsonOption = False,
 ) -> None:
-    """Print a type's definition as JSON (the one the entity sees, or every version)."""
+    """Show a type: its meaning, upkeep settings and properties (the one the entity sees, or
+    every version as JSON)."""
     with opened_store(ctx, db, entity=entity) as store:
         if history:
             versions = store.type_history(name, entity=entity)
@@ -270,7 +273,7 @@ def types_show(
                 raise UsageError(_no_type(name, entity))
             print_json(
                 [
-                    {**t.to_dict(), "retired_at": _iso(retired), "retired_reason": reason}
+                    {**_type_json(t), "retired_at": _iso(retired), "retired_reason": reason}
                     for t, retired, reason in versions
                 ]
             )
@@ -279,7 +282,108 @@ def types_show(
     found = catalog.node_types.get(name) or catalog.edge_types.get(name)
     if found is None:
         raise UsageError(_no_type(name, entity))
-    print_json(found.to_dict())
+    if as_json:
+        print_json(_type_json(found))
+        return
+    for label, value in _type_lines(found):
+        _echo_field(label, value)
+
+
+def _type_json(type_def: TypeDef) -> dict[str, Any]:
+    """A type's JSON: its definition as a type file spells it, its version and origin, and
+    ``evergreen`` (whether its facts never decay: ``half_life_days`` is null)."""
+    data: dict[str, Any] = {}
+    for key, value in type_def.to_dict().items():
+        data[key] = value
+        if key == "half_life_days":
+            data["evergreen"] = type_def.upkeep.evergreen
+    return data
+
+
+def _type_lines(type_def: TypeDef) -> list[tuple[str, str]]:
+    """``types show`` as label/value lines: what the type means, then how upkeep treats it."""
+    spec = type_def.spec
+    scope = (
+        f"{spec.kind} type of entity {type_def.scope!r}"
+        if type_def.scope
+        else (f"global {spec.kind} type")
+    )
+    lines = [
+        ("type", f"{spec.name} ({scope}, v{type_def.version}, by {type_def.created_by})"),
+        ("description", " ".join(spec.description.split())),
+    ]
+    if spec.kind == "edge":
+        sources = " | ".join(spec.source_types) or "any"
+        lines.append(("connects", f"{sources} -> {' | '.join(spec.target_types) or 'any'}"))
+    lines += _upkeep_lines(type_def)
+    schema = spec.properties
+    declared = schema.get("properties")
+    names = list(declared) if isinstance(declared, dict) else []
+    required = set(schema.get("required") or [])
+    listed = ", ".join(f"{n}{' (required)' * (n in required)}" for n in names)
+    lines.append(("properties", listed or "none declared"))
+    if spec.example is not None:
+        lines.append(("example", json.dumps(spec.example, ensure_ascii=False, default=str)))
+    lines.append(("schema", f"kgot types show {spec.name}{_scope_flag(type_def)} --json"))
+    return lines
+
+
+def _upkeep_lines(type_def: TypeDef) -> list[tuple[str, str]]:
+    """The upkeep settings (docs/persistence.md "Upkeep settings"), defaults spelled out."""
+    upkeep = type_def.upkeep
+    lines: list[tuple[str, str]] = []
+    if type_def.kind == "node":
+        lines.append(("identity", ", ".join(upkeep.identity) or "none"))
+        lines.append(("functional", ", ".join(upkeep.functional) or "none"))
+    else:
+        lines.append(
+            (
+                "functional",
+                "true (at most one current edge per source node)"
+                if upkeep.functional_edge
+                else "false",
+            )
+        )
+    half_life = upkeep.half_life_days
+    lines.append(
+        (
+            "half_life_days",
+            "evergreen (never decays)"
+            if half_life is None
+            else f"{half_life:g} (freshness halves every {half_life:g} days)",
+        )
+    )
+    ttl = upkeep.ttl_days
+    lines.append(
+        (
+            "ttl_days",
+            "none (never expires)"
+            if ttl is None
+            else f"{ttl:g} (a fact expires {ttl:g} days after it was written or reinforced)",
+        )
+    )
+    lines.append(("rank_weight", f"{upkeep.rank_weight:g}"))
+    return lines
+
+
+def _scope_flag(type_def: TypeDef) -> str:
+    return f" --entity {type_def.scope}" if type_def.scope else ""
+
+
+def _echo_field(label: str, value: str) -> None:
+    """One ``label  value`` line, the value wrapped to 80 columns under itself."""
+    import textwrap
+
+    indent = " " * 16
+    text = textwrap.fill(
+        printable(value),
+        width=80,
+        initial_indent=f"{label:<15} ",
+        subsequent_indent=indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+    typer.echo(text)
 
 
 @types_app.command("add")

@@ -89,7 +89,7 @@ def test_types_commands(kgot, tmp_path: Path) -> None:
     assert "Security" in {t["name"] for t in listed["node_types"]}
     code, out, _ = kgot("types", "list", "--json")  # global scope: not there
     assert "Security" not in {t["name"] for t in json.loads(out)["node_types"]}
-    code, out, _ = kgot("types", "show", "Security", "-e", "fund")
+    code, out, _ = kgot("types", "show", "Security", "-e", "fund", "--json")
     assert json.loads(out)["properties"]["required"] == ["ticker"]
 
     updated = tmp_path / "update.json"
@@ -129,6 +129,123 @@ def test_bad_type_files_are_one_line_errors_and_store_nothing(kgot, tmp_path: Pa
     assert json.loads(kgot("entities", "list", "--json")[1])[0]["name"] == "fund"
     code, _, err = kgot("types", "add", str(tmp_path / "missing.yaml"))
     assert code == 2 and "does not exist" in err
+
+
+ASSET_TYPES = """
+node_types:
+  - name: Asset
+    description: A listed security an aide watches.
+    identity: [symbol]
+    functional: [price]
+    half_life_days: 21
+    ttl_days: 90
+    rank_weight: 0.8
+    properties:
+      type: object
+      required: [symbol]
+      properties:
+        symbol: {type: string}
+        price: {type: number}
+edge_types:
+  - name: listed_on
+    description: The asset's primary listing.
+    functional: true
+    half_life_days: 730
+    source: Asset
+    properties: {type: object}
+"""
+
+
+def test_types_show_gives_the_upkeep_settings(kgot, tmp_path: Path) -> None:
+    kgot("entities", "create", "aide")
+    types_file = tmp_path / "assets.yaml"
+    types_file.write_text(ASSET_TYPES, encoding="utf-8")
+    assert kgot("types", "add", str(types_file), "-e", "aide")[0] == 0
+
+    code, out, err = kgot("types", "show", "Asset", "-e", "aide")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines == [
+        "type            Asset (node type of entity 'aide', v1, by user)",
+        "description     A listed security an aide watches.",
+        "identity        symbol",
+        "functional      price",
+        "half_life_days  21 (freshness halves every 21 days)",
+        "ttl_days        90 (a fact expires 90 days after it was written or reinforced)",
+        "rank_weight     0.8",
+        "properties      symbol (required), price",
+        "schema          kgot types show Asset --entity aide --json",
+    ]
+    assert all(len(line) <= 80 for line in lines)
+
+    code, out, _ = kgot("types", "show", "Asset", "-e", "aide", "--json")
+    shown = json.loads(out)
+    assert {k: shown[k] for k in ("identity", "functional", "ttl_days", "rank_weight")} == {
+        "identity": ["symbol"],
+        "functional": ["price"],
+        "ttl_days": 90,
+        "rank_weight": 0.8,
+    }
+    assert (shown["half_life_days"], shown["evergreen"]) == (21, False)
+
+    # An edge type's `functional` is a yes/no; an evergreen type says so.
+    code, out, _ = kgot("types", "show", "listed_on", "-e", "aide")
+    assert "functional      true (at most one current edge per source node)" in out.splitlines()
+    assert "connects        Asset -> any" in out.splitlines()
+    assert (
+        json.loads(kgot("types", "show", "listed_on", "-e", "aide", "--json")[1])["functional"]
+        is True
+    )
+    code, out, _ = kgot("types", "show", "Event")
+    assert out.splitlines()[0] == "type            Event (global node type, v1, by system)"
+    assert "half_life_days  evergreen (never decays)" in out.splitlines()
+    assert "identity        none" in out.splitlines()
+    shown = json.loads(kgot("types", "show", "Event", "--json")[1])
+    assert (shown["half_life_days"], shown["evergreen"], shown["ttl_days"]) == (None, True, None)
+    assert shown["functional"] == ["date", "start", "end"]
+    (version,) = json.loads(kgot("types", "show", "Event", "--history")[1])
+    assert version["evergreen"] is True and version["retired_reason"] is None
+
+
+def test_a_setting_naming_a_missing_property_is_one_line_and_stores_nothing(
+    kgot, tmp_path: Path
+) -> None:
+    kgot("entities", "create", "aide")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(ASSET_TYPES.replace("identity: [symbol]", "identity: [ticker]"), "utf-8")
+    code, out, err = kgot("types", "add", str(bad), "-e", "aide")
+    assert (code, out) == (2, "")
+    assert err == (
+        "kgot: error: type 'Asset' rejected: identity names property 'ticker' the schema lacks "
+        "(declare it under `properties` or drop it from `identity`)\n"
+    )
+    listed = json.loads(kgot("types", "list", "-e", "aide", "--json")[1])
+    assert "Asset" not in {t["name"] for t in listed["node_types"]}  # all or nothing
+    assert "listed_on" not in {t["name"] for t in listed["edge_types"]}
+
+    # Several violations: grouped on the one line, each named.
+    worse = tmp_path / "worse.yaml"
+    worse.write_text(
+        ASSET_TYPES.replace("identity: [symbol]", "identity: [ticker]").replace(
+            "functional: [price]", "functional: [price, ceo]"
+        ),
+        "utf-8",
+    )
+    code, _, err = kgot("types", "add", str(worse), "-e", "aide")
+    assert code == 2 and err.count("\n") == 1
+    assert "identity names property 'ticker'" in err
+    assert "functional names property 'ceo' the schema lacks" in err
+
+    # The same rule holds for an update (the stored version stays) and a new entity's types.
+    good = tmp_path / "assets.yaml"
+    good.write_text(ASSET_TYPES, "utf-8")
+    assert kgot("types", "add", str(good), "-e", "aide")[0] == 0
+    code, _, err = kgot("types", "update", str(bad), "-e", "aide")
+    assert code == 2 and err.count("\n") == 1 and "identity names property 'ticker'" in err
+    assert json.loads(kgot("types", "show", "Asset", "-e", "aide", "--json")[1])["version"] == 1
+    code, _, err = kgot("entities", "create", "other", "--types", str(bad))
+    assert code == 2 and "identity names property 'ticker'" in err
+    assert [e["name"] for e in json.loads(kgot("entities", "list", "--json")[1])] == ["aide"]
 
 
 def test_graph_import_export_and_stats_by_entity(kgot, tmp_path: Path, store_url: str) -> None:
