@@ -63,6 +63,7 @@ __all__ = [
     "ResolutionIndex",
     "Suggestion",
     "Thresholds",
+    "VectorLookup",
     "compare_names",
     "match_existing",
     "node_names",
@@ -72,6 +73,9 @@ __all__ = [
 
 # Texts -> vectors (one per text), e.g. a LangChain embeddings' embed_documents.
 Embedder = Callable[[Sequence[str]], Sequence[Sequence[float]]]
+# Node ids -> the vectors found for them (ids without one left out), e.g. stored embeddings of
+# whole nodes (kgot.memory.embeddings); asked only for the nodes of promotable pairs.
+VectorLookup = Callable[[Sequence[str]], Mapping[str, Sequence[float]]]
 
 # Verdict kinds. Only "spelling" may be promoted by embeddings.
 _IDENTITY = "identity"
@@ -469,19 +473,28 @@ class _Cosines:
         vectors: Mapping[str, Sequence[float]] | None,
         embed: Embedder | None,
         text_of: Callable[[str], str],
+        lookup: VectorLookup | None = None,
     ) -> None:
         self.vectors: dict[str, np.ndarray] = {}
         for node_id, vector in (vectors or {}).items():
             self.vectors[node_id] = _unit(vector)
         self.embed = embed
         self.text_of = text_of
+        self.lookup = lookup
+        self.looked_up: set[str] = set()
 
     @property
     def enabled(self) -> bool:
-        return bool(self.vectors) or self.embed is not None
+        return bool(self.vectors) or self.embed is not None or self.lookup is not None
 
     def prepare(self, node_ids: Iterable[str]) -> None:
         missing = sorted({n for n in node_ids if n not in self.vectors})
+        if missing and self.lookup is not None:
+            ask = [n for n in missing if n not in self.looked_up]
+            self.looked_up.update(ask)
+            for node_id, vector in (self.lookup(ask) if ask else {}).items():
+                self.vectors[node_id] = _unit(vector)
+            missing = [n for n in missing if n not in self.vectors]
         if not missing or self.embed is None:
             return
         for node_id, vector in zip(
@@ -530,6 +543,7 @@ def resolve(
     created_at: Mapping[str, datetime | str | None] | None = None,
     vectors: Mapping[str, Sequence[float]] | None = None,
     embed: Embedder | None = None,
+    vector_lookup: VectorLookup | None = None,
     legal_forms: bool | None = None,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
 ) -> Resolution:
@@ -537,7 +551,8 @@ def resolve(
     ``identity``.
 
     ``evidence``: node id → edges + corroborations; ``created_at``: node id → first version
-    time (both choose the canonical node). ``vectors`` (node id → embedding) or ``embed``
+    time (both choose the canonical node). ``vectors`` (node id → embedding), ``vector_lookup``
+    (node ids → their embeddings, asked only for the nodes of promotable pairs) or ``embed``
     (names → embeddings) add embedding evidence. ``legal_forms``: whether short legal forms
     (Co, AG, SE, …) are dropped from names; by default when the type is an organisation
     (:func:`kgot.memory.names.is_organisation_type`).
@@ -558,7 +573,7 @@ def resolve(
     )
     for node in node_list:
         index.add(node)
-    cosines = _Cosines(vectors, embed, lambda n: index.nodes[n].names[0].raw)
+    cosines = _Cosines(vectors, embed, lambda n: index.nodes[n].names[0].raw, vector_lookup)
     verdicts = _candidate_verdicts(index)
     if cosines.enabled:
         promotable = [pair for pair, v in verdicts.items() if not v.merge and v.kind == _SPELLING]
