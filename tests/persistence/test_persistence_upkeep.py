@@ -4,6 +4,7 @@ curation queue, and that none of it reaches across entities."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import networkx as nx
@@ -18,6 +19,7 @@ from kgot.persistence import (
     Provenance,
     Store,
     SuggestionNotFoundError,
+    open_store,
 )
 from kgot.persistence.engine import read_transaction
 from kgot.persistence.schema import TABLES
@@ -477,3 +479,43 @@ def test_another_entitys_upkeep_rows_are_invisible(store: Store) -> None:
     assert count_rows(store, TABLES.fact_use) == 1
     assert count_rows(store, TABLES.suggestions) == 1
     assert alice.fact_use([("node", "apple")])[("node", "apple")].uses == 1
+
+
+# ---------------------------------------------------------------------------- docs
+
+
+def test_the_documented_starter_settings_are_the_seeded_ones(sqlite_url: str) -> None:
+    """docs/persistence.md "Upkeep settings" tables the starter types' settings: they must
+    say what a new store holds."""
+    docs = (Path(__file__).parents[2] / "docs" / "persistence.md").read_text("utf-8")
+    documented: dict[str, list[str]] = {}
+    for line in docs.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if line.startswith("| `") and len(cells) in (5, 6) and cells[-1][:1].isdigit():
+            documented[cells[0].strip("`")] = cells[1:]
+
+    def shown(names: tuple[str, ...]) -> str:
+        return ", ".join(names) or "—"
+
+    def days(value: float | None, none: str) -> str:
+        return none if value is None else f"{value:g}"
+
+    store = open_store(sqlite_url)
+    try:
+        catalog = store.type_catalog()
+    finally:
+        store.close()
+    seeded: dict[str, list[str]] = {}
+    for type_def in catalog.node_types.values():
+        upkeep = type_def.upkeep
+        seeded[type_def.name] = [shown(upkeep.identity), shown(upkeep.functional)]
+    for type_def in catalog.edge_types.values():
+        seeded[type_def.name] = [str(type_def.upkeep.functional_edge).lower()]
+    for type_def in (*catalog.node_types.values(), *catalog.edge_types.values()):
+        upkeep = type_def.upkeep
+        seeded[type_def.name] += [
+            days(upkeep.half_life_days, "evergreen"),
+            days(upkeep.ttl_days, "—"),
+            f"{upkeep.rank_weight:g}",
+        ]
+    assert documented == seeded
