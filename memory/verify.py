@@ -51,7 +51,9 @@ import functools
 import json
 import math
 import re
+import threading
 import unicodedata
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -61,6 +63,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kgot.errors import UsageError
+from kgot.graph_model import Node
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -68,6 +71,7 @@ if TYPE_CHECKING:
 
     from kgot.llm import LLMClient
     from kgot.memory.names import NormalName
+    from kgot.memory.resolution import ResolutionIndex
     from kgot.persistence import EntitySession, TypeCatalog
 
 __all__ = [
@@ -251,8 +255,109 @@ def verify_claim(
 
 def _check(session: EntitySession, claim: Claim, now: datetime | None) -> Verdict:
     moment = _aware(now) if now is not None else datetime.now(UTC)
-    graph = session.load_graph(include_meta=True, track=False)  # the run's view stays put
-    return _Checker(session, graph, session.type_catalog(), moment).run(claim)
+    facts = _GRAPHS.get(session)
+    return _Checker(session, facts, session.type_catalog(), moment).run(claim)
+
+
+_PROBE_ID = "\x00claim"  # the id of the claim's subject as a node to match (no node has it)
+
+
+class _Facts:
+    """The entity's current facts as ``load_graph(include_meta=True)`` gave them at
+    ``version``, with name lookups built on first use: exact normalised names (every node that
+    has one, so two same-named nodes are seen as ambiguous) and the resolution index for the
+    near matches (:func:`kgot.memory.resolution.match_existing`, per type)."""
+
+    def __init__(self, version: int, graph: nx.MultiDiGraph) -> None:
+        self.version = version
+        self.graph = graph
+        self.labels = {str(d.get("label", "")) for _, d in graph.nodes(data=True)}
+        self._lock = threading.Lock()
+        self._exact: tuple[dict[str, set[str]], ...] | None = None
+        self._index: ResolutionIndex | None = None
+
+    def exact(self, text: str) -> set[str]:
+        """Nodes one of whose names equals ``text`` once normalised (resolution's exact and
+        same-letters rules), under their type's legal-form rules."""
+        tables = self._tables()
+        found: set[str] = set()
+        for organisation, (keys, compacts, fulls) in ((False, tables[:3]), (True, tables[3:])):
+            probe = _normal(text, organisation)
+            if not probe.key:
+                continue
+            for table, form in (
+                (keys, probe.key),
+                (compacts, probe.compact),
+                (fulls, probe.full_compact),
+            ):
+                found.update(
+                    n for n in table.get(form, ()) if _is_org(self.graph, n) == organisation
+                )
+        return found
+
+    def _tables(self) -> tuple[dict[str, set[str]], ...]:
+        with self._lock:
+            if self._exact is None:
+                tables: tuple[dict[str, set[str]], ...] = tuple({} for _ in range(6))
+                for node_id, data in self.graph.nodes(data=True):
+                    organisation = _is_org(self.graph, node_id)
+                    keys, compacts, fulls = tables[3:] if organisation else tables[:3]
+                    for name in _names(node_id, data):
+                        normal = _normal(name, organisation)
+                        if normal.key:
+                            keys.setdefault(normal.key, set()).add(node_id)
+                            compacts.setdefault(normal.compact, set()).add(node_id)
+                            fulls.setdefault(normal.full_compact, set()).add(node_id)
+                self._exact = tables
+            return self._exact
+
+    def index(self) -> ResolutionIndex:
+        from kgot.memory.resolution import ResolutionIndex
+
+        with self._lock:
+            if self._index is None:
+                self._index = ResolutionIndex.build(
+                    Node(n, str(d.get("label", "")), _plain(d))
+                    for n, d in self.graph.nodes(data=True)
+                )
+            return self._index
+
+
+def _is_org(graph: nx.MultiDiGraph, node_id: str) -> bool:
+    from kgot.memory.names import is_organisation_type
+
+    return is_organisation_type(str(graph.nodes[node_id].get("label", "")))
+
+
+def _plain(data: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if not k.startswith("_") and k != "label"}
+
+
+class _GraphCache:
+    """The entity's current facts (with metadata) per live session, kept while the entity's
+    newest version is the one they were read at: a run that checks several claims between two
+    commits reads its graph once. Facts that expire after the read are skipped at check time
+    (:func:`_alive`), as ``load_graph`` would have hidden them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_session: weakref.WeakKeyDictionary[Any, _Facts] = weakref.WeakKeyDictionary()
+
+    def get(self, session: EntitySession) -> _Facts:
+        newest = session.commits(limit=1)  # the store's newest version, not the session's view
+        latest = int(newest[0]["version"]) if newest else 0
+        with self._lock:
+            found = self._by_session.get(session)
+        if found is not None and found.version == latest:
+            return found
+        graph = session.load_graph(include_meta=True, track=False)  # the run's view stays put
+        facts = _Facts(int(graph.graph.get("kgot_version", 0)), graph)
+        with self._lock:
+            self._by_session[session] = facts
+        return facts
+
+
+_GRAPHS = _GraphCache()
 
 
 # --------------------------------------------------------------------------------------------
@@ -403,14 +508,24 @@ class _Checker:
     def __init__(
         self,
         session: EntitySession,
-        graph: nx.MultiDiGraph,
+        facts: _Facts,
         catalog: TypeCatalog,
         now: datetime,
     ) -> None:
         self.session = session
-        self.graph = graph
+        self.facts = facts
+        self.graph = facts.graph
         self.catalog = catalog
         self.now = now
+        self.wall_clock = datetime.now(UTC)
+
+    def alive(self, data: Mapping[str, Any]) -> bool:
+        """Not expired on the wall clock (the cached graph may hold facts that expired since
+        it was read; ``load_graph`` hides expired facts)."""
+        from kgot.memory.scoring import parse_instant
+
+        expires = parse_instant(data.get("_expires_at"))
+        return expires is None or expires > self.wall_clock
 
     # ------------------------------------------------------------------------ entry
 
@@ -456,26 +571,29 @@ class _Checker:
 
     def resolve(self, text: str) -> tuple[list[str], list[str], list[str]]:
         """``(nodes it is, nodes it may be, notes)`` for a subject or object text."""
-        if text in self.graph:
+        if text in self.graph and self.alive(self.graph.nodes[text]):
             return [text], [], []
         canonical = self.session.canonical_id(text)
         if canonical is not None and canonical in self.graph:
             return [canonical], [], [f"{text!r} was merged into {canonical!r}"]
-        exact: list[str] = []
+        exact = sorted(n for n in self.facts.exact(text) if self.alive(self.graph.nodes[n]))
+        if exact:
+            return exact, [], []
+        from kgot.memory.resolution import match_existing
+
         close: list[str] = []
         maybe: list[tuple[float, str]] = []
-        for node_id, data in self.graph.nodes(data=True):
-            verdict = self._name_verdict(text, str(data.get("label", "")), _names(node_id, data))
-            if verdict is None:
+        index = self.facts.index()
+        for label in sorted(self.facts.labels):
+            match = match_existing(Node(_PROBE_ID, label, {"name": text}), index)
+            if match is None or not self.alive(self.graph.nodes[match.node_id]):
                 continue
-            if verdict.kind in ("exact", "compact"):
-                exact.append(node_id)
-            elif verdict.merge:
-                close.append(node_id)
+            if match.merge:
+                close.append(match.node_id)
             else:
-                maybe.append((verdict.score, node_id))
-        if exact or close:
-            return sorted(exact or close), [], []
+                maybe.append((match.score, match.node_id))
+        if close:
+            return sorted(close), [], []
         maybe.sort(key=lambda item: (-item[0], item[1]))
         return [], [node_id for _, node_id in maybe[:5]], []
 
@@ -517,7 +635,7 @@ class _Checker:
         upkeep = self._upkeep("node", label)
         functional = prop in tuple(getattr(upkeep, "functional", ()) or ())
         current = data.get(prop)
-        if not _empty(current):
+        if not _empty(current) and self.alive(data):
             weight = self._weight(data, "node", label)
             if values_match(current, value):
                 evidence.supporting[node_id] = weight
@@ -566,6 +684,8 @@ class _Checker:
         relationships: set[str] = {r for r in self.catalog.edge_types if _term(r) == wanted}
         others: list[str] = []
         for _, target, key, data in self.graph.out_edges(source, keys=True, data=True):
+            if not (self.alive(data) and self.alive(self.graph.nodes[target])):
+                continue
             relationship = str(data.get("relationship", key))
             if _term(relationship) != wanted:
                 continue
