@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
 
     from kgot.config import Settings
+    from kgot.controller.trust import FactLens
     from kgot.graph_backends.base import GraphBackend
     from kgot.llm import LLMCall, LLMClient, UsageLedger
     from kgot.persistence import EntitySession
@@ -52,6 +53,8 @@ class RunContext:
     unsaved_commits_possible: bool = False
     step_tool_calls: int = 0  # tool calls run in the step in progress (counted from its events)
     step_ended: float = field(default_factory=time.perf_counter)  # the last step's end
+    # An entity run's fact metadata for views (kgot.controller.trust), read on first use.
+    fact_lens: FactLens | None = None
 
     def __post_init__(self) -> None:
         self.write = self.collect

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.runtime import Runtime
@@ -24,11 +24,15 @@ from kgot.controller.events import (
     excerpt,
 )
 from kgot.controller.state import PendingResult, RunState, ToolCallRecord
+from kgot.controller.trust import producer_trust, trust_note
 from kgot.controller.views import graph_view
 from kgot.errors import ChangesetError, CodeExecutionError
 from kgot.graph_model import Changeset
 from kgot.persistence import CommitConflictError
 from kgot.prompts import render_prompt
+
+if TYPE_CHECKING:
+    from kgot.persistence import Provenance
 
 HISTORY_EXCERPT = 200
 _CONFLICT_RETRIES = 3
@@ -251,6 +255,11 @@ async def _integrate(
         graph_view=graph_view(ctx, state["question"], focus=[result["output"]]),
         tool_call=call_text,
         tool_result=result["output"],
+        trust_note=(
+            trust_note(ctx.settings, language.name, result["name"])
+            if ctx.session is not None
+            else ""
+        ),
     )
     attempts = ctx.settings.controller.fix_code_retries + 1
     last_error = ""
@@ -301,6 +310,8 @@ async def _apply_code(
     In an entity run the entity's memory rewrites the changeset first
     (:func:`kgot.memory.prepare_changeset`): a node that is an existing one lands on it, ids
     merged away are followed, functional facts supersede. Its notes come back for the model.
+    The commit's default trust is the producing tool's (:func:`_provenance`); the hook weighs
+    a contradicting value with it.
 
     When another writer changed the same facts in the meantime, the graph catches up with the
     store and the same code runs again on the fresh graph — a conflict is not the model's
@@ -319,7 +330,12 @@ async def _apply_code(
             return changeset, []
         if changeset.is_empty:
             return changeset, []
-        prepared = await asyncio.to_thread(prepare_changeset, ctx.session, changeset)
+        provenance = _provenance(ctx, result, key)
+        prepared = await asyncio.to_thread(
+            functools.partial(
+                prepare_changeset, ctx.session, changeset, confidence=provenance.confidence
+            )
+        )
         problems = await asyncio.to_thread(ctx.session.check, prepared.changeset)
         if problems:
             raise ChangesetError(problems)
@@ -331,7 +347,7 @@ async def _apply_code(
                 functools.partial(
                     ctx.session.commit,
                     prepared.changeset,
-                    _provenance(ctx, result, key),
+                    provenance,
                     close_reasons=prepared.close_reasons,
                 )
             )
@@ -342,6 +358,8 @@ async def _apply_code(
             continue
         prepared.committed(ctx.session, version)
         await asyncio.to_thread(prepared.queue, ctx.session)
+        if ctx.fact_lens is not None:  # before the apply: the view lines it rebuilds use it
+            ctx.fact_lens.committed(prepared.changeset, provenance)
         if not prepared.applied.is_empty:
             ctx.backend.apply(prepared.applied)
         return prepared.applied, list(prepared.notes)
@@ -373,14 +391,19 @@ def _type_catalog(ctx: RunContext) -> str:
     )
 
 
-def _provenance(ctx: RunContext, result: PendingResult, key: str) -> Any:
+def _provenance(ctx: RunContext, result: PendingResult, key: str) -> Provenance:
+    """Where a result's facts come from, with the trust configured for the tool that produced
+    it (``[memory.trust]``): facts that set no ``_confidence`` / ``_source_kind`` get these."""
     from kgot.persistence import Provenance
 
+    trust = producer_trust(ctx.settings, result["name"])
     return Provenance(
         run_id=ctx.run_id,
         step="update_graph",
         tool_call=canonical_call(result["name"], result["args"]),
         source_ref=result["source_ref"],
+        source_kind=trust.source_kind,
+        confidence=trust.confidence,
         result_key=key,
     )
 

@@ -13,7 +13,7 @@ from kgot.controller.events import Code, CodeFailed, Math, StepFailed, excerpt
 from kgot.controller.events import QueryResult as QueryResultEvent
 from kgot.controller.schemas import NeedMath
 from kgot.controller.state import RunState
-from kgot.controller.views import graph_view
+from kgot.controller.views import fact_lens, graph_view
 from kgot.errors import QueryError, StepFailure
 from kgot.graph_backends.base import QueryResult
 from kgot.prompts import render_prompt
@@ -49,11 +49,17 @@ async def retrieve(state: RunState, runtime: Runtime[RunContext]) -> dict[str, A
         )
         result, code = await _run_query(ctx, state, messages, generation)
         if result is not None and not result.empty:
-            return {"retrieved": excerpt(result.text, RETRIEVED_CHARS)}
+            found: dict[str, Any] = {"retrieved": excerpt(result.text, RETRIEVED_CHARS)}
+            lens = fact_lens(ctx)
+            if lens is not None:  # the facts an answer from this result uses (solve.py)
+                found["retrieved_nodes"] = lens.named_nodes(result.value)
+            return found
         outcome = "returned an empty result" if result is not None else "kept failing"
         tried.append(f"```{language.fence}\n{code}\n```\n{outcome}")
     note = f"Round {iteration}: retrieval found nothing after {len(tried)} queries."
     ctx.emit(StepFailed(iteration=iteration, step="retrieve", error=note))
+    if ctx.session is not None:
+        return {"retrieved": None, "retrieved_nodes": [], "notes": [note]}
     return {"retrieved": None, "notes": [note]}
 
 

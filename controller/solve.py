@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections import Counter
 from typing import Any
@@ -12,7 +13,7 @@ from kgot.controller.context import RunContext
 from kgot.controller.events import FailedSample, Sample, Solutions, excerpt
 from kgot.controller.schemas import Solution
 from kgot.controller.state import RunState
-from kgot.controller.views import graph_view
+from kgot.controller.views import fact_lens, graph_view
 from kgot.prompts import prompt_text, render_prompt
 
 
@@ -63,12 +64,27 @@ async def solve(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]
             shown.append(FailedSample(failed=failures[-1]))
     answer = pick_majority(answers)
     ctx.emit(Solutions(iteration=iteration, samples=shown, answer=answer))
+    if answer is not None and state.get("retrieved"):
+        await _reinforce(ctx, state.get("retrieved_nodes") or [])
     if answer is None:
         error = "every solution sample failed to produce a valid answer"
         if failures and all(failure == failures[0] for failure in failures):
             error += f": {failures[0]}"
         return {"answer": None, "status": "failed", "error": error}
     return {"answer": answer, "status": "forced" if forced else "answered", "error": None}
+
+
+async def _reinforce(ctx: RunContext, node_ids: list[str]) -> None:
+    """Count a use of the facts the answer was drawn from (entity runs): the nodes the
+    retrieved result named and the edges between them gain strength (+0.10, once per run: this
+    step ends it), which keeps them fresh in later views and upkeep."""
+    lens = fact_lens(ctx)
+    if lens is None or not node_ids:
+        return
+    keys = lens.used_facts(node_ids)
+    if keys:
+        assert ctx.session is not None
+        await asyncio.to_thread(ctx.session.record_use, keys)
 
 
 def oversized_answer(length: int, limit: int) -> str:

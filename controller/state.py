@@ -103,6 +103,7 @@ class RunState(TypedDict, total=False):
     changesets: Annotated[list[dict[str, Any]], operator.add]  # applied, in order
     # Retrieval and answer.
     retrieved: str | None
+    retrieved_nodes: list[str]  # entity runs: the nodes the retrieved result named by id
     math_needed: bool
     math_output: str | None
     answer: str | None

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import networkx as nx
 
 from kgot.graph_model import Changeset, GraphStats
+
+if TYPE_CHECKING:
+    from kgot.graph_backends.views import FactLens
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,7 @@ class ViewRequest:
     question: str
     token_budget: int
     focus: Sequence[str] = ()  # recent texts (tool results, reasons) whose entities matter
+    lens: FactLens | None = None  # an entity run's fact trust: ranking and markers (views.py)
 
 
 @dataclass(frozen=True)

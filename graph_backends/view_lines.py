@@ -39,6 +39,11 @@ class LineFormat(Protocol):
 
     def edge_line(self, source: str, target: str, key: str, attrs: Mapping[str, Any]) -> str: ...
 
+    def mark(self, line: str, marker: str) -> str:
+        """``line`` with an entity run's marker on a fact (``[inferred 0.6]``), set off so it
+        cannot be read as part of the fact."""
+        ...
+
 
 def shorten(value: Any) -> Any:
     """``value`` with long strings and lists cut, for display only."""
@@ -84,6 +89,9 @@ class PythonLines:
         parts += [f"{_name(k)}={_json(shorten(v))}" for k, v in attrs.items() if k != RELATIONSHIP]
         return " ".join(parts)
 
+    def mark(self, line: str, marker: str) -> str:
+        return f"{line}  {marker}"
+
 
 class TurtleLines:
     """``node:ada a type:Person ; prop:name "Ada Lovelace" .`` and
@@ -116,3 +124,6 @@ class TurtleLines:
         if extra:
             line += f" {compact(edge_iri(source, key, target))} " + " ; ".join(extra) + " ."
         return line
+
+    def mark(self, line: str, marker: str) -> str:
+        return f"{line}  # {marker}"  # a Turtle comment

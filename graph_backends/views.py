@@ -15,6 +15,12 @@ view here is built in four steps:
 4. **Filling.** Lines are taken in rank order (then the most recently changed nodes) until the
    token budget is spent; a footer counts what was left out per label and relationship.
 
+An entity run's request carries a :class:`FactLens` (the controller's view of its facts'
+trust): candidates are then ordered by the lens's ranking score of their relevance normalised
+to 0–1 (which adds the type's rank weight, the fact's confidence and freshness), lines carry the
+lens's marker (``[inferred 0.6]``, ``[412 d old]``) instead of ``_``-prefixed metadata
+attributes. Requests without a lens (ephemeral runs) are served exactly as before.
+
 Everything derived (terms, postings, rendered lines and their token counts) is cached and kept
 current from changesets, so a render costs time in proportion to what it shows, not to the graph.
 The search index of a large graph is built in a background thread as soon as the graph is
@@ -33,7 +39,7 @@ import unicodedata
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Iterator, Mapping
 from operator import itemgetter
-from typing import Any
+from typing import Any, Protocol
 
 import networkx as nx
 
@@ -74,6 +80,22 @@ _STOPWORD_TEXT = """
     was we were what when where which while who whom why will with would you your yours
     yourself yourselves"""
 _STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+
+
+class FactLens(Protocol):
+    """What a view needs of an entity's fact metadata (the controller implements it)."""
+
+    def node_marker(self, node_id: str) -> str:
+        """A short note on the node's trust or age for its line, or ``""``."""
+        ...
+
+    def edge_marker(self, ident: tuple[str, str, str]) -> str: ...
+
+    def node_score(self, node_id: str, relevance: float) -> float:
+        """The node's ranking score for its relevance (0 to 1); higher ranks first."""
+        ...
+
+    def edge_score(self, ident: tuple[str, str, str], relevance: float) -> float: ...
 
 
 def terms(text: str) -> list[str]:
@@ -118,6 +140,7 @@ class ViewIndex:
 
     def __init__(self, lines: LineFormat) -> None:
         self.lines = lines
+        self._lens: FactLens | None = None  # the lens lines and ranking were made with
         self._graph: nx.MultiDiGraph | None = None
         self._indexed = False
         # The index of a large graph is built in a background thread from the moment the graph
@@ -280,6 +303,8 @@ class ViewIndex:
         ``stats`` are the graph's current counts (kept by the caller: networkx counts edges by
         walking every node).
         """
+        if request.lens is not self._lens:
+            self._use_lens(request.lens)
         key = (request.question, tuple(request.focus), request.token_budget)
         view = self._rendered.get(key)
         if view is None:
@@ -288,6 +313,14 @@ class ViewIndex:
             if len(self._rendered) > RENDERED_KEPT:
                 self._rendered.popitem(last=False)
         return view
+
+    def _use_lens(self, lens: FactLens | None) -> None:
+        """Lines carry the lens's markers: a new lens (once per run) drops every cached line."""
+        with self._index_lock:
+            self._lens = lens
+            self._node_lines, self._edge_lines, self._full = {}, {}, None
+            self._rendered.clear()
+            self._tail = _RecentTail()
 
     def _render(self, graph: nx.MultiDiGraph, request: ViewRequest, stats: GraphStats) -> GraphView:
         n_nodes, n_edges = stats.nodes, stats.edges
@@ -321,7 +354,13 @@ class ViewIndex:
         cached = self._node_lines.get(node_id)
         if cached is None:
             attrs = graph.nodes[node_id]
-            line = self.lines.node_line(node_id, attrs)
+            lens = self._lens
+            if lens is None:
+                line = self.lines.node_line(node_id, attrs)
+            else:
+                line = self.lines.node_line(node_id, _without_meta(attrs))
+                marker = lens.node_marker(node_id)
+                line = self.lines.mark(line, marker) if marker else line
             cached = self._node_lines[node_id] = (line, count_tokens(line), attrs.get(LABEL))
         return cached
 
@@ -333,7 +372,13 @@ class ViewIndex:
         if cached is None:
             source, target, key = ident
             attrs = graph.edges[ident]
-            line = self.lines.edge_line(source, target, key, attrs)
+            lens = self._lens
+            if lens is None:
+                line = self.lines.edge_line(source, target, key, attrs)
+            else:
+                line = self.lines.edge_line(source, target, key, _without_meta(attrs))
+                marker = lens.edge_marker(ident)
+                line = self.lines.mark(line, marker) if marker else line
             cached = self._edge_lines[ident] = (
                 line,
                 count_tokens(line),
@@ -523,6 +568,9 @@ class ViewIndex:
         # Lines cost ~10 tokens or more: more candidates than this are never reached.
         capacity = max(50, request.token_budget // CANDIDATE_TOKENS)
         top = heapq.nlargest(capacity, scores.items(), key=itemgetter(1))
+        lens = request.lens
+        if lens is not None and top:
+            return self._ranked_candidates(graph, top, lens)
         candidates = dict(top)
         items: list[tuple[float, int, str, Any]] = [
             (-score, order, "n", node_id) for order, (node_id, score) in enumerate(top)
@@ -548,6 +596,40 @@ class ViewIndex:
                 for key in keyed:
                     order += 1
                     append((weight, order, "e", (source, target, key)))
+        items.sort()
+        return items, candidates
+
+    def _ranked_candidates(
+        self, graph: nx.MultiDiGraph, top: list[tuple[str, float]], lens: FactLens
+    ) -> tuple[list[tuple[float, int, str, Any]], dict[str, float]]:
+        """:meth:`_candidates` for an entity run: nodes and edges ordered by the lens's score of
+        their relevance normalised to 0–1 (a node's spread score over the best one's; an edge's,
+        the geometric mean of its ends')."""
+        best = top[0][1] or 1.0
+        candidates = {node_id: score / best for node_id, score in top}
+        node_score, edge_score = lens.node_score, lens.edge_score
+        items: list[tuple[float, int, str, Any]] = [
+            (-node_score(node_id, relevance), order, "n", node_id)
+            for order, (node_id, relevance) in enumerate(candidates.items())
+        ]
+        order = len(items)
+        succ = graph._succ
+        count = len(candidates)
+        for source, own in candidates.items():
+            adjacency = succ[source]
+            if len(adjacency) <= count:
+                pairs: Iterable[tuple[str, Any]] = adjacency.items()
+            else:
+                pairs = ((t, adjacency[t]) for t in candidates if t in adjacency)
+            for target, keyed in pairs:
+                other = candidates.get(target)
+                if other is None:
+                    continue
+                relevance = math.sqrt(own * other)
+                for key in keyed:
+                    order += 1
+                    ident = (source, target, key)
+                    items.append((-edge_score(ident, relevance), order, "e", ident))
         items.sort()
         return items, candidates
 
@@ -784,6 +866,13 @@ def _incident(graph: nx.MultiDiGraph, node_id: str, limit: int) -> Iterator[tupl
             count += 1
             if count >= limit:
                 return
+
+
+def _without_meta(attrs: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``attrs`` without kgot's ``_``-prefixed metadata (a lens's marker says it instead)."""
+    if not any(key[:1] == "_" for key in attrs):
+        return attrs
+    return {key: value for key, value in attrs.items() if key[:1] != "_"}
 
 
 def _value_text(value: Any) -> str:
