@@ -116,13 +116,16 @@ class FactLens:
 
     def __init__(
         self,
-        facts: dict[tuple[str, ...], _Fact],
+        nodes: dict[str, _Fact],
+        edges: dict[EdgeIdent, _Fact],
         catalog: TypeCatalog | None,
         *,
         now: datetime | None = None,
         session: EntitySession | None = None,
     ) -> None:
-        self._facts = facts
+        # Nodes and edges apart, keyed as views ask (no key tuple built per lookup).
+        self._nodes = nodes
+        self._edges = edges
         self._catalog = catalog
         self._session = session
         self._now = now or datetime.now(UTC)
@@ -136,40 +139,46 @@ class FactLens:
         """The lens over ``session``'s current facts (their metadata and use)."""
         graph = session.load_graph(include_meta=True, track=False)
         catalog = session.type_catalog()
-        lens = cls({}, catalog, now=now, session=session)
-        facts = lens._facts
+        lens = cls({}, {}, catalog, now=now, session=session)
+        nodes, edges = lens._nodes, lens._edges
         for node_id, attrs in graph.nodes(data=True):
-            facts[("node", node_id)] = lens._stored_fact("node", attrs, attrs.get("label"))
+            nodes[node_id] = lens._stored_fact("node", attrs, attrs.get("label"))
         for source, target, key, attrs in graph.edges(keys=True, data=True):
-            facts[("edge", source, target, key)] = lens._stored_fact(
+            edges[(source, target, key)] = lens._stored_fact(
                 "edge", attrs, attrs.get("relationship")
             )
-        if facts:
-            for fact_key, use in session.fact_use(facts).items():
-                found = facts.get(fact_key)
+        keys: list[tuple[str, ...]] = [("node", n) for n in nodes]
+        keys += [("edge", *ident) for ident in edges]
+        if keys:
+            for fact_key, use in session.fact_use(keys).items():
+                found = lens._fact(fact_key)
                 if found is not None:
                     found.strength = use.strength
         return lens
+
+    def _fact(self, key: tuple[str, ...]) -> _Fact | None:
+        if key[0] == "node":
+            return self._nodes.get(key[1])
+        return self._edges.get((key[1], key[2], key[3]))
 
     def committed(self, changeset: Changeset, provenance: Provenance) -> None:
         """Follow a commit of this run: its facts carry their own ``_confidence`` /
         ``_source_kind`` or the commit's defaults (as the store keeps them). Call it before the
         changeset is applied to the backend, so the view lines rebuilt for it see the change."""
         now = datetime.now(UTC)
-        facts = self._facts
         for node_id in changeset.removed_nodes:
-            facts.pop(("node", node_id), None)
+            self._nodes.pop(node_id, None)
         for ident in changeset.removed_edges:
-            facts.pop(("edge", *ident), None)
-        written: list[tuple[tuple[str, ...], Kind, str, Mapping[str, Any]]] = [
-            (("node", n.id), "node", n.label, n.properties)
+            self._edges.pop(ident, None)
+        written: list[tuple[Any, dict[Any, _Fact], Kind, str, Mapping[str, Any]]] = [
+            (n.id, self._nodes, "node", n.label, n.properties)
             for n in (*changeset.added_nodes, *changeset.changed_nodes)
         ]
         written += [
-            (("edge", *e.ident), "edge", e.relationship, e.properties)
+            (e.ident, self._edges, "edge", e.relationship, e.properties)
             for e in (*changeset.added_edges, *changeset.changed_edges)
         ]
-        for fact_key, kind, label, properties in written:
+        for fact_key, facts, kind, label, properties in written:
             if (kind, label) not in self._types and (kind, label) not in self._looked_up:
                 self._looked_up.add((kind, label))
                 if self._catalog is not None and self._catalog.get(kind, label) is None:
@@ -233,10 +242,10 @@ class FactLens:
         """The entity's nodes a query result names by id (any string in it, dict keys
         included; SPARQL's ``node:…`` names decoded), at most :data:`MAX_NAMED` of them."""
         found: dict[str, None] = {}
-        facts = self._facts
+        nodes = self._nodes
         for text in _strings(value):
             for node_id in (text, _sparql_node(text)):
-                if node_id is not None and ("node", node_id) in facts:
+                if node_id is not None and node_id in nodes:
                     found[node_id] = None
             if len(found) >= MAX_NAMED:
                 break
@@ -246,12 +255,10 @@ class FactLens:
         """Keys of the facts an answer used, given the nodes its query result named: those
         nodes and the edges between two of them."""
         named = set(node_ids)
-        keys: list[tuple[str, ...]] = [("node", n) for n in named if ("node", n) in self._facts]
+        keys: list[tuple[str, ...]] = [("node", n) for n in named if n in self._nodes]
         if len(named) > 1:
             keys += [
-                key
-                for key in self._facts
-                if key[0] == "edge" and key[1] in named and key[2] in named
+                ("edge", *ident) for ident in self._edges if ident[0] in named and ident[1] in named
             ]
         return keys
 
@@ -259,17 +266,21 @@ class FactLens:
 
     def node_marker(self, node_id: str) -> str:
         """The node's marker (``""`` when its trust and age say nothing worth a token)."""
-        return self._marker(self._facts.get(("node", node_id)), "node")
+        return self._marker(self._nodes.get(node_id), "node")
 
     def edge_marker(self, ident: EdgeIdent) -> str:
-        return self._marker(self._facts.get(("edge", *ident)), "edge")
+        return self._marker(self._edges.get(ident), "edge")
 
     def node_score(self, node_id: str, relevance: float) -> float:
         """The node's ranking score for a relevance of 0 to 1 (:func:`kgot.memory.scoring.rank`)."""
-        return _RELEVANCE * relevance + self._base(self._facts.get(("node", node_id)), "node")
+        fact = self._nodes.get(node_id)
+        base = fact.base if fact is not None else None
+        return _RELEVANCE * relevance + (base if base is not None else self._base(fact, "node"))
 
     def edge_score(self, ident: EdgeIdent, relevance: float) -> float:
-        return _RELEVANCE * relevance + self._base(self._facts.get(("edge", *ident)), "edge")
+        fact = self._edges.get(ident)
+        base = fact.base if fact is not None else None
+        return _RELEVANCE * relevance + (base if base is not None else self._base(fact, "edge"))
 
     def _freshness(self, fact: _Fact, kind: Kind) -> tuple[float, float | None]:
         half_life = self._type(kind, fact.label)[1]

@@ -289,11 +289,11 @@ def test_a_run_without_an_answer_reinforces_nothing(
 
 def _lens(confidences: dict[str, float]) -> FactLens:
     now = datetime.now(UTC)
-    facts: dict[tuple[str, ...], _Fact] = {
-        ("node", node_id): _Fact("Thing", conf, "extracted", now, None, None)
+    nodes = {
+        node_id: _Fact("Thing", conf, "extracted", now, None, None)
         for node_id, conf in confidences.items()
     }
-    return FactLens(facts, None, now=now)
+    return FactLens(nodes, {}, None, now=now)
 
 
 @pytest.fixture(scope="module")
@@ -325,3 +325,37 @@ def test_a_partial_view_ranks_equally_relevant_nodes_by_confidence(sandbox: Any)
     assert ranked.index('"strong"') < ranked.index('"weak"')
     assert '"weak" Thing name="Widget alpha"  [confidence 0.2]' in ranked
     assert '"weak"' in plain and "[confidence" not in plain
+
+
+def test_a_query_result_names_nodes_by_id_in_either_language() -> None:
+    lens = _lens({"paris": 0.9, "île de france": 0.9, "lyon": 0.9})
+    lens._edges[("paris", "île de france", "located_in")] = _Fact(
+        "located_in", 0.9, "extracted", None, None, None
+    )
+    python_rows = [{"city": "paris", "population": 2102650}, {"paris": "Paris"}]
+    sparql_rows = [{"c": "node:paris", "r": "node:%C3%AEle%20de%20france"}]
+
+    assert lens.named_nodes(python_rows) == ["paris"]
+    assert sorted(lens.named_nodes(sparql_rows)) == ["paris", "île de france"]
+    assert lens.named_nodes("Paris") == []  # a name is not an id
+    assert sorted(lens.used_facts(["paris", "île de france"])) == [
+        ("edge", "paris", "île de france", "located_in"),
+        ("node", "paris"),
+        ("node", "île de france"),
+    ]
+    assert lens.used_facts(["lyon"]) == [("node", "lyon")]
+
+
+def test_turtle_views_carry_the_marker_as_a_comment(sandbox: Any) -> None:
+    from kgot.graph_backends import open_backend
+
+    graph = nx.MultiDiGraph()
+    graph.add_node("guess", label="Thing", name="Guess", _confidence=0.4)
+    backend = open_backend("rdf", sandbox, graph)
+    lens = _lens({"guess": 0.4})
+    lens._nodes["guess"].source_kind = "inferred"
+
+    text = backend.render(ViewRequest("guess", 2_000, lens=lens)).text
+
+    assert 'node:guess a type:Thing ; prop:name "Guess" .  # [inferred 0.4]' in text
+    assert "_confidence" not in text
