@@ -322,7 +322,8 @@ def perf(
     only: Annotated[
         list[str] | None,
         typer.Option(
-            help="Only this area: controller, harness, sandbox, store, tools, views (repeatable)."
+            help="Only this area: controller, harness, memory, sandbox, store, tools, views "
+            "(repeatable)."
         ),
     ] = None,
     sandbox: Annotated[

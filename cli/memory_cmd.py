@@ -189,3 +189,97 @@ def upkeep(
 
 
 _SHOWN_CHANGES = 20  # changes listed without --verbose
+
+
+@app.command("search")
+def search(
+    ctx: typer.Context,
+    entity: EntityOption,
+    query: Annotated[
+        str, typer.Argument(help="Words to look for (names, aliases, titles, descriptions).")
+    ],
+    limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many hits.")] = 10,
+    fact_type: Annotated[
+        str | None,
+        typer.Option("--type", help="Only facts of this node label or relationship."),
+    ] = None,
+    min_confidence: Annotated[
+        float | None,
+        typer.Option("--min-confidence", help="Only facts at least this confident (0 to 1)."),
+    ] = None,
+    now: Annotated[
+        str | None,
+        typer.Option(
+            "--now",
+            help="The moment freshness is computed at (ISO 8601); default: the current time.",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: JsonOption = False,
+    db: DbOption = None,
+) -> None:
+    """Search the entity's current facts (nodes and edges), best first: 0.6 relevance,
+    0.15 type rank weight, 0.15 confidence, 0.10 freshness. Searching writes nothing."""
+    from kgot.errors import UsageError
+    from kgot.memory import open_memory
+    from kgot.memory.upkeep import parse_now
+
+    if limit < 1:
+        raise UsageError(f"--limit must be at least 1, not {limit}")
+    if min_confidence is not None and not 0.0 <= min_confidence <= 1.0:
+        raise UsageError(f"--min-confidence must be between 0 and 1, not {min_confidence:g}")
+    moment = parse_now(now) if now is not None else None
+    with opened_store(ctx, db, entity=entity) as store:
+        hits = open_memory(store, entity).search(
+            query, limit=limit, type=fact_type, min_confidence=min_confidence, now=moment
+        )
+    if as_json:
+        print_json([hit.to_dict() for hit in hits])
+        return
+    if not hits:
+        typer.echo(f"nothing in entity {entity!r} matches {query!r}")
+        return
+    for hit in hits:
+        typer.echo(printable(f"{hit.score:.3f}  {hit.kind}  {hit.label}  {hit.id}  {hit.name}"))
+
+
+@app.command("feedback")
+def feedback(
+    ctx: typer.Context,
+    entity: EntityOption,
+    fact: Annotated[
+        list[str],
+        typer.Argument(
+            help="The fact: a node id, an edge as `kgot memory search` shows it "
+            "('SOURCE -[KEY]-> TARGET'), or an edge as three words SOURCE RELATIONSHIP TARGET.",
+            show_default=False,
+        ),
+    ],
+    good: Annotated[bool, typer.Option("--good", help="The fact was right and useful.")] = False,
+    bad: Annotated[bool, typer.Option("--bad", help="The fact was wrong or useless.")] = False,
+    db: DbOption = None,
+) -> None:
+    """Say whether a fact was good: --good adds 0.20 to its strength (capped at 1), which keeps
+    it fresh in ranking; --bad is counted. No fact version is written."""
+    from kgot.errors import UsageError
+    from kgot.memory import open_memory
+    from kgot.memory.search import find_edge
+
+    if good == bad:
+        raise UsageError("give exactly one of --good or --bad")
+    if len(fact) not in (1, 3):
+        raise UsageError(
+            "give the fact as one id (a node id, or 'SOURCE -[KEY]-> TARGET') or as three "
+            f"words SOURCE RELATIONSHIP TARGET; got {len(fact)} words"
+        )
+    with opened_store(ctx, db, entity=entity) as store:
+        memory = open_memory(store, entity)
+        key = find_edge(memory.session, *fact) if len(fact) == 3 else fact[0]
+        use = memory.feedback(key, good)
+    shown = fact[0] if len(fact) == 1 else " ".join(fact)
+    typer.echo(
+        printable(
+            f"{'good' if good else 'bad'} feedback on {shown}: strength {use.strength:.2f} "
+            f"({use.good} good, {use.bad} bad)"
+        )
+    )

@@ -25,6 +25,7 @@ __all__ = [
     "QueuedResolution",
     "Resolution",
     "ResolutionIndex",
+    "SearchHit",
     "Suggestion",
     "UpkeepReport",
     "match_existing",
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
         resolve,
         resolve_all,
     )
+    from kgot.memory.search import SearchHit
     from kgot.memory.upkeep import UpkeepReport, run_upkeep
     from kgot.memory.writes import PreparedChangeset, prepare_changeset
 
@@ -60,6 +62,7 @@ _HOMES = {
     "open_memory": "api",
     "PreparedChangeset": "writes",
     "prepare_changeset": "writes",
+    "SearchHit": "search",
     "UpkeepReport": "upkeep",
     "run_upkeep": "upkeep",
 }

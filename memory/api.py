@@ -21,7 +21,7 @@ Bad input (an unknown suggestion id, one of another entity, one already decided)
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -35,8 +35,9 @@ if TYPE_CHECKING:
 
     import networkx as nx
 
+    from kgot.memory.search import SearchHit
     from kgot.memory.upkeep import UpkeepReport
-    from kgot.persistence import EntitySession, Provenance, Store
+    from kgot.persistence import EntitySession, FactUse, Provenance, Store
     from kgot.persistence import Suggestion as StoredSuggestion
 
 __all__ = ["Memory", "QueuedResolution", "open_memory"]
@@ -296,6 +297,53 @@ class Memory:
         from kgot.memory.upkeep import run_upkeep
 
         return run_upkeep(self.session, now=now, dry_run=dry_run)
+
+    # ---------------------------------------------------------------------------- search
+
+    def search(
+        self,
+        query: str,
+        *,
+        limit: int = 10,
+        type: str | None = None,
+        min_confidence: float | None = None,
+        now: datetime | None = None,
+    ) -> list[SearchHit]:
+        """The entity's current facts best matching ``query``, ranked
+        (:func:`kgot.memory.search.search`). Searching does not count as a use: call
+        :meth:`used` with the hits the caller actually used."""
+        from kgot.memory.search import search
+
+        return search(
+            self.session,
+            query,
+            limit=limit,
+            type=type,
+            min_confidence=min_confidence,
+            now=now,
+        )
+
+    def used(self, keys: Iterable[SearchHit | Sequence[str]]) -> int:
+        """Record that the facts (hits or fact keys) went into an answer the caller used:
+        +0.10 strength each, capped at 1. Returns how many current facts were counted."""
+        from kgot.memory.search import SearchHit
+
+        return self.session.record_use(
+            [hit.key if isinstance(hit, SearchHit) else tuple(hit) for hit in keys]
+        )
+
+    def feedback(self, fact: str | Sequence[str], good: bool) -> FactUse:
+        """Feedback on one current fact: ``good`` adds 0.20 to its strength (capped at 1),
+        both are counted. ``fact``: a node id (a merged-away id leads to its node), an edge
+        as search shows it (``source -[key]-> target``), or a fact key.
+
+        Raises:
+            UsageError: no such current fact in this entity.
+        """
+        from kgot.memory.search import fact_key_for
+
+        key = fact_key_for(self.session, fact) if isinstance(fact, str) else tuple(fact)
+        return self.session.feedback(key, good)
 
     # ---------------------------------------------------------------------------- writing
 

@@ -1,0 +1,229 @@
+"""Memory upkeep at scale (issue 15): resolution quality, resolve, search, write-time resolution.
+
+Run: ``python -m kgot.benchmarks.perf_memory`` (``--quick`` for 2,000 nodes, ``--json`` for JSON
+lines). It prints:
+
+* resolution precision and recall on the labelled set of :mod:`kgot.memory.evaluation`
+  (targets: precision ≥ 0.97, recall ≥ 0.85);
+* ``memory resolve`` (a dry run of :meth:`Memory.resolve`: graph load, blocking, matching) over
+  an entity of 10,000 organisation nodes on a real SQLite store (target ≤ 3 s);
+* ``memory search`` over the same entity with 10,000 edges as well: the first query of a
+  session, which loads the graph and builds the search index (no target: it is paid once per
+  session and again after every write), then p50 and p95 of warm queries — full names, single
+  words, prefixes, misspellings and phrases (target p95 ≤ 50 ms);
+* what write-time resolution adds to a commit at 10,000 nodes: :func:`prepare_changeset` on a
+  warm snapshot (target ≤ 5 ms), beside :meth:`Memory.commit` and a plain
+  :meth:`EntitySession.commit` of like changesets (10 new nodes, some of them duplicates of
+  existing ones, and 10 new edges) to another entity of the same size.
+
+Figures only; nothing here asserts a timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from kgot.benchmarks.figures import Figure, print_figures
+from kgot.graph_model import Changeset, Edge, Node
+from kgot.memory import open_memory
+from kgot.memory.evaluation import evaluate, synthetic_nodes
+from kgot.persistence import EntitySession, Provenance, Store, open_store
+
+AREA = "memory"
+SEED = 15
+LABEL = "Organization"  # a starter type: takes aliases, evergreen
+RELATIONSHIP = "related_to"
+NEW_NODES = 10  # per measured commit, with as many edges
+
+
+def _p95(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
+def _ingest(session: EntitySession, nodes: Sequence[Node], edges: int, seed: int) -> None:
+    rng = random.Random(seed)
+    taken: set[tuple[int, int]] = set()
+    links: list[Edge] = []
+    while len(links) < edges:
+        source, target = rng.randrange(len(nodes)), rng.randrange(len(nodes))
+        if source == target or (source, target) in taken:
+            continue
+        taken.add((source, target))
+        links.append(Edge(nodes[source].id, nodes[target].id, RELATIONSHIP))
+    session.commit(
+        Changeset(added_nodes=tuple(nodes), added_edges=tuple(links)),
+        Provenance(run_id="bench-ingest", step="import", source_ref="bench"),
+    )
+
+
+def _queries(nodes: Sequence[Node], count: int, seed: int) -> list[str]:
+    """Queries a user would type: whole names, one word, a prefix, a typo, two names' words."""
+    rng = random.Random(seed)
+    queries: list[str] = []
+    while len(queries) < count:
+        name = str(rng.choice(nodes).properties["name"])
+        words = name.split()
+        kind = len(queries) % 5
+        if kind == 0:
+            queries.append(name)
+        elif kind == 1:
+            queries.append(rng.choice(words))
+        elif kind == 2:
+            queries.append(max(words, key=len)[:4])
+        elif kind == 3:
+            word = max(words, key=len)
+            cut = rng.randrange(1, len(word)) if len(word) > 1 else 0
+            queries.append(word[:cut] + word[cut + 1 :] if cut else word)  # a letter dropped
+        else:
+            other = str(rng.choice(nodes).properties["name"]).split()[0]
+            queries.append(f"{words[0]} and {other}")
+    return queries
+
+
+def _resolution_quality() -> list[Figure]:
+    report = evaluate()
+    return [
+        Figure(AREA, "resolution precision (labelled set)", report.precision, "ratio", 0.97, "min"),
+        Figure(AREA, "resolution recall (labelled set)", report.recall, "ratio", 0.85, "min"),
+    ]
+
+
+def _resolve(store: Store, entity: str, size: str) -> Figure:
+    memory = open_memory(store, entity)
+    started = time.perf_counter()
+    memory.resolve()
+    seconds = time.perf_counter() - started
+    return Figure(AREA, f"SQLite: memory resolve over {size} nodes (dry run)", seconds, "s", 3.0)
+
+
+def _search(store: Store, entity: str, nodes: Sequence[Node], queries: int) -> list[Figure]:
+    size = f"{len(nodes):,}"
+    firsts: list[float] = []
+    for round_number in range(3):  # a new session each time: the index is built afresh
+        memory = open_memory(store, entity)
+        started = time.perf_counter()
+        memory.search(str(nodes[round_number].properties["name"]))
+        firsts.append((time.perf_counter() - started) * 1000)
+    warm: list[float] = []
+    for query in _queries(nodes, queries, SEED + 1):
+        started = time.perf_counter()
+        memory.search(query)
+        warm.append((time.perf_counter() - started) * 1000)
+    label = f"SQLite: memory search at {size} nodes / {size} edges"
+    return [
+        Figure(
+            AREA,
+            f"{label}, first query of a session (median of 3)",
+            statistics.median(firsts),
+            "ms",
+        ),
+        Figure(AREA, f"{label}, warm p50", statistics.median(warm), "ms"),
+        Figure(AREA, f"{label}, warm p95", _p95(warm), "ms", 50.0),
+    ]
+
+
+def _changesets(nodes: Sequence[Node], rounds: int, tag: str) -> list[Changeset]:
+    """Each: 10 new nodes (every third one a re-spelling of an existing node, so the hook
+    has something to land) and 10 edges from them to existing nodes."""
+    rng = random.Random(SEED + 2)
+    changesets = []
+    for round_number in range(rounds):
+        added: list[Node] = []
+        for i in range(NEW_NODES):
+            node_id = f"{tag}{round_number}_{i}"
+            if i % 3 == 0:
+                name = str(rng.choice(nodes).properties["name"]).upper()
+            else:
+                name = f"Novel {tag} {round_number} {i} Holdings"
+            added.append(Node(node_id, LABEL, {"name": name}))
+        edges = tuple(Edge(n.id, rng.choice(nodes).id, RELATIONSHIP) for n in added)
+        changesets.append(Changeset(added_nodes=tuple(added), added_edges=edges))
+    return changesets
+
+
+def _write_time(store: Store, nodes: Sequence[Node], rounds: int) -> list[Figure]:
+    size = f"{len(nodes):,}"
+    provenance = Provenance(run_id="bench", step="update_graph", source_ref="bench")
+    hooked = open_memory(store, "hooked")
+    hooked.commit(_changesets(nodes, 1, "warmup")[0], provenance)  # loads the snapshot once
+    prepare: list[float] = []
+    through_hook: list[float] = []
+    for changeset in _changesets(nodes, rounds, "h"):
+        started = time.perf_counter()
+        hooked.prepare(changeset, confidence=provenance.confidence)
+        prepare.append((time.perf_counter() - started) * 1000)
+        started = time.perf_counter()
+        hooked.commit(changeset, provenance)
+        through_hook.append((time.perf_counter() - started) * 1000)
+    plain_session = store.session("plain")
+    plain: list[float] = []
+    for changeset in _changesets(nodes, rounds, "p"):
+        started = time.perf_counter()
+        plain_session.commit(changeset, provenance)
+        plain.append((time.perf_counter() - started) * 1000)
+    label = f"SQLite: commit of 10 nodes + 10 edges at {size} nodes"
+    return [
+        Figure(
+            AREA,
+            f"write-time resolution per commit at {size} nodes, p50 (prepare_changeset)",
+            statistics.median(prepare),
+            "ms",
+            5.0,
+        ),
+        Figure(
+            AREA,
+            f"write-time resolution per added node at {size} nodes, p50",
+            statistics.median(prepare) / NEW_NODES,
+            "ms",
+        ),
+        Figure(AREA, f"{label} through Memory.commit, p50", statistics.median(through_hook), "ms"),
+        Figure(AREA, f"{label}, plain session.commit, p50", statistics.median(plain), "ms"),
+    ]
+
+
+def measure(nodes: int = 10_000, *, queries: int = 300, commits: int = 30) -> list[Figure]:
+    """Every figure of the module docstring, at ``nodes`` nodes (SQLite, a temporary file)."""
+    figures = _resolution_quality()
+    population = synthetic_nodes(nodes, seed=SEED, label=LABEL)
+    with tempfile.TemporaryDirectory(prefix="kgot-bench-memory-") as folder:
+        store = open_store(str(Path(folder) / "kgot.db"))
+        try:
+            for entity in ("bench", "hooked", "plain"):
+                store.create_entity(entity)
+            _ingest(store.session("bench"), population, nodes, SEED)
+            figures.append(_resolve(store, "bench", f"{nodes:,}"))
+            figures += _search(store, "bench", population, queries)
+            _ingest(store.session("hooked"), population, nodes, SEED)
+            _ingest(store.session("plain"), population, nodes, SEED)
+            figures += _write_time(store, population, commits)
+        finally:
+            store.close()
+    return figures
+
+
+def run(quick: bool = False) -> list[Figure]:
+    """The figures at 10,000 nodes (``quick``: 2,000 nodes, fewer queries and commits)."""
+    if quick:
+        return measure(2_000, queries=100, commits=10)
+    return measure()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kgot.benchmarks.perf_memory")
+    parser.add_argument("--quick", action="store_true", help="2,000 nodes")
+    parser.add_argument("--json", action="store_true", help="JSON lines")
+    args = parser.parse_args(argv)
+    print_figures(run(quick=args.quick), as_json=args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

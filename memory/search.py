@@ -1,0 +1,757 @@
+"""Search one entity's current facts for a free-text query, ranked (issue 15, section 4).
+
+:func:`search` scores every current node and edge of one entity's session against a query and
+returns the best ones as :class:`SearchHit` s. The score is :func:`kgot.memory.scoring.rank`:
+``0.6·relevance + 0.15·rank_weight + 0.15·confidence + 0.10·freshness``, where
+
+* **relevance** (0–1) is lexical and deterministic, computed here (below);
+* **rank_weight** is the fact's type's ``rank_weight`` upkeep setting;
+* **confidence** is the fact's stored confidence;
+* **freshness** is :func:`kgot.memory.scoring.retention` of the fact's half-life freshness
+  (:func:`~kgot.memory.scoring.fact_freshness`, at ``now``) and the strength its use earned
+  (:meth:`EntitySession.fact_use`: +0.10 per use, +0.20 per good feedback).
+
+A fact with zero relevance is never a hit. Superseded, merged-away and expired facts never
+appear: the index is built from ``load_graph``'s current view, and a fact (or an edge end) that
+expires after the index was built is dropped at query time. Only the session's entity is read.
+
+Relevance
+    Words are folded like names (:func:`kgot.memory.names.fold_text`: NFKC, Latin accents off,
+    case-folded, punctuation splits). Each fact has three kinds of text: its *names* (``name``,
+    ``aliases``, ``title``, its label or relationship) weigh 1, its other string properties
+    (descriptions, summaries, …) 0.6, and for an edge the names of its two ends 0.5 (so "apple
+    headquarters" finds Apple's ``headquartered_in`` edge, below Apple itself).
+    A query word matches a fact's word exactly (1), as a prefix of it (``appl`` → ``apple``,
+    0.8–1 by how much of the word it covers), or, only when the graph has no word it equals or
+    starts, by spelling (rapidfuzz ``ratio`` ≥ 80, weighed down to 0.9 of it) so a typo still
+    finds something. The fact's *coverage* is the share of the query's words it matches, each
+    weighed by its inverse document frequency (``ln(1 + (N + 1) / (df + 1))`` over the N facts),
+    so a rare word decides more than "group" or "inc". Coverage alone ties every fact that
+    contains the query, so a fifth of relevance is *closeness*: rapidfuzz ``ratio`` between the
+    whole folded query and the fact's closest name (an exact name scores 1).
+    ``relevance = 0.8·coverage + 0.2·closeness``, and 0 whenever coverage is 0.
+
+    Why lexical with IDF and not embeddings or BM25: it needs no model, gives the same order in
+    every process, is normalised to 0–1 by construction (BM25 is unbounded), and rapidfuzz only
+    serves typos and closeness, where token overlap is blind.
+
+Speed
+    The index (words → facts, per-fact metadata) is built once per session and kept while the
+    entity's version and types stay the same, like the write-time snapshot of
+    :mod:`kgot.memory.writes`; a query then costs two small reads (the latest version and the
+    types), array arithmetic over the postings of its words, and an exact score for the few
+    facts whose upper bound could reach the top ``limit``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+import re
+import threading
+import weakref
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from kgot.errors import UsageError
+from kgot.memory import scoring
+from kgot.memory.names import fold_text
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+    from kgot.persistence import EntitySession, TypeCatalog
+
+__all__ = [
+    "SearchHit",
+    "edge_id",
+    "fact_key_for",
+    "parse_edge_id",
+    "search",
+]
+
+FactKey = tuple[str, ...]  # ("node", id) or ("edge", source, target, key)
+
+NAME_WEIGHT = 1.0  # name, aliases, title, label
+TEXT_WEIGHT = 0.6  # other string properties
+CONTEXT_WEIGHT = 0.5  # an edge's ends' names
+COVERAGE_SHARE = 0.8  # relevance = 0.8·coverage + 0.2·closeness
+PREFIX_MIN = 3  # a query word this long matches the words it starts
+FUZZY_MIN = 4  # a query word this long may match by spelling
+FUZZY_CUTOFF = 80.0
+FUZZY_DISCOUNT = 0.9
+CHUNK = 256  # facts whose closeness one rapidfuzz call computes
+BATCH = 16  # facts scored exactly per round (one fact-use read each)
+NAME_PROPERTIES = ("name", "title", "aliases")
+DEFAULT_CONFIDENCE = 1.0
+# Words a question carries that say nothing about which fact is meant.
+_STOPWORD_TEXT = (
+    "a an and are as at be by did do does for from has have how in is it its of on or that "
+    "the their this to was were what when where which who whom whose why with"
+)
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+_EDGE_ID = re.compile(r"^(?P<source>.+?) -\[(?P<key>.+?)\]-> (?P<target>.+)$", re.DOTALL)
+
+
+def edge_id(source: str, target: str, key: str) -> str:
+    """The id a search shows for an edge: ``source -[key]-> target`` (the key is the edge's
+    relationship unless the writer gave it another)."""
+    return f"{source} -[{key}]-> {target}"
+
+
+def parse_edge_id(text: str) -> tuple[str, str, str] | None:
+    """``(source, target, key)`` from an :func:`edge_id` string; ``None`` for anything else."""
+    found = _EDGE_ID.match(text)
+    if found is None:
+        return None
+    return found["source"], found["target"], found["key"]
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One fact a search found, with its score and the score's components."""
+
+    key: FactKey  # for Memory.used / EntitySession.record_use
+    label: str  # the node's label or the edge's relationship
+    name: str
+    parts: scoring.ScoreParts
+    age_days: float | None = None
+
+    @property
+    def kind(self) -> str:
+        return self.key[0]
+
+    @property
+    def id(self) -> str:
+        """The node's id, or the edge as ``source -[key]-> target``."""
+        if self.key[0] == "node":
+            return self.key[1]
+        return edge_id(self.key[1], self.key[2], self.key[3])
+
+    @property
+    def score(self) -> float:
+        return self.parts.score
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON row of ``kgot memory search --json``."""
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "label": self.label,
+            "name": self.name,
+            "key": list(self.key),
+            **self.parts.to_dict(),
+        }
+
+
+def search(
+    session: EntitySession,
+    query: str,
+    *,
+    limit: int = 10,
+    type: str | None = None,
+    min_confidence: float | None = None,
+    now: datetime | None = None,
+) -> list[SearchHit]:
+    """The best ``limit`` current facts of ``session``'s entity for ``query``, best first
+    (module docstring). ``type``: only facts of this label or relationship;
+    ``min_confidence``: only facts at least this confident; ``now``: the moment freshness is
+    computed at (default: the clock), for reproducible scores.
+
+    Raises:
+        UsageError: an empty query, ``limit`` < 1, ``min_confidence`` outside 0..1, or a
+            ``type`` the entity has no type or fact of.
+    """
+    words = query_words(query)
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        raise UsageError(f"limit must be a whole number of at least 1, not {limit!r}")
+    if min_confidence is not None and not (
+        isinstance(min_confidence, int | float) and 0.0 <= min_confidence <= 1.0
+    ):
+        raise UsageError(f"min_confidence must be between 0 and 1, not {min_confidence!r}")
+    moment = _moment(now)
+    catalog = session.type_catalog()
+    index = _INDEXES.get(session, catalog)
+    if type is not None and not index.knows_type(type, catalog):
+        raise UsageError(
+            f"entity {session.entity!r} has no type or fact labelled {type!r}; "
+            "see `kgot types list` for its types"
+        )
+    return index.search(
+        session,
+        words,
+        fold_text(query),
+        limit=limit,
+        label=type,
+        min_confidence=min_confidence,
+        now=moment,
+        catalog=catalog,
+    )
+
+
+def query_words(query: str) -> list[str]:
+    """The folded words of ``query`` that count (stop words dropped unless nothing else is
+    left), each once.
+
+    Raises:
+        UsageError: the query has no word at all.
+    """
+    if not isinstance(query, str):
+        raise UsageError(f"the search query must be text, not {query!r}")
+    words = list(dict.fromkeys(fold_text(query).split()))
+    if not words:
+        raise UsageError("the search query is empty; give a few words to look for")
+    kept = [w for w in words if w not in STOPWORDS]
+    return kept or words
+
+
+def fact_key_for(session: EntitySession, text: str) -> FactKey:
+    """The fact key a user's id names: a node id (a merged-away id leads to the node it was
+    merged into) or an edge as ``source -[key]-> target`` (:func:`edge_id`). Whether the fact
+    is current is checked by whoever uses the key."""
+    ends = parse_edge_id(text)
+    if ends is not None and session.canonical_id(text) is None:
+        source, target, key = ends
+        return (
+            "edge",
+            session.canonical_id(source) or source,
+            session.canonical_id(target) or target,
+            key,
+        )
+    return ("node", session.canonical_id(text) or text)
+
+
+def find_edge(session: EntitySession, source: str, relationship: str, target: str) -> FactKey:
+    """The current edge ``source`` → ``target`` whose key or relationship is
+    ``relationship`` (ends follow merges).
+
+    Raises:
+        UsageError: no such edge, or several (then give the key with ``source -[key]-> target``).
+    """
+    source = session.canonical_id(source) or source
+    target = session.canonical_id(target) or target
+    index = _INDEXES.get(session, session.type_catalog())
+    found = index.edges_between(source, target, relationship)
+    if not found:
+        raise UsageError(
+            f"no current edge {source!r} -{relationship}-> {target!r} in entity {session.entity!r}"
+        )
+    if len(found) > 1:
+        listed = ", ".join(edge_id(*ident) for ident in found)
+        raise UsageError(f"several edges match; name one by its id: {listed}")
+    return ("edge", *found[0])
+
+
+# --------------------------------------------------------------------------------------------
+# The index
+
+
+@dataclass
+class _Fact:
+    key: FactKey
+    label: str
+    name: str
+    names: tuple[str, ...]  # folded, for closeness
+    confidence: float
+    latest: datetime | None  # the instant its age runs from (scoring.fact_freshness)
+    expires_at: datetime | None
+    ends: tuple[int, int] | None = None  # positions of an edge's end nodes
+
+
+@dataclass
+class _Index:
+    version: int
+    types: tuple[tuple[str, str, int], ...]
+    facts: list[_Fact]
+    vocabulary: list[str]  # sorted
+    postings: dict[str, tuple[np.ndarray, np.ndarray]]  # word -> (fact positions, weights)
+    confidence: np.ndarray
+    labels: np.ndarray  # label position per fact
+    label_keys: list[tuple[str, str]]  # (kind, label or relationship) per label position
+    node_position: dict[str, int] = field(default_factory=dict)
+    fuzzy_cache: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
+
+    # -- building
+
+    @classmethod
+    def build(cls, session: EntitySession, catalog: TypeCatalog) -> _Index:
+        graph = session.load_graph(include_meta=True, track=False)
+        return cls.from_graph(graph, catalog)
+
+    @classmethod
+    def from_graph(cls, graph: nx.MultiDiGraph, catalog: TypeCatalog) -> _Index:
+        builder = _Builder(catalog)
+        for node_id, data in graph.nodes(data=True):
+            builder.node(str(node_id), data)
+        for source, target, key, data in graph.edges(keys=True, data=True):
+            builder.edge(str(source), str(target), str(key), data)
+        return builder.finish(int(graph.graph.get("kgot_version", 0)), _fingerprint(catalog))
+
+    # -- lookups
+
+    def knows_type(self, label: str, catalog: TypeCatalog) -> bool:
+        return (
+            catalog.get("node", label) is not None
+            or catalog.get("edge", label) is not None
+            or any(name == label for _, name in self.label_keys)
+        )
+
+    def edges_between(self, source: str, target: str, name: str) -> list[tuple[str, str, str]]:
+        found = []
+        for fact in self.facts:
+            key = fact.key
+            if key[:3] == ("edge", source, target) and name in (key[3], fact.label):
+                found.append((key[1], key[2], key[3]))
+        return sorted(found)
+
+    def _matches(self, word: str) -> list[tuple[str, float]]:
+        """Index words ``word`` matches, with how well (module docstring)."""
+        matched: dict[str, float] = {}
+        if word in self.postings:
+            matched[word] = 1.0
+        if len(word) >= PREFIX_MIN:
+            start = bisect.bisect_left(self.vocabulary, word)
+            for other in self.vocabulary[start:]:
+                if not other.startswith(word):
+                    break
+                if other != word:
+                    matched[other] = 0.8 + 0.2 * len(word) / len(other)
+        if matched or len(word) < FUZZY_MIN:
+            return list(matched.items())
+        if word not in self.fuzzy_cache:
+            from rapidfuzz import fuzz, process
+
+            near = process.extract(
+                word,
+                self.vocabulary,
+                scorer=fuzz.ratio,
+                score_cutoff=FUZZY_CUTOFF,
+                limit=None,
+            )
+            self.fuzzy_cache[word] = [(text, FUZZY_DISCOUNT * s / 100.0) for text, s, _ in near]
+        return self.fuzzy_cache[word]
+
+    def coverage(self, words: Sequence[str]) -> np.ndarray:
+        """Each fact's IDF-weighted share of ``words`` it matches (0–1)."""
+        total = len(self.facts)
+        covered = np.zeros(total, dtype=np.float64)
+        weight_sum = 0.0
+        for word in words:
+            best = np.zeros(total, dtype=np.float64)
+            for other, similarity in self._matches(word):
+                positions, weights = self.postings[other]
+                # A word's postings name each fact once, so plain indexing is safe here.
+                best[positions] = np.maximum(best[positions], weights * similarity)
+            df = int(np.count_nonzero(best))
+            idf = math.log(1.0 + (total + 1.0) / (df + 1.0))
+            covered += idf * best
+            weight_sum += idf
+        return covered / weight_sum if weight_sum > 0 else covered
+
+    def closeness(self, folded_query: str, positions: Sequence[int]) -> np.ndarray:
+        """rapidfuzz ``ratio`` of the query and each fact's closest name, 0–1 (one C call)."""
+        from rapidfuzz import fuzz, process
+
+        names: list[str] = []
+        owners: list[int] = []
+        for slot, position in enumerate(positions):
+            for name in self.facts[position].names:
+                names.append(name)
+                owners.append(slot)
+        close = np.zeros(len(positions), dtype=np.float64)
+        if names:
+            scores = process.cdist([folded_query], names, scorer=fuzz.ratio, dtype=np.float64)
+            np.maximum.at(close, np.array(owners, dtype=np.int64), scores[0] / 100.0)
+        return close
+
+    # -- the query
+
+    def search(
+        self,
+        session: EntitySession,
+        words: Sequence[str],
+        folded_query: str,
+        *,
+        limit: int,
+        label: str | None,
+        min_confidence: float | None,
+        now: datetime,
+        catalog: TypeCatalog,
+    ) -> list[SearchHit]:
+        """The best ``limit`` hits. Scores are bounded from above in two steps, so only the
+        few facts that could still enter the top ``limit`` are scored exactly: first with
+        closeness and freshness taken as 1 (array arithmetic over every matching fact), then,
+        a chunk at a time in that order, with the exact closeness (one rapidfuzz call per
+        chunk); the exact score (freshness, use) follows for the best of each chunk."""
+        if not self.facts:
+            return []
+        coverage = self.coverage(words)
+        eligible = coverage > 0
+        if label is not None:
+            wanted = [i for i, (_, name) in enumerate(self.label_keys) if name == label]
+            eligible &= np.isin(self.labels, wanted)
+        if min_confidence is not None:
+            eligible &= self.confidence >= min_confidence
+        positions = np.flatnonzero(eligible)
+        if positions.size == 0:
+            return []
+        settings = _LabelSettings(catalog, self.label_keys)
+        w = scoring.DEFAULT_WEIGHTS
+        # Everything but relevance, with freshness at its maximum 1.
+        rest = (
+            w.rank_weight * np.clip(settings.rank_weight[self.labels[positions]], 0.0, 1.0)
+            + w.confidence * np.clip(self.confidence[positions], 0.0, 1.0)
+            + w.freshness
+        )
+        cover = coverage[positions]
+        loose = w.relevance * (COVERAGE_SHARE * cover + (1.0 - COVERAGE_SHARE)) + rest
+        order = np.lexsort((positions, -loose))  # best bound first, then index order
+        ranked = _TopK(limit)
+        clock = datetime.now(UTC)
+        chunk = max(CHUNK, 4 * limit)
+        for start in range(0, order.size, chunk):
+            if ranked.full and loose[order[start]] < ranked.threshold:
+                break  # no fact left can enter the top `limit`
+            slots = order[start : start + chunk]
+            chosen = positions[slots].tolist()
+            relevance = COVERAGE_SHARE * cover[slots] + (1.0 - COVERAGE_SHARE) * self.closeness(
+                folded_query, chosen
+            )
+            self._rank_chunk(
+                session,
+                ranked,
+                chosen,
+                relevance,
+                bound=w.relevance * relevance + rest[slots],
+                now=now,
+                clock=clock,
+                settings=settings,
+            )
+        return ranked.best()
+
+    def _rank_chunk(
+        self,
+        session: EntitySession,
+        ranked: _TopK,
+        chosen: list[int],
+        relevance: np.ndarray,
+        *,
+        bound: np.ndarray,
+        now: datetime,
+        clock: datetime,
+        settings: _LabelSettings,
+    ) -> None:
+        """Score ``chosen`` exactly, best ``bound`` first, into ``ranked``; stop once no bound
+        left can enter it."""
+        order = np.lexsort((np.array(chosen), -bound)).tolist()
+        batch = max(BATCH, ranked.limit)
+        for start in range(0, len(order), batch):
+            if ranked.full and bound[order[start]] < ranked.threshold:
+                return
+            slots = [s for s in order[start : start + batch] if self._alive(chosen[s], clock)]
+            for hit in self._score(
+                session,
+                [chosen[s] for s in slots],
+                [float(relevance[s]) for s in slots],
+                now=now,
+                settings=settings,
+            ):
+                ranked.offer(hit)
+
+    def _alive(self, position: int, clock: datetime) -> bool:
+        """Not expired since the index was built (an edge: nor either of its ends)."""
+        fact = self.facts[position]
+        if fact.expires_at is not None and fact.expires_at <= clock:
+            return False
+        if fact.ends is not None:
+            return all(self._alive(end, clock) for end in fact.ends)
+        return True
+
+    def _score(
+        self,
+        session: EntitySession,
+        positions: list[int],
+        relevance: list[float],
+        *,
+        now: datetime,
+        settings: _LabelSettings,
+    ) -> list[SearchHit]:
+        freshness: dict[int, tuple[float, float | None]] = {}
+        for position in positions:
+            fact = self.facts[position]
+            half_life = settings.half_life[int(self.labels[position])]
+            age = scoring.age_days(now, [fact.latest])
+            freshness[position] = (scoring.freshness(age or 0.0, half_life), age)
+        # Use only moves a decaying fact (retention of freshness 1 is 1): read it for those.
+        decaying = [self.facts[p].key for p in positions if freshness[p][0] < 1.0]
+        use = session.fact_use(decaying) if decaying else {}
+        hits = []
+        for slot, position in enumerate(positions):
+            fact = self.facts[position]
+            fresh, age = freshness[position]
+            found = use.get(fact.key)
+            parts = scoring.rank(
+                relevance[slot],
+                rank_weight=float(settings.rank_weight[int(self.labels[position])]),
+                confidence=fact.confidence,
+                fresh=scoring.retention(fresh, found.strength if found is not None else 0.0),
+            )
+            hits.append(SearchHit(fact.key, fact.label, fact.name, parts, age))
+        return hits
+
+
+class _TopK:
+    """The best ``limit`` hits seen (ties: the smaller kind-and-id first)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._heap: list[tuple[float, _Reversed, SearchHit]] = []
+
+    @property
+    def full(self) -> bool:
+        return len(self._heap) >= self.limit
+
+    @property
+    def threshold(self) -> float:
+        return self._heap[0][0]
+
+    def offer(self, hit: SearchHit) -> None:
+        entry = (hit.score, _Reversed(hit.key), hit)
+        if len(self._heap) < self.limit:
+            heapq.heappush(self._heap, entry)
+        elif entry[:2] > self._heap[0][:2]:
+            heapq.heapreplace(self._heap, entry)
+
+    def best(self) -> list[SearchHit]:
+        return [hit for _, _, hit in sorted(self._heap, key=lambda e: e[:2], reverse=True)]
+
+
+@dataclass(frozen=True)
+class _Reversed:
+    """Orders keys backwards, so among equal scores the smaller key counts as better."""
+
+    key: FactKey
+
+    def __lt__(self, other: _Reversed) -> bool:
+        return self.key > other.key
+
+    def __gt__(self, other: _Reversed) -> bool:
+        return self.key < other.key
+
+
+class _LabelSettings:
+    """Rank weight and half-life of each label position, from the current types."""
+
+    def __init__(self, catalog: TypeCatalog, label_keys: Sequence[tuple[str, str]]) -> None:
+        weights, half_lives = [], []
+        for kind, name in label_keys:
+            upkeep = _upkeep(catalog, kind, name)
+            weights.append(float(upkeep.rank_weight))
+            half_lives.append(upkeep.half_life_days)
+        self.rank_weight = np.array(weights, dtype=np.float64)
+        self.half_life: list[float | None] = half_lives
+
+
+def _upkeep(catalog: TypeCatalog, kind: str, name: str) -> Any:
+    from kgot.persistence import UpkeepSettings
+
+    type_def = catalog.get("node" if kind == "node" else "edge", name)
+    found = getattr(type_def, "upkeep", None) if type_def is not None else None
+    return found if found is not None else UpkeepSettings()
+
+
+def _temporal(catalog: TypeCatalog, kind: str, name: str) -> tuple[str, ...]:
+    type_def = catalog.get("node" if kind == "node" else "edge", name)
+    schema = type_def.spec.properties if type_def is not None else None
+    return scoring.temporal_properties(schema)
+
+
+def _fingerprint(catalog: TypeCatalog) -> tuple[tuple[str, str, int], ...]:
+    """Which type versions an index was built with (temporal properties come from them)."""
+    return tuple(
+        sorted(
+            [("node", name, t.id) for name, t in catalog.node_types.items()]
+            + [("edge", name, t.id) for name, t in catalog.edge_types.items()]
+        )
+    )
+
+
+class _Builder:
+    def __init__(self, catalog: TypeCatalog) -> None:
+        self.catalog = catalog
+        self.facts: list[_Fact] = []
+        self.words: dict[str, dict[int, float]] = {}
+        self.label_position: dict[tuple[str, str], int] = {}
+        self.labels: list[int] = []
+        self.node_position: dict[str, int] = {}
+        self.temporal: dict[tuple[str, str], tuple[str, ...]] = {}
+
+    def _label(self, kind: str, name: str) -> int:
+        return self.label_position.setdefault((kind, name), len(self.label_position))
+
+    def _add_words(self, position: int, text: str, weight: float) -> None:
+        for word in fold_text(text).split():
+            postings = self.words.setdefault(word, {})
+            if postings.get(position, 0.0) < weight:
+                postings[position] = weight
+
+    def _latest(self, kind: str, label: str, data: Mapping[str, Any]) -> datetime | None:
+        temporal = self.temporal.get((kind, label))
+        if temporal is None:
+            temporal = self.temporal[(kind, label)] = _temporal(self.catalog, kind, label)
+        # The same instants scoring.fact_freshness takes the latest of.
+        instants = [scoring.parse_instant(data.get(name)) for name in temporal]
+        instants.append(scoring.parse_instant(data.get("_reinforced_at")))
+        instants.append(scoring.parse_instant(data.get("_created_at")))
+        return max((i for i in instants if i is not None), default=None)
+
+    def _add(self, fact: _Fact, kind: str, label: str) -> int:
+        position = len(self.facts)
+        self.facts.append(fact)
+        self.labels.append(self._label(kind, label))
+        return position
+
+    def node(self, node_id: str, data: Mapping[str, Any]) -> None:
+        label = str(data.get("label", ""))
+        names = _names(data)
+        fact = _Fact(
+            key=("node", node_id),
+            label=label,
+            name=names[0] if names else node_id,
+            names=tuple(fold_text(n) for n in names) or (fold_text(node_id),),
+            confidence=_confidence(data),
+            latest=self._latest("node", label, data),
+            expires_at=scoring.parse_instant(data.get("_expires_at")),
+        )
+        position = self._add(fact, "node", label)
+        self.node_position[node_id] = position
+        for text in names:
+            self._add_words(position, text, NAME_WEIGHT)
+        self._add_words(position, label, NAME_WEIGHT)
+        for text in _other_text(data, skip=("label",)):
+            self._add_words(position, text, TEXT_WEIGHT)
+
+    def edge(self, source: str, target: str, key: str, data: Mapping[str, Any]) -> None:
+        relationship = str(data.get("relationship", key))
+        own = _names(data)
+        ends = (self.node_position[source], self.node_position[target])
+        source_name, target_name = (self.facts[p].name for p in ends)
+        fact = _Fact(
+            key=("edge", source, target, key),
+            label=relationship,
+            name=own[0] if own else f"{source_name} {relationship} {target_name}",
+            names=tuple(fold_text(n) for n in own) or (fold_text(relationship),),
+            confidence=_confidence(data),
+            latest=self._latest("edge", relationship, data),
+            expires_at=scoring.parse_instant(data.get("_expires_at")),
+            ends=ends,
+        )
+        position = self._add(fact, "edge", relationship)
+        for text in (*own, relationship, key):
+            self._add_words(position, text, NAME_WEIGHT)
+        for text in _other_text(data, skip=("relationship",)):
+            self._add_words(position, text, TEXT_WEIGHT)
+        for end in ends:
+            for text in self.facts[end].names:
+                self._add_words(position, text, CONTEXT_WEIGHT)
+
+    def finish(self, version: int, types: tuple[tuple[str, str, int], ...]) -> _Index:
+        postings = {
+            word: (
+                np.fromiter(found.keys(), dtype=np.int64, count=len(found)),
+                np.fromiter(found.values(), dtype=np.float64, count=len(found)),
+            )
+            for word, found in self.words.items()
+        }
+        return _Index(
+            version=version,
+            types=types,
+            facts=self.facts,
+            vocabulary=sorted(postings),
+            postings=postings,
+            confidence=np.array([f.confidence for f in self.facts], dtype=np.float64),
+            labels=np.array(self.labels, dtype=np.int64),
+            label_keys=list(self.label_position),
+            node_position=self.node_position,
+        )
+
+
+def _names(data: Mapping[str, Any]) -> list[str]:
+    """A fact's names in order: ``name``, ``title``, then ``aliases``."""
+    found: list[str] = []
+    for prop in NAME_PROPERTIES:
+        value = data.get(prop)
+        values = value if isinstance(value, list | tuple) else [value]
+        found.extend(v for v in values if isinstance(v, str) and v.strip())
+    return list(dict.fromkeys(found))
+
+
+def _other_text(data: Mapping[str, Any], skip: Iterable[str]) -> Iterable[str]:
+    """String properties (and strings in list properties) that are not names or metadata."""
+    left_out = {*NAME_PROPERTIES, *skip}
+    for prop, value in data.items():
+        if prop.startswith("_") or prop in left_out:
+            continue
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, list | tuple):
+            yield from (v for v in value if isinstance(v, str))
+
+
+def _confidence(data: Mapping[str, Any]) -> float:
+    value = data.get("_confidence")
+    return float(value) if isinstance(value, int | float) else DEFAULT_CONFIDENCE
+
+
+def _moment(now: datetime | None) -> datetime:
+    if now is None:
+        return datetime.now(UTC)
+    if not isinstance(now, datetime):
+        raise UsageError(f"now must be a datetime, not {now!r}")
+    return now if now.tzinfo is not None else now.replace(tzinfo=UTC)
+
+
+# --------------------------------------------------------------------------------------------
+# One index per live session
+
+
+class _IndexCache:
+    """One index per live session, valid while the entity's latest version and its types are
+    the ones it was built from (any commit, by anyone, makes the next query rebuild it)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_session: weakref.WeakKeyDictionary[Any, _Index] = weakref.WeakKeyDictionary()
+
+    def get(self, session: EntitySession, catalog: TypeCatalog) -> _Index:
+        with self._lock:
+            found = self._by_session.get(session)
+        if (
+            found is not None
+            and found.types == _fingerprint(catalog)
+            and found.version == _latest_version(session)
+        ):
+            return found
+        index = _Index.build(session, catalog)
+        with self._lock:
+            self._by_session[session] = index
+        return index
+
+    def forget(self, session: EntitySession) -> None:
+        with self._lock:
+            self._by_session.pop(session, None)
+
+
+def _latest_version(session: EntitySession) -> int:
+    """The entity's newest version in the store (not the session's tracked view: another
+    process may have written since)."""
+    newest = session.commits(limit=1)
+    return int(newest[0]["version"]) if newest else 0
+
+
+_INDEXES = _IndexCache()
