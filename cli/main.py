@@ -22,6 +22,7 @@ from kgot.cli import (
     bench_cmd,
     config_cmd,
     graph_cmd,
+    ingest_cmd,
     memory_cmd,
     sandbox_cmd,
     store_cmd,
@@ -70,6 +71,7 @@ app.add_typer(graph_cmd.app, name="graph")
 app.add_typer(store_cmd.entities_app, name="entities")
 app.add_typer(store_cmd.types_app, name="types")
 app.add_typer(memory_cmd.app, name="memory")
+app.command("ingest")(ingest_cmd.ingest)
 
 
 def _version(value: bool) -> None:

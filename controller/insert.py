@@ -341,6 +341,8 @@ async def _apply_code(
             raise ChangesetError(problems)
         if prepared.changeset.is_empty:  # e.g. only a refused, less trusted value
             await asyncio.to_thread(prepared.queue, ctx.session)
+            if ctx.on_write is not None:
+                ctx.on_write(prepared, None)
             return prepared.applied, list(prepared.notes)
         try:
             version = await asyncio.to_thread(
@@ -358,6 +360,8 @@ async def _apply_code(
             continue
         prepared.committed(ctx.session, version)
         await asyncio.to_thread(prepared.queue, ctx.session)
+        if ctx.on_write is not None:
+            ctx.on_write(prepared, version)
         if ctx.fact_lens is not None:  # before the apply: the view lines it rebuilds use it
             ctx.fact_lens.committed(prepared.changeset, provenance)
         if not prepared.applied.is_empty:

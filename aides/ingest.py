@@ -1,0 +1,158 @@
+"""``ingest_text``: add a text to an entity's graph ("add this to memory"), and reading a
+document into such a text.
+
+The work is the controller's INSERT path without a vote (:mod:`kgot.controller.ingest`): graph
+code is written for the text, run in the sandbox, checked against the entity's types, fixed when
+it fails and committed with provenance; the entity's memory applies its write-time rules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kgot.controller.ingest import Ingestor, IngestReport
+from kgot.errors import UsageError
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+
+    from kgot.config import Settings
+    from kgot.persistence import Store
+
+__all__ = ["IngestReport", "ingest_text", "ingest_text_async", "read_document"]
+
+
+async def ingest_text_async(
+    store: Store,
+    entity: str,
+    text: str,
+    *,
+    source_ref: str | None = None,
+    confidence: float | None = None,
+    model: str | BaseChatModel | None = None,
+    settings: Settings | None = None,
+    title: str | None = None,
+    result_key: str | None = None,
+) -> IngestReport:
+    """:func:`ingest_text` inside an event loop."""
+    settings, models = _model_settings(settings, model)
+    async with Ingestor(store, entity, settings, models=models) as ingestor:
+        return await ingestor.ingest(
+            text,
+            source_ref=source_ref,
+            title=title,
+            confidence=confidence,
+            result_key=result_key,
+        )
+
+
+def ingest_text(
+    store: Store,
+    entity: str,
+    text: str,
+    *,
+    source_ref: str | None = None,
+    confidence: float | None = None,
+    model: str | BaseChatModel | None = None,
+    settings: Settings | None = None,
+    title: str | None = None,
+    result_key: str | None = None,
+) -> IngestReport:
+    """Add what ``text`` states to ``entity``'s graph and say what became of it.
+
+    Args:
+        store: an open store holding the entity.
+        entity: the entity whose graph grows (it must exist).
+        text: plain text or Markdown (see :func:`read_document` for files).
+        source_ref: where the text came from (URL, path, "conversation 12"), kept on its facts.
+        confidence: trust (0–1) of facts whose graph code sets none; default: ``[memory.trust]``
+            ``ingest``, else ``default`` (0.7).
+        model: ``"provider:model"`` for both roles, or a LangChain chat model; default: the
+            configured models.
+        settings: effective settings (default: environment and config file).
+        title: a title, shown to the model with the text.
+        result_key: names the work: a key the entity has a commit for writes nothing again.
+
+    Returns:
+        The :class:`IngestReport`: nodes and edges inserted, nodes updated, writes merged onto
+        existing nodes, facts corroborated and superseded, and the commit's version.
+
+    Raises:
+        UsageError: empty text, confidence outside 0–1.
+        EntityNotFoundError: no such entity.
+        ConfigError: no model configured.
+    """
+    return asyncio.run(
+        ingest_text_async(
+            store,
+            entity,
+            text,
+            source_ref=source_ref,
+            confidence=confidence,
+            model=model,
+            settings=settings,
+            title=title,
+            result_key=result_key,
+        )
+    )
+
+
+def _model_settings(
+    settings: Settings | None, model: str | BaseChatModel | None
+) -> tuple[Settings, Mapping[str, Any] | None]:
+    from kgot.config import load_settings
+
+    if isinstance(model, str):
+        return load_settings({"llm.model": model}) if settings is None else _with_model(
+            settings, model
+        ), None
+    settings = settings or load_settings()
+    if model is None:
+        return settings, None
+    return settings, {"planning": model, "execution": model}
+
+
+def _with_model(settings: Settings, model: str) -> Settings:
+    from kgot.config import with_options
+
+    return with_options(settings, {}, {"llm": {"model": model}})
+
+
+async def read_document(path: Path, settings: Settings) -> tuple[str, str | None]:
+    """The text of the file at ``path`` and its title, if it has one.
+
+    Text and Markdown are read as they are; HTML, PDF, Office files, JSON, CSV … go through the
+    file tools' converters, in the sandbox's conversion workers (parsing untrusted bytes never
+    happens in this process).
+
+    Raises:
+        UsageError: the file is missing, unreadable, or in a format kgot does not read.
+    """
+    from kgot.tools.base import ToolFailure
+    from kgot.tools.convert import decode_text
+    from kgot.tools.convert_pool import shared_pool
+    from kgot.tools.formats import DOCUMENT_FORMATS, detect_format
+
+    if not path.is_file():
+        raise UsageError(f"{path} does not exist or is not a file")
+    try:
+        fmt = detect_format(path)
+    except OSError as error:
+        raise UsageError(f"cannot read {path} ({error.strerror or error})") from None
+    if fmt == "text":
+        return decode_text(path.read_bytes()), None
+    if fmt not in DOCUMENT_FORMATS:
+        raise UsageError(
+            f"{path} is not a document kgot reads (text, Markdown, HTML, PDF, Office, JSON, "
+            "CSV, XML, EPUB); convert it to text first"
+        )
+    pool = shared_pool(settings.tools.converter_memory_mb, settings.sandbox)
+    options = {"name": path.name, "extension": path.suffix.lower()}
+    try:
+        result = await pool.aconvert(fmt, path, options, timeout=settings.tools.timeout)
+    except ToolFailure as failure:
+        raise UsageError(f"cannot read {path}: {failure}") from None
+    return str(result.get("text") or ""), result.get("title")

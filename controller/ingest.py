@@ -1,0 +1,317 @@
+"""Ingestion: a text becomes facts of an entity's graph through the INSERT path, with no vote.
+
+The text is treated as one tool result: the planning model writes graph code for it, the code
+runs in the sandbox on a copy of the graph, the entity's memory rewrites the changeset (a node
+the entity has lands on it, functional facts supersede), the store checks it against the
+entity's types and commits it with provenance; failing code goes back to the model for a fix
+(``controller.fix_code_retries``). This is :func:`kgot.controller.insert._integrate`, the same
+code an entity run uses for each tool result, driven without the loop around it.
+
+:class:`Ingestor` keeps the sandbox, the models and the entity's in-memory graph open across
+texts (an aide ingests many items per cycle); each :meth:`Ingestor.ingest` catches the graph up
+with other writers first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kgot.controller.context import RunContext
+from kgot.controller.events import StepFailed, TraceEvent
+from kgot.controller.insert import _integrate
+from kgot.controller.state import PendingResult, RunState
+from kgot.errors import UsageError
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+
+    from kgot.config import Settings
+    from kgot.persistence import Store
+
+# The producer name ingested text is written as: its trust is `[memory.trust] ingest` (else
+# `default`), unless the caller gives a confidence.
+INGEST_PRODUCER = "ingest"
+
+_COUNT = re.compile(r"(\d+) (corroborated|reinforced)\b")
+
+
+@dataclass
+class IngestReport:
+    """What one ingestion did to the entity's graph.
+
+    Attributes:
+        entity: the entity written to.
+        source_ref: where the text came from (stored on every fact it produced).
+        version: the entity's version after the commit; ``None`` when nothing was committed.
+        already_committed: the ``result_key`` had a commit already (nothing written again).
+        inserted_nodes / inserted_edges: facts that are new to the graph (node ids;
+            ``source -relationship-> target``).
+        updated_nodes: existing nodes that got new or changed properties.
+        merged: what the memory landed on existing nodes or followed to a canonical node.
+        corroborated: facts found again by a new source; ``reinforced``: by the same source.
+        superseded: facts closed as contradicted by a new value (fact keys joined by ``/``).
+        queued: suggestions filed in the curation queue (kept values, possible duplicates).
+        notes: every note of the entity's memory, as the model saw them.
+        failed: why no change could be made (the fix-code attempts ran out); ``None`` if fine.
+        llm_calls / input_tokens / output_tokens / cost_usd: what the model work cost
+            (``cost_usd`` ``None`` when a model's price is unknown).
+    """
+
+    entity: str
+    source_ref: str | None
+    version: int | None = None
+    already_committed: bool = False
+    inserted_nodes: list[str] = field(default_factory=list)
+    inserted_edges: list[str] = field(default_factory=list)
+    updated_nodes: list[str] = field(default_factory=list)
+    merged: list[str] = field(default_factory=list)
+    corroborated: int = 0
+    reinforced: int = 0
+    superseded: list[str] = field(default_factory=list)
+    queued: int = 0
+    notes: list[str] = field(default_factory=list)
+    failed: str | None = None
+    llm_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.failed is None
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "ok": self.ok}
+
+    def summary(self) -> str:
+        """One line: what changed."""
+        if self.failed is not None:
+            return f"failed: {self.failed}"
+        if self.already_committed:
+            return f"already committed as version {self.version}"
+        parts = [
+            f"{len(self.inserted_nodes)} nodes and {len(self.inserted_edges)} edges inserted",
+            f"{len(self.updated_nodes)} updated",
+            f"{len(self.merged)} merged",
+            f"{self.corroborated} corroborated",
+            f"{len(self.superseded)} superseded",
+        ]
+        where = f"version {self.version}" if self.version is not None else "nothing committed"
+        return f"{', '.join(parts)} ({where})"
+
+
+class Ingestor:
+    """Ingest texts into one entity's graph (module docstring). An async context manager::
+
+        async with Ingestor(store, "acme", settings) as ingestor:
+            report = await ingestor.ingest(text, source_ref="notes.md")
+
+    Args:
+        store: an open store; the entity must exist.
+        entity: the entity whose graph grows.
+        settings: effective settings (models, sandbox, backend, fix-code retries, trust).
+        models: chat models per role instead of the configured ones (``planning`` writes code).
+        run_id: what the commits name as their run (default: ``ingest-<uuid>``).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        entity: str,
+        settings: Settings,
+        *,
+        models: Mapping[str, BaseChatModel] | None = None,
+        run_id: str | None = None,
+    ) -> None:
+        self.store = store
+        self.entity = entity
+        self.settings = settings
+        self.models = models
+        self.run_id = run_id or f"ingest-{uuid.uuid4()}"
+        self._stack = contextlib.AsyncExitStack()
+        self._ctx: RunContext | None = None
+        self._events: list[TraceEvent] = []
+        self._writes: list[tuple[Any, int | None]] = []
+
+    async def __aenter__(self) -> Ingestor:
+        from kgot.graph_backends import open_backend
+        from kgot.llm import UsageLedger, build_llm_clients
+        from kgot.sandbox import open_sandbox
+        from kgot.tools import ToolRunner
+
+        ledger = UsageLedger()
+        roles = build_llm_clients(self.settings, ledger, models=self.models)
+        session = self.store.session(self.entity)  # EntityNotFoundError for a missing one
+        async with contextlib.AsyncExitStack() as stack:
+            sandbox = open_sandbox(self.settings.sandbox)
+            stack.callback(sandbox.close)
+            sandbox.warm_up(wait=False)
+            backend = open_backend(
+                self.settings.controller.backend,
+                sandbox,
+                session.load_graph(),
+                max_property_bytes=self.settings.store.max_property_bytes,
+            )
+            self._ctx = RunContext(
+                settings=self.settings,
+                run_id=self.run_id,
+                planning=roles.planning,
+                execution=roles.execution,
+                ledger=ledger,
+                backend=backend,
+                sandbox=sandbox,
+                tools=[],
+                runner=ToolRunner(
+                    [],
+                    timeout=self.settings.tools.timeout,
+                    max_output_chars=self.settings.tools.max_output_chars,
+                ),
+                session=session,
+                collect=self._events.append,
+                on_write=lambda prepared, version: self._writes.append((prepared, version)),
+            )
+            self._stack = stack.pop_all()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self._stack.aclose()
+        self._ctx = None
+
+    @property
+    def ledger(self) -> Any:
+        """Every model request made so far (:class:`kgot.llm.UsageLedger`)."""
+        return self._context().ledger
+
+    def _context(self) -> RunContext:
+        if self._ctx is None:
+            raise RuntimeError("use the Ingestor inside `async with`")
+        return self._ctx
+
+    async def ingest(
+        self,
+        text: str,
+        *,
+        source_ref: str | None = None,
+        title: str | None = None,
+        confidence: float | None = None,
+        result_key: str | None = None,
+        producer: str = INGEST_PRODUCER,
+    ) -> IngestReport:
+        """Turn ``text`` into facts of the entity's graph and commit them.
+
+        Args:
+            text: what to ingest (plain text or Markdown; convert documents first).
+            source_ref: where it came from (a URL or path), stored on every fact.
+            title: a title for the prompt (the question the model writes towards).
+            confidence: trust of its facts (0–1) when graph code sets none; default: the
+                producer's trust in ``[memory.trust]``.
+            result_key: names this piece of work: when the entity has a commit with this key
+                already, nothing is written again and the report says so (an aide keys each
+                item, so a restart after a crash never ingests an item twice).
+            producer: the tool name the text is shown as and whose trust applies.
+
+        Raises:
+            UsageError: empty text, or a confidence outside 0–1.
+            ConfigError, LLMError: the model cannot be used (nothing was written).
+        """
+        ctx = self._context()
+        text = text.strip()
+        if not text:
+            raise UsageError("the text to ingest is empty; pass a file with content or text")
+        if confidence is not None and not 0 <= confidence <= 1:
+            raise UsageError(f"confidence must be within 0..1, not {confidence}")
+        report = IngestReport(entity=self.entity, source_ref=source_ref)
+        assert ctx.session is not None
+        if result_key is not None:
+            earlier = ctx.session.committed(result_key)
+            if earlier is not None:
+                report.version = int(earlier["version"])
+                report.already_committed = True
+                return report
+        ctx.settings = _with_trust(self.settings, producer, confidence)
+        key = result_key or f"{self.run_id}/{uuid.uuid4()}"
+        result = PendingResult(
+            name=producer,
+            args={"source_ref": source_ref} if source_ref else {},
+            output=text,
+            source_ref=source_ref,
+        )
+        state = RunState(question=_question(title, source_ref), iteration=1)
+        calls_before = len(ctx.ledger.calls)
+        self._events.clear()
+        self._writes.clear()
+        try:
+            _changeset, notes = await _integrate(ctx, state, result, key)
+        finally:
+            ctx.settings = self.settings
+            _add_usage(report, ctx.ledger.calls[calls_before:])
+        failures = [event for event in self._events if isinstance(event, StepFailed)]
+        if failures:
+            report.failed = failures[-1].error
+        for prepared, version in self._writes:
+            _describe(report, prepared, version)
+        if report.version is not None:
+            committed = ctx.session.committed(key)
+            if committed is not None:
+                for number, kind in _COUNT.findall(str(committed.get("summary") or "")):
+                    setattr(report, kind, getattr(report, kind) + int(number))
+        report.notes = [note.split(": ", 1)[-1] for note in notes]
+        return report
+
+
+def _question(title: str | None, source_ref: str | None) -> str:
+    """What the write prompt names as the question: keep what this text states."""
+    about = f" ({title})" if title else ""
+    origin = f" from {source_ref}" if source_ref else ""
+    return (
+        f"Record in the graph the facts stated in this text{origin}{about}: who and what it is "
+        "about, what happened, when, and how they relate to what the graph already holds."
+    )
+
+
+def _with_trust(settings: Settings, producer: str, confidence: float | None) -> Settings:
+    """``settings`` whose trust for ``producer`` is ``confidence`` (unchanged without one)."""
+    if confidence is None:
+        return settings
+    from kgot.config import Trust
+
+    memory = settings.memory
+    current = memory.trust_for(producer)
+    trust = {
+        **memory.trust,
+        producer: Trust(confidence=confidence, source_kind=current.source_kind),
+    }
+    return settings.model_copy(update={"memory": memory.model_copy(update={"trust": trust})})
+
+
+def _describe(report: IngestReport, prepared: Any, version: int | None) -> None:
+    """Fold one write (the memory's prepared changeset and its commit) into ``report``."""
+    if version is not None:
+        report.version = version
+    applied = prepared.applied
+    report.inserted_nodes += [node.id for node in applied.added_nodes]
+    report.inserted_edges += [
+        f"{edge.source} -{edge.relationship}-> {edge.target}" for edge in applied.added_edges
+    ]
+    report.updated_nodes += [node.id for node in applied.changed_nodes]
+    report.merged += [
+        note for note in prepared.notes if "landed on" in note or "merged into" in note
+    ]
+    report.superseded += [
+        "/".join(key) for key, reason in prepared.close_reasons.items() if reason == "contradicted"
+    ]
+    report.queued += len(prepared.suggestions)
+
+
+def _add_usage(report: IngestReport, calls: list[Any]) -> None:
+    for call in calls:
+        report.llm_calls += 1
+        report.input_tokens += call.input_tokens
+        report.output_tokens += call.output_tokens
+        if report.cost_usd is not None:
+            report.cost_usd = None if call.cost_usd is None else report.cost_usd + call.cost_usd
