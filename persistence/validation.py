@@ -14,9 +14,9 @@ attribute          meaning                                        column
 
 Absent attributes keep the fact's previous value (or the commit's :class:`Provenance` default
 for a new fact). Read-only attributes that :meth:`EntitySession.load_graph` adds on request
-(``_created_at``, ``_updated_at``, ``_reinforced_at``, ``_run_id``, ``_corroborations``, ``_version``,
-``_type_version``, ``_canonical_id``) are ignored on write. Any other ``_`` name is refused, so
-the prefix stays free for later metadata.
+(``_created_at``, ``_updated_at``, ``_reinforced_at``, ``_run_id``, ``_corroborations``,
+``_version``, ``_type_version``, ``_canonical_id``) are ignored on write. Any other ``_`` name
+is refused, so the prefix stays free for later metadata.
 """
 
 from __future__ import annotations
