@@ -41,7 +41,9 @@ they independent); the contradicting ones likewise ``C``.
 * both: ``mixed``, confidence ``min(S, C)`` (how surely the graph really holds both sides);
 * neither, or an unknown or ambiguous subject: ``inconclusive``, confidence 0.
 
-Only the one entity's session is read: another entity's facts never count.
+Only the one entity's session is read: another entity's facts never count. Its current facts
+are read once per entity version and session and kept (with the name lookups) until the next
+commit, so an agent checking several claims between two writes reads the graph once.
 """
 
 from __future__ import annotations
@@ -89,8 +91,6 @@ __all__ = [
 
 VERDICTS = ("corroborated", "contradicted", "mixed", "inconclusive")
 EXTRACT_STEP = "verify_claim"  # the step name a scripted model keys its reply on
-# Closing reasons that end a value (a merge moves a fact to the canonical node, it does not end it).
-_ENDING_REASONS = frozenset({"changed", "removed", "contradicted", "expired", "pruned"})
 _VOCABULARY_CHARS = 4000  # how much of the entity's type vocabulary the extraction prompt shows
 
 
@@ -541,10 +541,13 @@ class _Checker:
                 notes.append(f"no node in entity {self.session.entity!r} is {claim.subject!r}")
                 if candidates:
                     notes.append(f"it may be: {', '.join(candidates)}")
+            gone = () if found else self._former_node(claim)
+            notes += [_held_note(old) for old in gone]
             return Verdict(
                 "inconclusive",
                 claim,
                 candidates=tuple(found or candidates),
+                superseded=gone,
                 notes=tuple(notes),
             )
         subject_id = found[0]
@@ -558,14 +561,30 @@ class _Checker:
             self.property_evidence(subject_id, claim.relation, claim.object, evidence)
         if evidence.supporting:
             evidence.superseded.clear()  # the value holds now; an old episode is moot
-        for old in evidence.superseded:
-            edge = " -[" in old.id  # an edge holds its target; a node the property value
-            held = f"{old.id} held" if edge else f"{old.id} held {old.value!r}"
-            evidence.notes.append(
-                f"{held} until {old.superseded_at or 'an unknown time'}"
-                f" ({old.closed_reason or 'closed'})"
-            )
+        evidence.notes += [_held_note(old) for old in evidence.superseded]
         return _verdict(claim, subject_id, evidence)
+
+    def _former_node(self, claim: Claim) -> tuple[Superseded, ...]:
+        """For a subject that is the id of a node no longer current (removed, expired): the
+        claimed property's values that ended with it."""
+        current = claim.subject in self.graph and self.alive(self.graph.nodes[claim.subject])
+        if claim.property is None or current:
+            return ()
+        history = self.session.node_history(claim.subject)
+        wanted = _term(claim.property)
+        names = {k for row in history for k in (row.get("properties") or {}) if _term(k) == wanted}
+        if not names:
+            return ()
+        prop = sorted(names)[0]
+        return tuple(
+            _ended_episodes(
+                history,
+                lambda row: (row.get("properties") or {}).get(prop),
+                claim.value,
+                claim.subject,
+                self.now,
+            )
+        )
 
     # ------------------------------------------------------------------------ subjects
 
@@ -772,6 +791,14 @@ def _verdict(claim: Claim, subject_id: str, evidence: _Evidence) -> Verdict:
         subject_id=subject_id,
         superseded=tuple(evidence.superseded),
         notes=tuple(dict.fromkeys(evidence.notes)),
+    )
+
+
+def _held_note(old: Superseded) -> str:
+    edge = " -[" in old.id  # an edge holds its target; a node the property's value
+    held = f"{old.id} held" if edge else f"{old.id} held {old.value!r}"
+    return (
+        f"{held} until {old.superseded_at or 'an unknown time'} ({old.closed_reason or 'closed'})"
     )
 
 
