@@ -35,6 +35,12 @@ Relevance
     every process, is normalised to 0–1 by construction (BM25 is unbounded), and rapidfuzz only
     serves typos and closeness, where token overlap is blind.
 
+    With embeddings configured (optional, :mod:`kgot.memory.embeddings`), the best
+    ``4·limit`` lexical hits are re-ranked: a node with a stored vector gets
+    ``relevance = 0.7·lexical + 0.3·cosine`` (its cosine to the query, clipped to 0–1); edges
+    and nodes not embedded yet keep their lexical relevance. Embeddings re-order facts that
+    share words with the query; they never add one that shares none.
+
 Speed
     The index (words → facts, per-fact metadata) is built once per session and kept while the
     entity's version and types stay the same, like the write-time snapshot of
@@ -65,6 +71,7 @@ from kgot.memory.names import fold_text
 if TYPE_CHECKING:
     import networkx as nx
 
+    from kgot.memory.embeddings import NodeEmbedder
     from kgot.persistence import EntitySession, TypeCatalog
 
 __all__ = [
@@ -157,11 +164,15 @@ def search(
     type: str | None = None,
     min_confidence: float | None = None,
     now: datetime | None = None,
+    embedder: NodeEmbedder | None = None,
 ) -> list[SearchHit]:
     """The best ``limit`` current facts of ``session``'s entity for ``query``, best first
     (module docstring). ``type``: only facts of this label or relationship;
     ``min_confidence``: only facts at least this confident; ``now``: the moment freshness is
-    computed at (default: the clock), for reproducible scores.
+    computed at (default: the clock), for reproducible scores. ``embedder`` (optional
+    embeddings): the best ``CANDIDATE_FACTOR · limit`` lexical hits are re-ranked with each
+    node's relevance blended with its cosine to the query
+    (:func:`kgot.memory.embeddings.rerank`).
 
     Raises:
         UsageError: an empty query, ``limit`` < 1, ``min_confidence`` outside 0..1, or a
@@ -182,16 +193,30 @@ def search(
             f"entity {session.entity!r} has no type or fact labelled {type!r}; "
             "see `kgot types list` for its types"
         )
-    return index.search(
+    if embedder is None:
+        return index.search(
+            session,
+            words,
+            fold_text(query),
+            limit=limit,
+            label=type,
+            min_confidence=min_confidence,
+            now=moment,
+            catalog=catalog,
+        )
+    from kgot.memory.embeddings import CANDIDATE_FACTOR, rerank
+
+    candidates = index.search(
         session,
         words,
         fold_text(query),
-        limit=limit,
+        limit=limit * CANDIDATE_FACTOR,
         label=type,
         min_confidence=min_confidence,
         now=moment,
         catalog=catalog,
     )
+    return rerank(session, query, candidates, embedder, limit=limit)
 
 
 def query_words(query: str) -> list[str]:
@@ -590,14 +615,18 @@ class _Builder:
         self.labels: list[int] = []
         self.node_position: dict[str, int] = {}
         self.temporal: dict[tuple[str, str], tuple[str, ...]] = {}
+        self.name_words: dict[int, list[str]] = {}  # a node's words of its names, folded
 
     def _label(self, kind: str, name: str) -> int:
         return self.label_position.setdefault((kind, name), len(self.label_position))
 
-    def _add_words(self, position: int, text: str, weight: float) -> None:
-        for word in fold_text(text).split():
-            postings = self.words.setdefault(word, {})
-            if postings.get(position, 0.0) < weight:
+    def _add_words(self, position: int, words: Iterable[str], weight: float) -> None:
+        index = self.words
+        for word in words:
+            postings = index.get(word)
+            if postings is None:
+                index[word] = {position: weight}
+            elif postings.get(position, 0.0) < weight:
                 postings[position] = weight
 
     def _latest(self, kind: str, label: str, data: Mapping[str, Any]) -> datetime | None:
@@ -605,7 +634,7 @@ class _Builder:
         if temporal is None:
             temporal = self.temporal[(kind, label)] = _temporal(self.catalog, kind, label)
         # The same instants scoring.fact_freshness takes the latest of.
-        instants = [scoring.parse_instant(data.get(name)) for name in temporal]
+        instants = [scoring.parse_instant(data[name]) for name in temporal if name in data]
         instants.append(scoring.parse_instant(data.get("_reinforced_at")))
         instants.append(scoring.parse_instant(data.get("_created_at")))
         return max((i for i in instants if i is not None), default=None)
@@ -630,11 +659,12 @@ class _Builder:
         )
         position = self._add(fact, "node", label)
         self.node_position[node_id] = position
-        for text in names:
-            self._add_words(position, text, NAME_WEIGHT)
-        self._add_words(position, label, NAME_WEIGHT)
+        words = [word for name in fact.names for word in name.split()]
+        self.name_words[position] = words
+        self._add_words(position, words, NAME_WEIGHT)
+        self._add_words(position, fold_text(label).split(), NAME_WEIGHT)
         for text in _other_text(data, skip=("label",)):
-            self._add_words(position, text, TEXT_WEIGHT)
+            self._add_words(position, fold_text(text).split(), TEXT_WEIGHT)
 
     def edge(self, source: str, target: str, key: str, data: Mapping[str, Any]) -> None:
         relationship = str(data.get("relationship", key))
@@ -653,12 +683,11 @@ class _Builder:
         )
         position = self._add(fact, "edge", relationship)
         for text in (*own, relationship, key):
-            self._add_words(position, text, NAME_WEIGHT)
+            self._add_words(position, fold_text(text).split(), NAME_WEIGHT)
         for text in _other_text(data, skip=("relationship",)):
-            self._add_words(position, text, TEXT_WEIGHT)
+            self._add_words(position, fold_text(text).split(), TEXT_WEIGHT)
         for end in ends:
-            for text in self.facts[end].names:
-                self._add_words(position, text, CONTEXT_WEIGHT)
+            self._add_words(position, self.name_words[end], CONTEXT_WEIGHT)
 
     def finish(self, version: int, types: tuple[tuple[str, str, int], ...]) -> _Index:
         postings = {
@@ -686,9 +715,14 @@ def _names(data: Mapping[str, Any]) -> list[str]:
     found: list[str] = []
     for prop in NAME_PROPERTIES:
         value = data.get(prop)
-        values = value if isinstance(value, list | tuple) else [value]
-        found.extend(v for v in values if isinstance(v, str) and v.strip())
-    return list(dict.fromkeys(found))
+        if value is None:
+            continue
+        if isinstance(value, str):
+            if value.strip():
+                found.append(value)
+        elif isinstance(value, list | tuple):
+            found.extend(v for v in value if isinstance(v, str) and v.strip())
+    return list(dict.fromkeys(found)) if len(found) > 1 else found
 
 
 def _other_text(data: Mapping[str, Any], skip: Iterable[str]) -> Iterable[str]:
