@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kgot.cli.common import print_json, printable
+from kgot.cli.common import print_json, printable, settings_from
 from kgot.cli.store_cmd import DbOption, JsonOption, opened_store
 
 if TYPE_CHECKING:
@@ -117,6 +117,98 @@ def _describe(row: Suggestion) -> str:
         f"(confidence {payload.get('old_confidence')}) or take {new.get('target')} "
         f"(confidence {payload.get('new_confidence')})"
     )
+
+
+@app.command("verify")
+def verify(
+    ctx: typer.Context,
+    entity: EntityOption,
+    text: Annotated[
+        str | None,
+        typer.Argument(
+            help='A claim in words, e.g. "Apple\'s CEO is Tim Cook" (extracted by the model).',
+            show_default=False,
+        ),
+    ] = None,
+    subject: Annotated[
+        str | None,
+        typer.Option(
+            "--subject", help="The node the claim is about: id or name.", show_default=False
+        ),
+    ] = None,
+    prop: Annotated[
+        str | None, typer.Option("--property", help="A property claim: the property.")
+    ] = None,
+    value: Annotated[
+        str | None, typer.Option("--value", help="A property claim: the value claimed.")
+    ] = None,
+    relation: Annotated[
+        str | None, typer.Option("--relation", help="A relation claim: the relationship.")
+    ] = None,
+    obj: Annotated[
+        str | None, typer.Option("--object", help="A relation claim: the target's id or name.")
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(help="`provider:name` for the free-text extraction (default: configured)."),
+    ] = None,
+    base_url: Annotated[
+        str | None, typer.Option(help="OpenAI-compatible endpoint for the extraction model.")
+    ] = None,
+    as_json: JsonOption = False,
+    db: DbOption = None,
+) -> None:
+    """Check a claim against the entity's graph: corroborated, contradicted, mixed or
+    inconclusive. A structured claim needs no model; a sentence is extracted by the model."""
+    from kgot.errors import UsageError
+    from kgot.memory.verify import Claim, verify_claim, verify_text
+
+    structured = any(v is not None for v in (subject, prop, value, relation, obj))
+    if text is not None and structured:
+        raise UsageError(
+            "give either a claim in words or --subject with --property/--value or "
+            "--relation/--object, not both"
+        )
+    if text is None:
+        if subject is None:
+            raise UsageError(
+                "give a claim: --subject S (--property P --value V | --relation R --object O), "
+                'or a sentence such as "Apple\'s CEO is Tim Cook"'
+            )
+        claim = Claim.checked(subject, prop, value, relation, obj)  # bad input: before the store
+    settings = settings_from(ctx, {"store.db": db, "llm.model": model, "llm.base_url": base_url})
+    with opened_store(ctx, db, entity=entity) as store:
+        session = store.session(entity)
+        if text is None:
+            verdict = verify_claim(
+                session,
+                claim.subject,
+                property=claim.property,
+                value=claim.value,
+                relation=claim.relation,
+                object=claim.object,
+            )
+        else:
+            from kgot.llm import LLMClient
+
+            client = LLMClient.from_settings("execution", settings.llm.execution, llm=settings.llm)
+            verdict = verify_text(session, text, client)
+    data = verdict.to_json()
+    if as_json:
+        print_json(data)
+        return
+    described = verdict.claim.describe() if verdict.claim is not None else "the text"
+    facts = [f"supported by {', '.join(verdict.supporting)}"] if verdict.supporting else []
+    if verdict.contradicting:
+        facts.append(f"contradicted by {', '.join(verdict.contradicting)}")
+    typer.echo(
+        printable(
+            f"{verdict.verdict} (confidence {verdict.confidence:g}): {described}"
+            + (f"; {'; '.join(facts)}" if facts else "")
+        )
+    )
+    for note in verdict.notes:
+        typer.echo(printable(f"  {note}"))
 
 
 @app.command("accept")

@@ -35,6 +35,8 @@ __all__ = [
     "resolve",
     "resolve_all",
     "run_upkeep",
+    "verify_claim",
+    "verify_text",
 ]
 
 if TYPE_CHECKING:
@@ -52,6 +54,7 @@ if TYPE_CHECKING:
     )
     from kgot.memory.search import SearchHit
     from kgot.memory.upkeep import UpkeepReport, run_upkeep
+    from kgot.memory.verify import verify_claim, verify_text
     from kgot.memory.writes import PreparedChangeset, prepare_changeset
 
 _HOMES = {
@@ -63,6 +66,8 @@ _HOMES = {
     "PreparedChangeset": "writes",
     "prepare_changeset": "writes",
     "SearchHit": "search",
+    "verify_claim": "verify",
+    "verify_text": "verify",
     "UpkeepReport": "upkeep",
     "run_upkeep": "upkeep",
 }
