@@ -9,9 +9,8 @@ what a real run would do. All clocks come from ``now``, which makes a pass repro
    before ``now``, and a fact whose own ``_expires_at`` is not after ``now``, closes as
    ``expired``. Being read (retrievals, feedback) does not renew a time to live: a price quote
    is no truer for having been looked at. A fact whose ``_expires_at`` passed before the pass
-   (on the wall clock) is already hidden from every read, and ``load_graph`` does not return it
-   either, so the pass cannot name it; the store closes it as ``expired`` when the same fact
-   is written again.
+   is already hidden from every read (``load_graph`` does not return it); the pass finds it
+   through ``EntitySession.lapsed_facts`` and closes it too, with the edges it hid.
 2. **Prune.** A fact of a decaying type (``half_life_days`` set; evergreen types never) whose
    weight ``confidence · retention(freshness, strength)`` (:mod:`kgot.memory.scoring`) is below
    :data:`~kgot.memory.scoring.PRUNE_BELOW` closes as ``pruned``. Use delays it: retrievals and
@@ -179,7 +178,7 @@ def run_upkeep(
     version = int(graph.graph["kgot_version"])
     types = _Types(session.type_catalog())
 
-    expired = _expire(graph, types, moment)
+    expired = _lapsed(session, graph, moment) + _expire(graph, types, moment)
     pruned = _prune(graph, types, moment, session)
     promoted, promotion, skipped = _promote(graph, session, version)
     merges, merge_changes = _merge(graph, session, version)
@@ -204,6 +203,20 @@ def run_upkeep(
 
 # --------------------------------------------------------------------------------------------
 # The steps: each decides on the working graph and removes (or updates) what it closed.
+
+
+def _lapsed(session: EntitySession, graph: nx.MultiDiGraph, now: datetime) -> list[UpkeepChange]:
+    """Facts whose own ``_expires_at`` passed before the pass: reads (and so ``graph``) no
+    longer show them, but they are still current rows until the pass closes them."""
+    changes: list[UpkeepChange] = []
+    for key, expires_at in session.lapsed_facts(now):
+        if key[0] == "node" and graph.has_node(key[1]):
+            continue  # visible: _expire decides it
+        if key[0] == "edge" and graph.has_edge(key[1], key[2], key[3]):
+            continue
+        what = f"node {key[1]!r}" if key[0] == "node" else f"edge {key[1]!r} -> {key[2]!r}"
+        changes.append(UpkeepChange("expired", key, what, f"hidden since {expires_at}"))
+    return changes
 
 
 def _expire(graph: nx.MultiDiGraph, types: _Types, now: datetime) -> list[UpkeepChange]:

@@ -53,7 +53,7 @@ from kgot.persistence.context import (
 from kgot.persistence.counts import edge_counts, node_counts
 from kgot.persistence.engine import read_transaction, write_transaction
 from kgot.persistence.facts import FactKey, checked_key, checked_reason, checked_reasons
-from kgot.persistence.planner import Plan, Planner
+from kgot.persistence.planner import Plan, Planner, chunks
 from kgot.persistence.schema import TABLES
 from kgot.persistence.timeutil import as_utc, iso, utc_now
 from kgot.persistence.types_store import TypeScope, load_catalog
@@ -629,6 +629,53 @@ class EntitySession:
             )
         self._context.note_rows_written(written)
         return new_version
+
+    def lapsed_facts(self, now: datetime | None = None) -> list[tuple[FactKey, str]]:
+        """Current facts whose ``expires_at`` is not after ``now`` (default: the wall clock),
+        each with the expiry that hides it: reads already hide them, but nothing has closed
+        them yet (the upkeep pass closes them as ``expired``). The current edges of a lapsed
+        node are listed too, with the node's expiry (reads hide them with it, and closing the
+        node closes them). Oldest expiry first."""
+        moment = utc_now() if now is None else as_utc(now)
+        found: dict[FactKey, datetime] = {}
+        with self._read() as connection:
+            self._entity_version(connection)
+            lapsed = (_nodes.c.expires_at.is_not(None), _nodes.c.expires_at <= moment)
+            current = (_nodes.c.entity_id == self._entity_id, _nodes.c.valid_to_version.is_(None))
+            for row in connection.execute(
+                select(_nodes.c.node_id, _nodes.c.expires_at).where(*current, *lapsed)
+            ):
+                found[("node", row.node_id)] = as_utc(row.expires_at)
+            nodes = {key[1]: at for key, at in found.items()}
+            edge_columns = (_edges.c.source, _edges.c.target, _edges.c.key, _edges.c.expires_at)
+            current_edges = (
+                _edges.c.entity_id == self._entity_id,
+                _edges.c.valid_to_version.is_(None),
+            )
+            queries = [
+                select(*edge_columns).where(
+                    *current_edges,
+                    _edges.c.expires_at.is_not(None),
+                    _edges.c.expires_at <= moment,
+                )
+            ]
+            for chunk in chunks(sorted(nodes)):
+                queries.append(
+                    select(*edge_columns).where(
+                        *current_edges,
+                        or_(_edges.c.source.in_(chunk), _edges.c.target.in_(chunk)),
+                    )
+                )
+            for query in queries:
+                for row in connection.execute(query):
+                    times = [nodes.get(row.source), nodes.get(row.target)]
+                    if row.expires_at is not None and as_utc(row.expires_at) <= moment:
+                        times.append(as_utc(row.expires_at))
+                    found[("edge", row.source, row.target, row.key)] = min(
+                        t for t in times if t is not None
+                    )
+        ordered = sorted(found.items(), key=lambda item: (item[1], item[0]))
+        return [(key, iso(at) or "") for key, at in ordered]
 
     def record_use(self, keys: Iterable[FactKey], amount: float = RETRIEVAL_BOOST) -> int:
         """Count a use of each current fact ``keys`` name (retrieved into an answer or a

@@ -324,3 +324,30 @@ def test_cli_json_text_and_bad_input(store_url: str, capsys: pytest.CaptureFixtu
 
     code, out, err = _run(capsys, "memory", "upkeep", "-e", "fund", "--now", now, "--json", *db)
     assert json.loads(out) == {"expired": 0, "pruned": 0, "promoted": 0, "merged": 0}
+
+
+def test_facts_hidden_by_their_own_expiry_are_closed_as_expired(store: Store) -> None:
+    store.create_entity("lapse")
+    session = store.session("lapse")
+    past = "2020-01-01T00:00:00+00:00"
+    session.commit(
+        Changeset(
+            added_nodes=(
+                Node("old", "Thing", {"name": "Old news", "_expires_at": past}),
+                Node("keep", "Thing", {"name": "Kept"}),
+            ),
+            added_edges=(Edge("keep", "old", "related_to", "k"),),
+        ),
+        Provenance(run_id="", step="test"),
+    )
+    assert "old" not in session.load_graph()  # hidden by its expiry, yet still a current row
+    assert dict(session.lapsed_facts()) == {
+        ("node", "old"): "2020-01-01T00:00:00Z",
+        ("edge", "keep", "old", "k"): "2020-01-01T00:00:00Z",
+    }
+    dry = open_memory(store, "lapse").upkeep(dry_run=True)
+    assert dry.to_json()["expired"] == 2 and len(session.lapsed_facts()) == 2
+    assert open_memory(store, "lapse").upkeep().to_json()["expired"] == 2
+    assert session.lapsed_facts() == []
+    assert session.node_history("old")[-1]["closed_reason"] == "expired"
+    assert "keep" in session.load_graph()
