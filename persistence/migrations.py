@@ -115,6 +115,12 @@ def _v2_memory_upkeep(connection: Connection) -> None:
         )
 
 
+def _v3_run_events(connection: Connection) -> None:
+    """Add the table each run's trace events are kept in; runs recorded before it have
+    none."""
+    define_tables(MetaData(), version=3).run_events.create(connection)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -127,6 +133,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "memory upkeep: why each fact closed, type upkeep settings, fact use, suggestions",
         _v2_memory_upkeep,
     ),
+    Migration(3, "run events: each run's trace, step by step", _v3_run_events),
 )
 LATEST = MIGRATIONS[-1].version
 if LATEST != SCHEMA_VERSION:  # a migration added without moving the schema's version, or back

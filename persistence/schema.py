@@ -19,6 +19,8 @@ without a migration that loses data:
 * Reads never write fact rows: how often a fact was used and what feedback it got live in
   ``kgot_fact_use``; merges and contradictions the rules would not decide wait in
   ``kgot_suggestions`` (both migration 2).
+* Each run's trace is kept in ``kgot_run_events`` (migration 3): one row per event, numbered
+  in order within the run, going with its run (and the run's entity) when that is deleted.
 * Types are versioned the same way: a change writes version *n+1* and retires version *n*
   (``retired_at``); ``entity_id IS NULL`` marks a global type.
 * Properties, schemas and examples are JSON *text* on both databases (``json``, not ``jsonb``,
@@ -64,7 +66,7 @@ CLOSE_REASONS = ("changed", "removed", "contradicted", "merged", "expired", "pru
 SUGGESTION_KINDS = ("merge", "contradiction")
 SUGGESTION_STATUSES = ("open", "accepted", "rejected")
 # The schema version `define_tables` describes by default: the last migration's.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # Facts and types: JSON text on both databases (see above). Run options and totals are only
 # stored and shown, never compared, so JSONB's rewriting does them no harm.
@@ -271,7 +273,33 @@ def define_tables(metadata: MetaData, *, version: int = SCHEMA_VERSION) -> Simpl
     )
     if version >= 2:
         tables.fact_use, tables.suggestions = _v2_tables(metadata, entities)
+    if version >= 3:
+        tables.run_events = _v3_run_events(metadata, runs)
     return tables
+
+
+def _v3_run_events(metadata: MetaData, runs: Table) -> Table:
+    """The table migration 3 adds: each run's trace events, in order.
+
+    The primary key ``(run_id, seq)`` is also the index a run's events are read by. Events
+    are stored and shown, never compared, so JSON text is enough on both databases (and
+    cheaper to write than JSONB).
+    """
+    return Table(
+        f"{PREFIX}run_events",
+        metadata,
+        Column(
+            "run_id",
+            ForeignKey(runs.c.run_id, ondelete="CASCADE"),
+            primary_key=True,
+            autoincrement=False,
+        ),
+        # 1, 2, 3, … within the run; a resumed run goes on after its last number.
+        Column("seq", Integer, primary_key=True, autoincrement=False),
+        Column("kind", String(32), nullable=False),  # the event's ``type``
+        Column("event", JsonValue, nullable=False),
+        Column("recorded_at", Timestamp, nullable=False),
+    )
 
 
 def _v2_tables(metadata: MetaData, entities: Table) -> tuple[Table, Table]:

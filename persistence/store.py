@@ -313,7 +313,8 @@ class Store:
         )
 
     def delete_entity(self, name: str) -> None:
-        """Delete an entity with all its facts, history, own types, runs and their checkpoints.
+        """Delete an entity with all its facts, history, own types, runs (their recorded
+        events go with them) and their checkpoints.
 
         The runs' checkpoints (which hold the entity's graph state) are purged first, while the
         entity is locked: when they cannot be, nothing is deleted and the error says so, so
@@ -686,6 +687,68 @@ class Store:
             # SQLite's LIKE ignores ASCII case; run ids do not.
             return [run_id for run_id in found if run_id.startswith(prefix)]
 
+    def append_run_events(
+        self,
+        run_id: str,
+        events: Sequence[Mapping[str, Any]],
+        *,
+        recorded_at: Sequence[datetime] | None = None,
+    ) -> int:
+        """Record ``events`` (JSON-ready dicts, each naming its kind in ``type``) after the
+        run's recorded events, in order and in one transaction; return the number of the last
+        event the run has (events are numbered 1, 2, 3, … within a run, across resumes).
+
+        Args:
+            recorded_at: when each event happened (default: now, for all of them).
+
+        Raises:
+            StoreError: no run has that id, an event has no ``type``, or ``recorded_at`` does
+                not give one time per event.
+        """
+        if recorded_at is not None and len(recorded_at) != len(events):
+            raise StoreError(
+                f"{len(recorded_at)} times given for {len(events)} run events; give one per event"
+            )
+        kinds = [event.get("type") for event in events]
+        if not all(isinstance(kind, str) and kind for kind in kinds):
+            raise StoreError(f"a run event of run {run_id!r} has no 'type'; name its kind there")
+        table = TABLES.run_events
+        with self._write() as connection:
+            last = connection.execute(
+                select(func.max(table.c.seq)).where(table.c.run_id == run_id)
+            ).scalar()
+            if last is None:
+                last = 0
+                if not _run_exists(connection, run_id):
+                    raise StoreError(f"no run {run_id!r} was started in {self.location}")
+            if not events:
+                return int(last)
+            now = utc_now()
+            connection.execute(
+                insert(table),
+                [
+                    {
+                        "run_id": run_id,
+                        "seq": last + number,
+                        "kind": kind,
+                        "event": dict(event),
+                        "recorded_at": now if recorded_at is None else recorded_at[number - 1],
+                    }
+                    for number, (kind, event) in enumerate(zip(kinds, events, strict=True), 1)
+                ],
+            )
+            return int(last) + len(events)
+
+    def run_events(self, run_id: str) -> list[dict[str, Any]]:
+        """The events recorded for ``run_id``, in the order they happened (none for a run
+        recorded before events were kept, or no run at all)."""
+        table = TABLES.run_events
+        with self._read() as connection:
+            rows = connection.execute(
+                select(table.c.event).where(table.c.run_id == run_id).order_by(table.c.seq)
+            ).scalars()
+            return [dict(event) for event in rows]
+
     # ------------------------------------------------------------------------ internals
 
     def _read(self) -> Any:
@@ -779,6 +842,13 @@ def _run_record(row: Any) -> RunRecord:
         started_at=as_utc(row.started_at),
         updated_at=as_utc(row.updated_at),
         finished_at=as_utc(row.finished_at),
+    )
+
+
+def _run_exists(connection: Connection, run_id: str) -> bool:
+    runs = TABLES.runs
+    return (
+        connection.execute(select(runs.c.run_id).where(runs.c.run_id == run_id)).first() is not None
     )
 
 

@@ -328,3 +328,68 @@ def test_a_database_at_migration_1_is_upgraded_keeping_its_facts(
             assert list(applied) == list(range(1, LATEST + 1))
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_a_database_at_migration_2_is_upgraded_keeping_its_runs(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    from datetime import UTC, datetime
+
+    from sqlalchemy import MetaData, insert
+
+    from kgot.persistence.engine import create_store_engine, write_transaction
+    from kgot.persistence.migrations import _v1_initial_schema, _v2_memory_upkeep
+    from kgot.persistence.schema import define_tables
+
+    url = request.getfixturevalue("sqlite_url" if kind == "sqlite" else "fresh_postgres_url")
+    target = parse_target(url)
+    if target.sqlite_path is not None:
+        target.sqlite_path.parent.mkdir(parents=True, exist_ok=True)
+    engine = create_store_engine(target)
+    now = datetime.now(UTC)
+    try:
+        with write_transaction(engine, target) as connection:
+            if target.schema:
+                connection.exec_driver_sql(f'CREATE SCHEMA IF NOT EXISTS "{target.schema}"')
+            _v1_initial_schema(connection)  # the frozen version-1 and version-2 steps
+            _v2_memory_upkeep(connection)
+            for migration in MIGRATIONS[:2]:
+                connection.execute(
+                    insert(TABLES.migrations).values(
+                        version=migration.version,
+                        description=migration.description,
+                        applied_at=now,
+                    )
+                )
+            v2_runs = define_tables(MetaData(), version=2).runs
+            connection.execute(
+                insert(v2_runs).values(
+                    run_id="old-run",
+                    question="Before events were kept?",
+                    options={},
+                    status="answered",
+                    answer="yes",
+                    started_at=now,
+                    updated_at=now,
+                    finished_at=now,
+                )
+            )
+            assert not inspect(connection).has_table("kgot_run_events")
+    finally:
+        engine.dispose()
+
+    store = open_store(url)  # migrates 2 -> LATEST
+    try:
+        old = store.get_run("old-run")
+        assert old is not None and old.answer == "yes"
+        assert store.run_events("old-run") == []  # recorded before events were kept
+        assert store.append_run_events("old-run", [{"type": "run_started"}]) == 1
+        assert store.run_events("old-run") == [{"type": "run_started"}]
+        with store._context.engine.connect() as connection:
+            applied = connection.execute(
+                text("SELECT version FROM kgot_migrations ORDER BY version")
+            ).scalars()
+            assert list(applied) == list(range(1, LATEST + 1))
+    finally:
+        store.close()
