@@ -356,23 +356,30 @@ def runs_show(
     db: Annotated[str | None, typer.Option(help="Store (default: KGOT_DB / config).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Show one run: question, status, answer, totals and the tool calls it made."""
+    """Show one run: question, status, answer, totals, the tool calls it made and a timeline
+    of its steps (from the events recorded as it ran)."""
+    from kgot.cli.run_timeline import read_events, timeline_lines
+    from kgot.controller.events import dump_trace
     from kgot.persistence import open_store
 
     settings = settings_from(ctx, {"store.db": db})
     run_id = full_run_id(run_id, settings.store.db)
     run = None
+    stored: list[dict[str, Any]] = []
     if _store_exists(settings.store.db):
         store = open_store(settings.store.db)
         try:
             run = store.get_run(run_id)
+            stored = store.run_events(run_id) if run is not None else []
         finally:
             store.close()
     if run is None:
         raise UsageError(f"no run {run_id!r}; list runs with `kgot runs list`")
+    events = read_events(run_id, stored)  # validated: a drifted row fails here, loudly
     data = _run_dict(run)
     data["checkpoint"] = asyncio.run(_checkpoint_summary(settings, run_id))
     if as_json:
+        data["events"] = dump_trace(events)
         print_json(data)
         return
     for key in ("run_id", "status", "entity", "started_at", "finished_at", "question", "answer"):
@@ -400,6 +407,8 @@ def runs_show(
         typer.echo(printable(line))
         if not call["ok"]:
             typer.echo(printable(f"        reason: {_clip(call.get('summary') or 'unknown', 300)}"))
+    for line in timeline_lines(events):
+        typer.echo(line)
 
 
 async def _checkpoint_summary(settings: Any, run_id: str) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from kgot.controller.context import RunContext
 from kgot.controller.events import EventSink, RunFinished, RunStarted, StepFinished, TraceEvent
 from kgot.controller.graph import build_controller_graph, run_config
 from kgot.controller.result import AskResult
+from kgot.controller.run_record import EventRecorder
 from kgot.controller.signals import RunTerminated, stopped_by_termination
 from kgot.controller.state import RunState, Usage, add_usage, empty_usage
 from kgot.errors import GraphFileError, KgotError, UsageError
@@ -264,7 +265,9 @@ async def _execute(
         if resume and not snapshot.next:  # finished (or failed at the very end): report it
             status = values.get("status") or "failed"
             return _result(spec, values, None, status=status, limits=limits)
-        trace = _Collector(on_event)
+        # Kept in the store as the run goes (`kgot runs show`); what a stopped run left
+        # unwritten is written as it ends.
+        trace = stack.enter_context(_Collector(on_event, EventRecorder(opened_store, spec.run_id)))
         ctx = _services(
             stack,
             spec,
@@ -345,15 +348,26 @@ async def _execute(
 
 class _Collector:
     """The one place a run's events are gathered: the steps' events as ``astream`` yields
-    them, and those raised outside the steps. Each is kept for the result's trace and handed
-    to ``on_event``."""
+    them, and those raised outside the steps. Each is kept for the result's trace, recorded
+    in the store by ``recorder`` (the rest when the collector is closed), and handed to
+    ``on_event``."""
 
-    def __init__(self, on_event: EventSink | None) -> None:
+    def __init__(self, on_event: EventSink | None, recorder: EventRecorder | None = None) -> None:
         self.events: list[TraceEvent] = []
         self.on_event = on_event
+        self.recorder = recorder
+
+    def __enter__(self) -> _Collector:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.recorder is not None:
+            self.recorder.flush()  # the run stopped between two writes
 
     def __call__(self, event: TraceEvent) -> None:
         self.events.append(event)
+        if self.recorder is not None:
+            self.recorder.add(event)  # written in batches, at steps' ends
         if self.on_event is None:
             return
         try:

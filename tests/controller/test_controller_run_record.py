@@ -1,0 +1,180 @@
+"""The run's record: every trace event kept in the store, in order, across resumes."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kgot.config import Settings
+from kgot.controller import AskResult, ask_async, resume_async, run_record
+from kgot.controller.events import (
+    TRACE_ADAPTER,
+    Code,
+    RunStarted,
+    StepFinished,
+    StepStarted,
+    TraceEvent,
+    dump_trace,
+)
+from kgot.controller.run_record import STORED_TEXT_CHARS, stored_event
+from kgot.llm.scripted import ScriptedChatModel
+from kgot.persistence import open_store
+from kgot.tests.controller.scripts import (
+    ADD_PARIS,
+    QUERY_PARIS,
+    inspect_call,
+    paris_in_one_round,
+    solution,
+    votes,
+)
+
+
+def _recorded(settings: Settings, run_id: str) -> list[TraceEvent]:
+    with open_store(settings.store.db) as store:
+        return TRACE_ADAPTER.validate_python(store.run_events(run_id))
+
+
+def _ask(settings: Settings, facts_file: Path, model: ScriptedChatModel, run_id: str) -> AskResult:
+    return asyncio.run(
+        ask_async(
+            "What is the population of Paris?",
+            settings=settings,
+            attachments=[facts_file],
+            run_id=run_id,
+            models={"planning": model, "execution": model},
+        )
+    )
+
+
+def assert_spans_are_whole(events: list[TraceEvent]) -> None:
+    """Every step_started is closed by the step_finished of the same span and step before
+    the next step starts."""
+    open_span: StepStarted | None = None
+    for event in events:
+        if isinstance(event, StepStarted):
+            assert open_span is None, f"{event.step} started inside {open_span}"
+            open_span = event
+        elif isinstance(event, StepFinished):
+            assert open_span is not None and open_span.span_id == event.span_id
+            assert open_span.step == event.step
+            open_span = None
+    assert open_span is None
+
+
+def test_the_store_keeps_the_runs_trace_as_it_happened(
+    store_settings: Settings, facts_file: Path
+) -> None:
+    model = ScriptedChatModel(script=paris_in_one_round(facts_file))
+    result = _ask(store_settings, facts_file, model, "recorded")
+
+    recorded = _recorded(store_settings, "recorded")
+    # The same events in the same order (no text here is long enough to be cut).
+    assert dump_trace(recorded) == dump_trace(result.trace)
+    assert [e.type for e in recorded][:2] == ["run_started", "step_started"]
+    assert recorded[-1].type == "run_finished"
+    assert_spans_are_whole(recorded)
+    steps = [e.step for e in recorded if isinstance(e, StepFinished)]
+    assert steps == ["decide", "update_graph", "decide", "retrieve", "math_check", "solve"]
+
+
+def test_runs_never_mix_their_events(store_settings: Settings, facts_file: Path) -> None:
+    first = _ask(
+        store_settings, facts_file, ScriptedChatModel(script=paris_in_one_round(facts_file)), "a"
+    )
+    second = _ask(
+        store_settings, facts_file, ScriptedChatModel(script=paris_in_one_round(facts_file)), "b"
+    )
+    for result in (first, second):
+        recorded = _recorded(store_settings, result.run_id)
+        assert dump_trace(recorded) == dump_trace(result.trace)
+        starts = [e for e in recorded if isinstance(e, RunStarted)]
+        assert [start.run_id for start in starts] == [result.run_id]
+
+
+def _interrupt(_: Any) -> Any:
+    raise KeyboardInterrupt  # what Ctrl-C raises in the middle of a model call
+
+
+def test_a_resumed_run_appends_after_what_the_stopped_one_recorded(
+    store_settings: Settings, facts_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No write at a step's end: what the stopped run recorded was written as it stopped.
+    monkeypatch.setattr(run_record, "FLUSH_INTERVAL_S", 3600.0)
+    first = ScriptedChatModel(
+        script={
+            "decide": [votes("IIIII", "RRRRR")],
+            "define_tool_calls": [inspect_call(facts_file)],
+            "update_graph": [ADD_PARIS],
+            "query": [_interrupt],
+        }
+    )
+    seen: list[TraceEvent] = []
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(
+            ask_async(
+                "What is the population of Paris?",
+                settings=store_settings,
+                attachments=[facts_file],
+                run_id="stopped",
+                models={"planning": first, "execution": first},
+                on_event=seen.append,
+            )
+        )
+    before = _recorded(store_settings, "stopped")
+    assert before and dump_trace(before) == dump_trace(seen)
+    assert "run_finished" not in [e.type for e in before]
+
+    second = ScriptedChatModel(
+        script={
+            "query": [QUERY_PARIS],
+            "math_check": [{"needs_math": False, "reason": "stated"}],
+            "solve": [solution("2102650")],
+        }
+    )
+    resumed = asyncio.run(
+        resume_async(
+            "stopped", settings=store_settings, models={"planning": second, "execution": second}
+        )
+    )
+    after = _recorded(store_settings, "stopped")
+    assert dump_trace(after) == dump_trace(before) + dump_trace(resumed.trace)
+    starts = [e for e in after if isinstance(e, RunStarted)]
+    assert [start.resumed for start in starts] == [False, True]
+    assert after[-1].type == "run_finished"
+
+
+def test_long_texts_are_cut_in_the_stored_copy_only() -> None:
+    code = "x = 1\n" * 2_000  # 12,000 characters
+    event = Code(iteration=1, purpose="update_graph", attempt=1, code=code)
+    stored = stored_event(event)
+    kept = stored["code"]
+    assert isinstance(kept, str) and kept.startswith(code[:STORED_TEXT_CHARS])
+    assert kept.endswith(f"… [{len(code) - STORED_TEXT_CHARS} more characters]")
+    assert event.code == code  # the event itself (the result's trace, on_event) is whole
+    [again] = TRACE_ADAPTER.validate_python([stored])  # still a valid event
+    assert isinstance(again, Code) and again.attempt == 1
+
+
+def test_a_store_that_cannot_take_the_events_does_not_end_the_run(
+    run: Callable[..., AskResult],
+    settings: Settings,
+    facts_file: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from kgot.errors import StoreError
+    from kgot.persistence import Store
+
+    def refuse(*_: Any, **__: Any) -> int:
+        raise StoreError("database is locked")
+
+    monkeypatch.setattr(Store, "append_run_events", refuse)
+    result = run(ScriptedChatModel(script=paris_in_one_round(facts_file)), run_id="unrecorded")
+    assert result.status == "answered" and result.answer == "2102650"
+    assert "could not record" in caplog.text and "database is locked" in caplog.text
+    monkeypatch.undo()
+    assert _recorded(settings, "unrecorded") == []
