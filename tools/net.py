@@ -39,7 +39,7 @@ import socket
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote_plus, urljoin, urlsplit
@@ -103,6 +103,8 @@ class Fetched:
     status: int
     content_type: str | None
     body: bytes
+    # Response headers (names lower-case), for callers that remember ETag and Last-Modified.
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 async def public_addresses(host: str, port: int, *, timeout: float | None = None) -> list[str]:
@@ -382,7 +384,13 @@ class Http:
                 failure.source_ref = _masked(failure.source_ref, secrets)
             raise
 
-    async def fetch(self, url: str, *, trusted_endpoint: str | None = None) -> Fetched:
+    async def fetch(
+        self,
+        url: str,
+        *,
+        trusted_endpoint: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Fetched:
         """Download ``url`` (following redirects) up to the size cap.
 
         Args:
@@ -390,12 +398,14 @@ class Http:
                 (unless ``tools.allow_private_urls``).
             trusted_endpoint: a configured endpoint whose own origin is exempt from that check
                 (the Wayback snapshot the configured archive serves itself).
+            headers: extra request headers (``Accept``, ``If-None-Match``…); a redirect to
+                another origin drops all but the harmless ones.
 
         Raises:
             ToolFailure: ``input`` (bad or refused URL), ``not_found``, ``network``,
                 ``unsupported`` (larger than the download cap).
         """
-        request = _Request("GET", url, headers={"Accept": BROWSER_ACCEPT})
+        request = _Request("GET", url, headers={"Accept": BROWSER_ACCEPT, **(headers or {})})
 
         async def attempt() -> Fetched:
             async with self._exchange(
@@ -409,6 +419,7 @@ class Http:
                     status=response.status_code,
                     content_type=response.headers.get("content-type"),
                     body=body,
+                    headers={k.lower(): v for k, v in response.headers.items()},
                 )
 
         return await self._with_retries(attempt)

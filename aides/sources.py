@@ -1,0 +1,743 @@
+"""What an aide reads: RSS/Atom feeds, folders of documents and web searches.
+
+Each kind of source is polled by one function that takes the source's spec (from
+:func:`parse_source_spec`) and the cursor it returned last time, and gives back a
+:class:`PollResult`: the items found, the cursor to keep, and an error line when the source
+failed. A poll never raises for a failing source (an unreachable feed, a damaged file): the
+runtime reports the error and polls again next cycle, and one bad source never stops the others.
+
+The cursor is plain JSON (it lives in the store beside the source). The runtime should save the
+returned cursor in the same transaction as the items, so a crash between the two neither loses
+nor repeats an item; a failed poll returns the cursor it was given.
+
+Every item has a stable :attr:`SourceItem.item_id` — its URL or feed id, or for a file its path
+and content hash (a changed file is a new item) — so an item seen before can be skipped.
+
+Network access goes through the tools' HTTP client (:class:`kgot.tools.net.Http`): each hop's
+address is checked unless ``tools.allow_private_urls``, downloads are capped at
+``tools.max_download_mb``, and requests time out after ``tools.timeout``. Documents other than
+plain text are parsed in the sandbox's conversion workers, as the file tools do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import html
+import io
+import os
+import re
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit
+
+from kgot.errors import UsageError
+from kgot.retrying import one_line
+
+if TYPE_CHECKING:
+    from kgot.config import Settings
+    from kgot.tools.net import Http
+
+SourceKind = Literal["rss", "dir", "search"]
+SOURCE_KINDS: tuple[SourceKind, ...] = ("rss", "dir", "search")
+
+MAX_TEXT_CHARS = 100_000  # of one item: a long document is cut, saying how much was left out
+MAX_SEEN_IDS = 2_000  # ids a feed or search cursor remembers (the newest are kept)
+MAX_FEED_ENTRIES = 500  # entries read from one feed answer
+MAX_DIR_ITEMS = 100  # new or changed files turned into items per poll; the rest wait
+MAX_FILE_TRIES = 3  # failed conversions of one version of a file before it is given up
+MAX_QUERY_CHARS = 500
+DEFAULT_SEARCH_RESULTS = 10
+DEFAULT_SETTLE_SECONDS = 2.0  # a file written this recently may be half-written: next poll
+DIR_EXTENSIONS = frozenset({".md", ".markdown", ".txt", ".html", ".htm", ".pdf", ".json"})
+FEED_ACCEPT = (
+    "application/rss+xml, application/atom+xml, application/rdf+xml;q=0.9, "
+    "application/xml;q=0.9, text/xml;q=0.9, */*;q=0.5"
+)
+_FETCH_RETRIES = 1  # the next cycle is the real retry; a poll should not stall the cycle
+
+
+@dataclass(frozen=True)
+class SourceItem:
+    """One thing a source produced, ready to ingest.
+
+    Attributes:
+        item_id: stable identity: the entry's URL or feed id, a result's URL, or a file's
+            absolute path and content hash; else a hash of the content.
+        title: a short title (the entry's, the file's name…).
+        text: plain text to ingest, at most :data:`MAX_TEXT_CHARS` characters.
+        source_ref: where it came from (a URL or an absolute path), kept as provenance.
+        published_at: when the source says it was published or changed, if it says.
+        kind: the source kind that produced it (``rss``, ``dir`` or ``search``).
+    """
+
+    item_id: str
+    title: str
+    text: str
+    source_ref: str
+    published_at: datetime | None
+    kind: str
+
+
+@dataclass(frozen=True)
+class PollResult:
+    """What one poll of one source found.
+
+    Attributes:
+        items: new items, oldest first where the source says.
+        cursor: JSON-able state to pass to the next poll of this source.
+        error: one line saying what failed (the whole source, or some of its files), or
+            ``None``. Items and an error can come together: a folder whose one file is damaged
+            still delivers the others.
+    """
+
+    items: tuple[SourceItem, ...] = ()
+    cursor: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+
+# --------------------------------------------------------------------------- specs
+
+
+def parse_source_spec(kind: str, value: str) -> dict[str, Any]:
+    """Check what a user gave for a source and return its spec.
+
+    Args:
+        kind: ``rss`` (a feed URL), ``dir`` (a folder) or ``search`` (a web search query).
+        value: what the user typed.
+
+    Returns:
+        ``{"url": …}``, ``{"path": <absolute folder>}`` or ``{"query": …}``.
+
+    Raises:
+        UsageError: one line naming what is wrong and how to fix it.
+    """
+    text = (value or "").strip()
+    if kind == "rss":
+        parts = urlsplit(text)
+        try:
+            port = parts.port  # raises for a port that is not a number from 0 to 65535
+        except ValueError:
+            port = 0
+        if parts.scheme not in ("http", "https") or not parts.hostname or port == 0:
+            raise UsageError(
+                f"--rss needs the http(s) URL of a feed, such as https://example.com/feed.xml "
+                f"(got {text!r})"
+            )
+        return {"url": text}
+    if kind == "dir":
+        if not text:
+            raise UsageError("--dir needs a folder, such as ./inbox")
+        path = Path(text).expanduser()
+        if not path.is_dir():
+            raise UsageError(
+                f"--dir {text!r} is not an existing folder; create it or give the right path"
+            )
+        return {"path": str(path.resolve())}
+    if kind == "search":
+        if not text:
+            raise UsageError('--search needs a query, such as "Acme Corp earnings"')
+        if len(text) > MAX_QUERY_CHARS:
+            raise UsageError(
+                f"--search query is {len(text)} characters; keep it under {MAX_QUERY_CHARS}"
+            )
+        return {"query": " ".join(text.split())}
+    raise UsageError(
+        f"unknown source kind {kind!r}; use one of {', '.join('--' + k for k in SOURCE_KINDS)}"
+    )
+
+
+# --------------------------------------------------------------------------- dispatch
+
+
+async def poll_async(
+    kind: str,
+    spec: Mapping[str, Any],
+    cursor: Mapping[str, Any] | None,
+    *,
+    settings: Settings,
+    now: datetime | None = None,
+) -> PollResult:
+    """Poll one source of any kind (see :func:`poll`)."""
+    previous = dict(cursor or {})
+    try:
+        if kind == "rss":
+            return await poll_rss_async(spec["url"], previous, settings=settings, now=now)
+        if kind == "dir":
+            return await poll_dir_async(
+                spec["path"],
+                previous,
+                settings=settings,
+                now=now,
+                settle_seconds=float(spec.get("settle_seconds", DEFAULT_SETTLE_SECONDS)),
+            )
+        if kind == "search":
+            return await poll_search_async(
+                spec["query"],
+                previous,
+                settings=settings,
+                now=now,
+                max_results=int(spec.get("max_results", DEFAULT_SEARCH_RESULTS)),
+            )
+    except KeyError as missing:
+        return PollResult((), previous, f"the {kind} source's spec has no {missing}; add it again")
+    except Exception as error:  # a bug here must not stop the aide's other sources
+        return PollResult((), previous, f"polling failed unexpectedly ({_describe(error)})")
+    return PollResult((), previous, f"unknown source kind {kind!r}")
+
+
+def poll(
+    kind: str,
+    spec: Mapping[str, Any],
+    cursor: Mapping[str, Any] | None,
+    *,
+    settings: Settings,
+    now: datetime | None = None,
+) -> PollResult:
+    """Poll one source: the dispatcher over :func:`poll_rss`, :func:`poll_dir` and
+    :func:`poll_search`.
+
+    Args:
+        kind: ``rss``, ``dir`` or ``search``.
+        spec: the source's spec from :func:`parse_source_spec`.
+        cursor: what the previous poll returned (``None`` or ``{}`` the first time).
+        settings: effective settings (``[tools]`` for network, timeouts and the parsers).
+        now: the time of the poll (for reproducible tests); the current time by default.
+
+    Returns:
+        The :class:`PollResult`; never raises for a failing source.
+    """
+    return asyncio.run(poll_async(kind, spec, cursor, settings=settings, now=now))
+
+
+# --------------------------------------------------------------------------- RSS and Atom
+
+
+def poll_rss(
+    url: str, cursor: Mapping[str, Any] | None, *, settings: Settings, now: datetime | None = None
+) -> PollResult:
+    """The new entries of the RSS or Atom feed at ``url`` (see :func:`poll_rss_async`)."""
+    return asyncio.run(poll_rss_async(url, cursor, settings=settings, now=now))
+
+
+async def poll_rss_async(
+    url: str, cursor: Mapping[str, Any] | None, *, settings: Settings, now: datetime | None = None
+) -> PollResult:
+    """The new entries of the RSS (0.9x, 1.0, 2.0) or Atom feed at ``url``.
+
+    The feed is downloaded with the tools' HTTP client, conditionally (``If-None-Match`` and
+    ``If-Modified-Since`` from the cursor: an unchanged feed answers 304 and costs nothing), and
+    parsed by feedparser from the downloaded bytes; feedparser never opens a URL or file itself.
+    An entry's text is its title and its longest content or summary, HTML turned into text.
+
+    Cursor: ``etag`` and ``modified`` (the server's validators) and ``seen`` (ids of entries
+    already returned, the newest :data:`MAX_SEEN_IDS`).
+    """
+    from kgot.tools.base import ToolFailure
+    from kgot.tools.net import shown_url
+
+    previous = dict(cursor or {})
+    shown = shown_url(url)
+    conditional: dict[str, str] = {"Accept": FEED_ACCEPT}
+    if previous.get("etag"):
+        conditional["If-None-Match"] = str(previous["etag"])
+    if previous.get("modified"):
+        conditional["If-Modified-Since"] = str(previous["modified"])
+    http = _http(settings)
+    try:
+        fetched = await asyncio.wait_for(
+            http.fetch(url, headers=conditional), _overall_timeout(settings)
+        )
+    except TimeoutError:
+        return PollResult((), previous, f"the feed {shown} did not answer in time")
+    except ToolFailure as failure:
+        return PollResult((), previous, f"cannot read the feed {shown}: {one_line(str(failure))}")
+    if fetched.status == 304:
+        return PollResult((), previous, None)
+
+    entries, problem = _parse_feed(fetched.body, fetched.url, fetched.content_type)
+    if problem is not None:
+        return PollResult((), previous, f"the feed {shown} {problem}")
+    seen = [str(i) for i in previous.get("seen") or []]
+    known = set(seen)
+    items = []
+    for item in entries:
+        if item.item_id in known:
+            continue
+        known.add(item.item_id)
+        seen.append(item.item_id)
+        items.append(item)
+    items.sort(key=lambda i: i.published_at or datetime.max.replace(tzinfo=UTC))
+    next_cursor: dict[str, Any] = {"seen": seen[-MAX_SEEN_IDS:]}
+    for header, key in (("etag", "etag"), ("last-modified", "modified")):
+        if fetched.headers.get(header):
+            next_cursor[key] = fetched.headers[header]
+    return PollResult(tuple(items), next_cursor, None)
+
+
+def _parse_feed(
+    body: bytes, url: str, content_type: str | None
+) -> tuple[list[SourceItem], str | None]:
+    """The entries of a feed body that say something, or why it is not a feed."""
+    import feedparser
+
+    headers = {"content-location": url}
+    if content_type:
+        headers["content-type"] = content_type
+    # A stream, never bytes or str: given those, feedparser tries them as a URL or a file name.
+    parsed = feedparser.parse(io.BytesIO(body), response_headers=headers)
+    entries = [_feed_item(e, url) for e in list(parsed.get("entries") or [])[:MAX_FEED_ENTRIES]]
+    entries = [e for e in entries if e.text]  # a truncated feed leaves empty shells
+    # No recognised format (an HTML page) or a parse failure, and nothing to show for it.
+    if not entries and (parsed.get("bozo") or not parsed.get("version")):
+        reason = parsed.get("bozo_exception")
+        detail = f" ({one_line(str(reason), 120)})" if reason else ""
+        return [], (
+            f"is not a readable RSS or Atom feed{detail}; check the address or ask the site "
+            "for its feed URL"
+        )
+    return entries, None
+
+
+def _feed_item(entry: Mapping[str, Any], feed_url: str) -> SourceItem:
+    link = str(entry.get("link") or "").strip()
+    title = _clean_line(str(entry.get("title") or ""))
+    body = _entry_text(entry)
+    text = "\n\n".join(part for part in (title, body) if part)
+    guid = str(entry.get("id") or "").strip()
+    if guid and ":" not in guid:
+        guid = f"{feed_url}#{guid}"  # "42" means something only within its feed
+    item_id = guid or link or _content_id(text)
+    return SourceItem(
+        item_id=item_id,
+        title=title or _first_line(body) or link or feed_url,
+        text=_capped(text),
+        source_ref=link or feed_url,
+        published_at=_entry_time(entry),
+        kind="rss",
+    )
+
+
+def _entry_text(entry: Mapping[str, Any]) -> str:
+    """The longest of an entry's contents and its summary, as plain text."""
+    candidates: list[tuple[str, str]] = []
+    for content in entry.get("content") or []:
+        candidates.append((str(content.get("value") or ""), str(content.get("type") or "")))
+    detail = entry.get("summary_detail") or {}
+    if entry.get("summary"):
+        candidates.append((str(entry["summary"]), str(detail.get("type") or "text/html")))
+    texts = [
+        _clean_text(value) if kind == "text/plain" else html_to_text(value)
+        for value, kind in candidates
+    ]
+    return max(texts, key=len, default="")
+
+
+def _entry_time(entry: Mapping[str, Any]) -> datetime | None:
+    for key in ("published_parsed", "updated_parsed", "created_parsed"):
+        value = entry.get(key)
+        if value:
+            try:
+                year, month, day, hour, minute, second = (int(v) for v in value[:6])
+                # feedparser gives every date as a UTC struct_time
+                return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
+            except (TypeError, ValueError):
+                continue
+    return None
+
+
+# --------------------------------------------------------------------------- folders
+
+
+def poll_dir(
+    path: str | Path,
+    cursor: Mapping[str, Any] | None,
+    *,
+    settings: Settings,
+    now: datetime | None = None,
+    settle_seconds: float = DEFAULT_SETTLE_SECONDS,
+) -> PollResult:
+    """The new or changed documents in a folder (see :func:`poll_dir_async`)."""
+    return asyncio.run(
+        poll_dir_async(path, cursor, settings=settings, now=now, settle_seconds=settle_seconds)
+    )
+
+
+async def poll_dir_async(
+    path: str | Path,
+    cursor: Mapping[str, Any] | None,
+    *,
+    settings: Settings,
+    now: datetime | None = None,
+    settle_seconds: float = DEFAULT_SETTLE_SECONDS,
+) -> PollResult:
+    """The new or changed documents (.md .txt .html .pdf .json) in a folder and its subfolders.
+
+    A file is new or changed when its size and modification time differ from the cursor's and
+    its content hash does too (a touched but unchanged file is not an item again). Text and
+    Markdown are read directly; HTML, PDF and JSON are parsed in the sandbox's conversion
+    workers. Hidden files, editors' ``~`` files, links to folders and files written in the last
+    ``settle_seconds`` (maybe half-written) are left for later. A file that cannot be read is
+    tried again in the next polls, :data:`MAX_FILE_TRIES` times per version, and reported.
+
+    Cursor: ``files`` (``{path: [size, mtime_ns, sha256]}``) and ``failures``
+    (``{path: [sha256, tries]}``).
+    """
+    previous = dict(cursor or {})
+    folder = Path(path)
+    if not folder.is_dir():
+        return PollResult((), previous, f"the folder {folder} does not exist any more")
+    scan = _FolderScan(
+        settings=settings,
+        settled_before=(now.timestamp() if now else time.time()) - settle_seconds,
+        files={str(k): list(v) for k, v in dict(previous.get("files") or {}).items()},
+        failures={str(k): list(v) for k, v in dict(previous.get("failures") or {}).items()},
+    )
+    present: set[str] = set()
+    for candidate in _documents_in(folder):
+        present.add(str(candidate))
+        if len(scan.items) < MAX_DIR_ITEMS:  # the rest wait for the next poll
+            await scan.visit(candidate)
+    # Forget files that are gone: one that comes back is new again.
+    next_cursor = {
+        "files": {k: v for k, v in scan.files.items() if k in present},
+        "failures": {k: v for k, v in scan.failures.items() if k in present},
+    }
+    items = sorted(
+        scan.items,
+        key=lambda i: (i.published_at or datetime.min.replace(tzinfo=UTC), i.source_ref),
+    )
+    return PollResult(tuple(items), next_cursor, _summarise(scan.problems, folder))
+
+
+@dataclass
+class _FolderScan:
+    """One poll of a folder: the cursor's records as they change, and what was found.
+
+    ``files`` maps a path to ``[size, mtime_ns, sha256]`` of the version already handled (its
+    hash ``None`` when it was too large to read); ``failures`` maps a path to ``[sha256,
+    tries]`` of a version that could not be read yet.
+    """
+
+    settings: Settings
+    settled_before: float
+    files: dict[str, list[Any]]
+    failures: dict[str, list[Any]]
+    problems: list[str] = field(default_factory=list)
+    items: list[SourceItem] = field(default_factory=list)
+
+    async def visit(self, candidate: Path) -> None:
+        """Look at one file: an item when it is new or changed and readable."""
+        key = str(candidate)
+        try:
+            stat = candidate.stat()
+        except OSError:
+            return  # removed meanwhile
+        if stat.st_mtime > self.settled_before:
+            return  # maybe still being written: next poll
+        known = self.files.get(key)
+        if known and known[0] == stat.st_size and known[1] == stat.st_mtime_ns:
+            return
+        cap_mb = self.settings.tools.max_download_mb
+        if stat.st_size > cap_mb * 1024 * 1024:
+            if not (known and known[2] is None):  # said once, not every poll
+                self.problems.append(
+                    f"{candidate.name} is over the {cap_mb} MB cap (tools.max_download_mb)"
+                )
+            self.files[key] = [stat.st_size, stat.st_mtime_ns, None]
+            return
+        try:
+            content = candidate.read_bytes()
+        except OSError as error:
+            self.problems.append(f"cannot read {candidate.name} ({error.strerror or error})")
+            return
+        digest = hashlib.sha256(content).hexdigest()
+        if known and known[2] == digest:
+            self.files[key] = [stat.st_size, stat.st_mtime_ns, digest]  # touched, not changed
+            return
+        try:
+            title, text = await _read_file(candidate, content, self.settings)
+        except _Unreadable as unreadable:
+            self._failed(key, digest, [stat.st_size, stat.st_mtime_ns, digest], str(unreadable))
+            return
+        self.files[key] = [stat.st_size, stat.st_mtime_ns, digest]
+        self.failures.pop(key, None)
+        if not text.strip():
+            self.problems.append(f"{candidate.name} has no text (a scanned PDF?); skipped")
+            return
+        self.items.append(
+            SourceItem(
+                item_id=f"{key}#sha256:{digest}",
+                title=title or candidate.name,
+                text=_capped(text),
+                source_ref=key,
+                published_at=datetime.fromtimestamp(stat.st_mtime, UTC),
+                kind="dir",
+            )
+        )
+
+    def _failed(self, key: str, digest: str, record: list[Any], why: str) -> None:
+        """Count a failed read of this version; after :data:`MAX_FILE_TRIES` give it up."""
+        earlier = self.failures.get(key)
+        tries = int(earlier[1]) + 1 if earlier and earlier[0] == digest else 1
+        if tries >= MAX_FILE_TRIES:
+            self.files[key] = record
+            self.failures.pop(key, None)
+            self.problems.append(f"{why} (gave up after {tries} tries)")
+        else:
+            self.failures[key] = [digest, tries]
+            self.problems.append(f"{why} (will try again)")
+
+
+def _documents_in(folder: Path) -> Iterable[Path]:
+    """Candidate documents under ``folder``, in a stable order; links to folders are not
+    followed (they could loop), hidden and editor files are skipped."""
+    for root, folders, names in os.walk(folder, followlinks=False):
+        folders[:] = sorted(d for d in folders if not d.startswith("."))
+        for name in sorted(names):
+            if name.startswith((".", "~")) or Path(name).suffix.lower() not in DIR_EXTENSIONS:
+                continue
+            candidate = Path(root, name)
+            if candidate.is_file():
+                yield candidate
+
+
+class _Unreadable(Exception):
+    """A file that could not be turned into text; the message names it and says why."""
+
+
+async def _read_file(path: Path, content: bytes, settings: Settings) -> tuple[str | None, str]:
+    """The title (if any) and text of a document whose bytes were just read."""
+    from kgot.tools.base import ToolFailure
+    from kgot.tools.convert import decode_text
+    from kgot.tools.convert_pool import shared_pool
+    from kgot.tools.formats import DOCUMENT_FORMATS, detect_format
+
+    try:
+        fmt = detect_format(path, name_hint=path.name)
+    except OSError as error:
+        raise _Unreadable(f"cannot read {path.name} ({error.strerror or error})") from None
+    if fmt == "text":
+        # Plain text needs no parser: decoding it is all there is to do.
+        return None, decode_text(content)
+    if fmt not in DOCUMENT_FORMATS:
+        raise _Unreadable(f"{path.name} is not a document kgot reads")
+    pool = shared_pool(settings.tools.converter_memory_mb, settings.sandbox)
+    options = {"name": path.name, "extension": path.suffix.lower()}
+    try:
+        result = await pool.aconvert(fmt, path, options, timeout=settings.tools.timeout)
+    except ToolFailure as failure:
+        raise _Unreadable(f"cannot read {path.name}: {one_line(str(failure), 200)}") from None
+    title = result.get("title")
+    return (str(title) if title else None), str(result.get("text") or "")
+
+
+def _summarise(problems: list[str], folder: Path) -> str | None:
+    if not problems:
+        return None
+    shown = "; ".join(problems[:3])
+    more = f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
+    return one_line(f"in {folder}: {shown}{more}", 600)
+
+
+# --------------------------------------------------------------------------- web search
+
+
+def poll_search(
+    query: str,
+    cursor: Mapping[str, Any] | None,
+    *,
+    settings: Settings,
+    now: datetime | None = None,
+    max_results: int = DEFAULT_SEARCH_RESULTS,
+) -> PollResult:
+    """New results of a web search (see :func:`poll_search_async`)."""
+    return asyncio.run(
+        poll_search_async(query, cursor, settings=settings, now=now, max_results=max_results)
+    )
+
+
+async def poll_search_async(
+    query: str,
+    cursor: Mapping[str, Any] | None,
+    *,
+    settings: Settings,
+    now: datetime | None = None,
+    max_results: int = DEFAULT_SEARCH_RESULTS,
+) -> PollResult:
+    """Results of ``query`` not returned before, through web_search's providers.
+
+    The providers are the web_search tool's, in its order (SerpAPI, Tavily, Brave, SearXNG when
+    configured, then ddgs): the first that returns results answers. An item is one result: its
+    title and snippet, identified by its URL.
+
+    Cursor: ``seen`` (result URLs already returned, the newest :data:`MAX_SEEN_IDS`).
+    """
+    from kgot.tools.base import ToolFailure
+    from kgot.tools.web_search import providers_for
+
+    previous = dict(cursor or {})
+    chain = providers_for(settings.tools, _http(settings))
+    if not chain:
+        return PollResult(
+            (),
+            previous,
+            "no search provider is configured (tools.search_backend is `none` and no keys are "
+            "set); configure one or remove this source",
+        )
+    limit = max(1, min(int(max_results), 20))
+    failures: list[str] = []
+    hits: list[Any] = []
+    for provider in chain:
+        try:
+            found = await asyncio.wait_for(
+                provider.search(query, limit, None), _overall_timeout(settings)
+            )
+        except TimeoutError:
+            failures.append(f"{provider.name}: did not answer in time")
+            continue
+        except ToolFailure as failure:
+            failures.append(f"{provider.name}: {one_line(str(failure), 200)}")
+            continue
+        hits = [h for h in found if h.url][:limit]
+        if hits:
+            break
+    if not hits and failures:
+        return PollResult(
+            (), previous, one_line(f"web search for {query!r} failed: {'; '.join(failures)}", 600)
+        )
+    seen = [str(u) for u in previous.get("seen") or []]
+    known = set(seen)
+    items = []
+    for hit in hits:
+        if hit.url in known:
+            continue
+        known.add(hit.url)
+        seen.append(hit.url)
+        title = _clean_line(hit.title) or hit.url
+        items.append(
+            SourceItem(
+                item_id=hit.url,
+                title=title,
+                text=_capped("\n\n".join(p for p in (title, _clean_text(hit.snippet)) if p)),
+                source_ref=hit.url,
+                published_at=None,
+                kind="search",
+            )
+        )
+    return PollResult(tuple(items), {"seen": seen[-MAX_SEEN_IDS:]}, None)
+
+
+# --------------------------------------------------------------------------- shared helpers
+
+
+def _http(settings: Settings) -> Http:
+    from kgot.tools.net import Http
+
+    return Http(settings.tools, retries=_FETCH_RETRIES)
+
+
+def _overall_timeout(settings: Settings) -> float:
+    """The longest one request may take in all, retries included: httpx's timeout is per read,
+    so a server that trickles bytes would otherwise hold the poll forever."""
+    return settings.tools.timeout * (_FETCH_RETRIES + 1) + 5.0
+
+
+_BLOCKS = frozenset(
+    {"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "pre"}
+    | {"section", "article", "header", "footer", "ul", "ol", "table", "hr", "dt", "dd"}
+)
+_SKIPPED = frozenset({"script", "style", "template", "noscript"})
+_HTML_SPACE = re.compile(r"[ \t\n\r\f]+")
+
+
+class _TextCollector(HTMLParser):
+    """Text of an HTML fragment with a line break at each block (standard library only: a
+    feed's HTML is small, and this parser runs no code and fetches nothing)."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self._skipping = 0
+        self._preformatted = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in _SKIPPED:
+            self._skipping += 1
+        elif tag == "pre":
+            self._preformatted += 1
+        if tag in _BLOCKS:
+            self.parts.append("\n")
+        if tag == "li":
+            self.parts.append("- ")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in _SKIPPED:
+            self._skipping = max(0, self._skipping - 1)
+        elif tag == "pre":
+            self._preformatted = max(0, self._preformatted - 1)
+        if tag in _BLOCKS:
+            self.parts.append("\n")
+
+    def handle_data(self, data: str) -> None:
+        if self._skipping:
+            return
+        # Line breaks in HTML source are spaces, except inside <pre>.
+        self.parts.append(data if self._preformatted else _HTML_SPACE.sub(" ", data))
+
+
+def html_to_text(fragment: str) -> str:
+    """Plain text of an HTML fragment (a feed entry's summary or content): tags dropped,
+    entities decoded, one line per paragraph or list item."""
+    if "<" not in fragment:
+        return _clean_text(html.unescape(fragment))
+    collector = _TextCollector()
+    try:
+        collector.feed(fragment)
+        collector.close()
+    except (AssertionError, ValueError):  # HTMLParser's own failures on broken markup
+        from kgot.tools.text import strip_markup
+
+        return strip_markup(fragment)
+    return _clean_text("".join(collector.parts))
+
+
+_SPACES = re.compile(r"[ \t\f\v\r\u00a0]+")
+
+
+def _clean_text(text: str) -> str:
+    """Spaces collapsed within lines, blank lines collapsed to one, ends trimmed."""
+    lines = [_SPACES.sub(" ", line).strip() for line in text.split("\n")]
+    out: list[str] = []
+    for line in lines:
+        if line or (out and out[-1]):
+            out.append(line)
+    return "\n".join(out).strip()
+
+
+def _clean_line(text: str) -> str:
+    return " ".join(html_to_text(text).split())
+
+
+def _first_line(text: str) -> str:
+    return one_line(text.split("\n", 1)[0], 120) if text else ""
+
+
+def _capped(text: str) -> str:
+    if len(text) <= MAX_TEXT_CHARS:
+        return text
+    left = len(text) - MAX_TEXT_CHARS
+    return f"{text[:MAX_TEXT_CHARS]}\n[… {left:,} more characters not read]"
+
+
+def _content_id(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _describe(error: BaseException) -> str:
+    return one_line(f"{type(error).__name__}: {error}", 200)
