@@ -300,7 +300,8 @@ def test_another_entitys_facts_never_appear(store: Store) -> None:
     assert _ids(open_memory(store, "other").search("apple")) == ["apple_other"]
     with pytest.raises(UsageError, match="no current node 'apple_other' in entity 'fund'"):
         open_memory(store, "fund").feedback("apple_other", good=True)
-    assert open_memory(store, "fund").used([("node", "apple_other")]) == 0
+    assert open_memory(store, "fund").used([("node", "apple_other"), "apple_other"]) == 0
+    assert open_memory(store, "fund").used(["apple", "apple -[headquartered_in]-> cupertino"]) == 2
 
 
 def test_the_kept_index_follows_every_writer(store_url: str) -> None:
