@@ -14,6 +14,11 @@
   accepting a contradiction suggestion lets the newer value supersede the kept one.
 * :meth:`Memory.prepare` / :meth:`Memory.commit`: writes through the write-time hook
   (:func:`kgot.memory.writes.prepare_changeset`).
+* Embeddings (optional, :mod:`kgot.memory.embeddings`): with an embedder (``open_memory(...,
+  settings=...)`` or ``embedder=``) a commit embeds the nodes whose text changed, after the
+  commit and never failing it, and :meth:`Memory.resolve` takes a cosine above
+  ``embedding_similarity`` as extra evidence for a similar-spelling pair. Without one nothing
+  is embedded.
 
 Bad input (an unknown suggestion id, one of another entity, one already decided) raises
 :class:`kgot.errors.UsageError` before anything is written.
@@ -35,6 +40,8 @@ if TYPE_CHECKING:
 
     import networkx as nx
 
+    from kgot.config import MemorySettings
+    from kgot.memory.embeddings import EmbedReport, NodeEmbedder
     from kgot.memory.search import SearchHit
     from kgot.memory.upkeep import UpkeepReport
     from kgot.persistence import EntitySession, FactUse, Provenance, Store
@@ -46,13 +53,25 @@ RESOLVE_STEP = "memory:resolve"
 ACCEPT_STEP = "memory:accept"
 
 
-def open_memory(store: Store, entity: str) -> Memory:
-    """The memory of ``entity`` in ``store``.
+def open_memory(
+    store: Store,
+    entity: str,
+    *,
+    settings: MemorySettings | None = None,
+    embedder: NodeEmbedder | None = None,
+) -> Memory:
+    """The memory of ``entity`` in ``store``; embeddings from ``embedder``, else from
+    ``settings`` (``[memory] embeddings`` / ``embeddings_base_url``), else off.
 
     Raises:
         EntityNotFoundError: no entity has that name.
+        ConfigError: ``settings`` describe embeddings that cannot be set up.
     """
-    return Memory(store.session(entity))
+    if embedder is None and settings is not None:
+        from kgot.memory.embeddings import embedder_from_settings
+
+        embedder = embedder_from_settings(settings)
+    return Memory(store.session(entity), embedder=embedder)
 
 
 @dataclass(frozen=True)
@@ -77,8 +96,9 @@ class QueuedResolution(Resolution):
 class Memory:
     """Upkeep of one entity's graph (module docstring)."""
 
-    def __init__(self, session: EntitySession) -> None:
+    def __init__(self, session: EntitySession, *, embedder: NodeEmbedder | None = None) -> None:
         self.session = session
+        self.embedder = embedder
 
     @property
     def entity(self) -> str:
@@ -99,6 +119,7 @@ class Memory:
             upkeep.identity_by_type({node.label for node in nodes}),
             evidence=evidence,
             created_at=created_at,
+            **self._embedding_evidence(store=apply),
         )
         if not apply:
             open_ids = self._open_merge_ids()
@@ -122,6 +143,23 @@ class Memory:
         open_ids, rejected = self._open_merge_ids(), self._rejected_merges()
         ids = tuple(self._file(s, open_ids, rejected) for s in resolution.suggestions)
         return QueuedResolution(resolution.merges, resolution.suggestions, ids, True)
+
+    def _embedding_evidence(self, *, store: bool) -> dict[str, Any]:
+        """``resolve_all`` options that add the embedder's cosines (none when off); vectors
+        made for a dry run are not stored."""
+        if self.embedder is None:
+            return {}
+        import dataclasses
+
+        from kgot.memory.embeddings import vector_lookup
+        from kgot.memory.resolution import DEFAULT_THRESHOLDS
+
+        return {
+            "vector_lookup": vector_lookup(self.session, self.embedder, store=store),
+            "thresholds": dataclasses.replace(
+                DEFAULT_THRESHOLDS, embedding_cosine=self.embedder.similarity
+            ),
+        }
 
     def _file(
         self,
@@ -321,23 +359,17 @@ class Memory:
             type=type,
             min_confidence=min_confidence,
             now=now,
+            embedder=self.embedder,
         )
 
-    def used(self, facts: Iterable[SearchHit | str | Sequence[str]]) -> int:
-        """Record that the facts (hits, ids as :meth:`feedback` takes them, or fact keys) went
-        into an answer the caller used: +0.10 strength each, capped at 1. Returns how many
-        current facts were counted (others are skipped)."""
-        from kgot.memory.search import SearchHit, fact_key_for
+    def used(self, keys: Iterable[SearchHit | Sequence[str]]) -> int:
+        """Record that the facts (hits or fact keys) went into an answer the caller used:
+        +0.10 strength each, capped at 1. Returns how many current facts were counted."""
+        from kgot.memory.search import SearchHit
 
-        keys = [
-            fact.key
-            if isinstance(fact, SearchHit)
-            else fact_key_for(self.session, fact)
-            if isinstance(fact, str)
-            else tuple(fact)
-            for fact in facts
-        ]
-        return self.session.record_use(keys)
+        return self.session.record_use(
+            [hit.key if isinstance(hit, SearchHit) else tuple(hit) for hit in keys]
+        )
 
     def feedback(self, fact: str | Sequence[str], good: bool) -> FactUse:
         """Feedback on one current fact: ``good`` adds 0.20 to its strength (capped at 1),
@@ -369,7 +401,24 @@ class Memory:
         )
         prepared.committed(self.session, version)
         prepared.queue(self.session)
+        if self.embedder is not None:
+            from kgot.memory.embeddings import embed_after_commit
+
+            embed_after_commit(self.session, self.embedder, prepared.changeset)
         return version, prepared
+
+    def embed(self) -> EmbedReport:
+        """Embed every current node whose vector is missing or stale (after embeddings were
+        turned on, or an outage of the endpoint); nothing without an embedder.
+
+        Raises:
+            Exception: what the embedding endpoint raised (vectors stored before it stay).
+        """
+        from kgot.memory.embeddings import EmbedReport, embed_nodes
+
+        if self.embedder is None:
+            return EmbedReport()
+        return embed_nodes(self.session, self.embedder)
 
 
 # --------------------------------------------------------------------------------------------

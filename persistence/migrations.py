@@ -84,7 +84,7 @@ def _v2_memory_upkeep(connection: Connection) -> None:
     """Add what memory upkeep needs, dropping and rewriting nothing.
 
     New nullable columns (``closed_reason`` on fact rows, ``upkeep`` on type rows), the fact
-    use and suggestion tables, and the starter types' upkeep settings. The settings are
+    use, suggestion and embedding tables, and the starter types' upkeep settings. The settings are
     written into the starter types' existing rows (a NULL column filled, not a new type
     version): their schemas are unchanged, so every fact stays valid against the version it
     was checked with, and a fresh database gets the same rows as an upgraded one. Starter
@@ -99,6 +99,7 @@ def _v2_memory_upkeep(connection: Connection) -> None:
     added = define_tables(MetaData(), version=2)
     added.fact_use.create(connection)
     added.suggestions.create(connection)
+    added.embeddings.create(connection)
     types = TABLES.types
     for spec in starter_specs():
         connection.execute(
@@ -130,7 +131,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(
         2,
-        "memory upkeep: why each fact closed, type upkeep settings, fact use, suggestions",
+        "memory upkeep: why each fact closed, type upkeep settings, fact use, suggestions, "
+        "embeddings",
         _v2_memory_upkeep,
     ),
     Migration(3, "run events: each run's trace, step by step", _v3_run_events),

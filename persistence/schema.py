@@ -19,6 +19,8 @@ without a migration that loses data:
 * Reads never write fact rows: how often a fact was used and what feedback it got live in
   ``kgot_fact_use``; merges and contradictions the rules would not decide wait in
   ``kgot_suggestions`` (both migration 2).
+* Node embeddings, when turned on, live in ``kgot_embeddings`` (migration 2): one vector per
+  entity, model and node, derived from the node's text, never a fact version.
 * Each run's trace is kept in ``kgot_run_events`` (migration 3): one row per event, numbered
   in order within the run, going with its run (and the run's entity) when that is deleted.
 * Types are versioned the same way: a change writes version *n+1* and retires version *n*
@@ -44,6 +46,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -272,7 +275,7 @@ def define_tables(metadata: MetaData, *, version: int = SCHEMA_VERSION) -> Simpl
         runs=runs,
     )
     if version >= 2:
-        tables.fact_use, tables.suggestions = _v2_tables(metadata, entities)
+        tables.fact_use, tables.suggestions, tables.embeddings = _v2_tables(metadata, entities)
     if version >= 3:
         tables.run_events = _v3_run_events(metadata, runs)
     return tables
@@ -302,9 +305,9 @@ def _v3_run_events(metadata: MetaData, runs: Table) -> Table:
     )
 
 
-def _v2_tables(metadata: MetaData, entities: Table) -> tuple[Table, Table]:
-    """The tables migration 2 adds: fact use (reads must not write fact versions) and the
-    curation queue."""
+def _v2_tables(metadata: MetaData, entities: Table) -> tuple[Table, Table, Table]:
+    """The tables migration 2 adds: fact use (reads must not write fact versions), the
+    curation queue and node embeddings (optional, see ``kgot.memory.embeddings``)."""
     fact_use = Table(
         f"{PREFIX}fact_use",
         metadata,
@@ -353,7 +356,28 @@ def _v2_tables(metadata: MetaData, entities: Table) -> tuple[Table, Table]:
         suggestions.c.payload_key,
     )
     Index(f"{PREFIX}suggestions_status", suggestions.c.entity_id, suggestions.c.status)
-    return fact_use, suggestions
+    # One vector per node and embedding model, kept beside the facts (not a fact version: a
+    # vector is derived from a node's text and re-made when that text changes). The key leads
+    # with (entity_id, model) so a similarity scan reads one entity's vectors of one model.
+    embeddings = Table(
+        f"{PREFIX}embeddings",
+        metadata,
+        Column(
+            "entity_id",
+            ForeignKey(entities.c.id, ondelete="CASCADE"),
+            primary_key=True,
+            autoincrement=False,
+        ),
+        Column("model", String, primary_key=True),
+        Column("node_id", String, primary_key=True),
+        Column("dimension", Integer, nullable=False),
+        Column("vector", LargeBinary, nullable=False),  # float32, little-endian
+        # sha256 of the text embedded: a node whose text did not change is not embedded again.
+        Column("text_hash", String(64), nullable=False),
+        Column("updated_at", Timestamp, nullable=False),
+        CheckConstraint("dimension > 0", name="kgot_embeddings_dimension"),
+    )
+    return fact_use, suggestions, embeddings
 
 
 def _closed_reason(table: str, version: int) -> list[Any]:

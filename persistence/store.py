@@ -344,6 +344,7 @@ class Store:
                 TABLES.types,
                 TABLES.fact_use,
                 TABLES.suggestions,
+                TABLES.embeddings,
                 runs,
             ):
                 connection.execute(delete(table).where(table.c.entity_id == row.id))

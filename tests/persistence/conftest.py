@@ -76,6 +76,7 @@ def postgres_url(_shared_postgres_url: str) -> str:
             for table in (
                 "fact_use",
                 "suggestions",
+                "embeddings",
                 "edges",
                 "nodes",
                 "commits",
