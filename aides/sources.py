@@ -27,6 +27,7 @@ import html
 import io
 import os
 import re
+import tempfile
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -55,6 +56,7 @@ MAX_QUERY_CHARS = 500
 DEFAULT_SEARCH_RESULTS = 10
 DEFAULT_SETTLE_SECONDS = 2.0  # a file written this recently may be half-written: next poll
 DIR_EXTENSIONS = frozenset({".md", ".markdown", ".txt", ".html", ".htm", ".pdf", ".json"})
+_PLAIN_EXTENSIONS = frozenset({".md", ".markdown", ".txt"})
 FEED_ACCEPT = (
     "application/rss+xml, application/atom+xml, application/rdf+xml;q=0.9, "
     "application/xml;q=0.9, text/xml;q=0.9, */*;q=0.5"
@@ -430,6 +432,7 @@ class _FolderScan:
     failures: dict[str, list[Any]]
     problems: list[str] = field(default_factory=list)
     items: list[SourceItem] = field(default_factory=list)
+    parser_down: bool = False
 
     async def visit(self, candidate: Path) -> None:
         """Look at one file: an item when it is new or changed and readable."""
@@ -460,8 +463,17 @@ class _FolderScan:
         if known and known[2] == digest:
             self.files[key] = [stat.st_size, stat.st_mtime_ns, digest]  # touched, not changed
             return
+        if self.parser_down and candidate.suffix.lower() not in _PLAIN_EXTENSIONS:
+            return  # said once; the file waits for a poll where the parser starts
         try:
             title, text = await _read_file(candidate, content, self.settings)
+        except _ParserUnavailable as down:
+            self.parser_down = True
+            self.problems.append(f"{down}; documents other than text wait for the next poll")
+            return
+        except OSError as error:  # the private copy for the parser could not be written
+            self.problems.append(f"cannot read {candidate.name} ({error.strerror or error})")
+            return
         except _Unreadable as unreadable:
             self._failed(key, digest, [stat.st_size, stat.st_mtime_ns, digest], str(unreadable))
             return
@@ -511,30 +523,46 @@ class _Unreadable(Exception):
     """A file that could not be turned into text; the message names it and says why."""
 
 
+class _ParserUnavailable(Exception):
+    """The sandbox's document parser cannot start: no file's fault, so no file is given up."""
+
+
 async def _read_file(path: Path, content: bytes, settings: Settings) -> tuple[str | None, str]:
-    """The title (if any) and text of a document whose bytes were just read."""
+    """The title (if any) and text of a document, from the bytes that were hashed.
+
+    Raises:
+        _Unreadable: the file is damaged, not a document, or its parse failed.
+        _ParserUnavailable: the conversion workers cannot start.
+    """
     from kgot.tools.base import ToolFailure
     from kgot.tools.convert import decode_text
     from kgot.tools.convert_pool import shared_pool
     from kgot.tools.formats import DOCUMENT_FORMATS, detect_format
 
-    try:
-        fmt = detect_format(path, name_hint=path.name)
-    except OSError as error:
-        raise _Unreadable(f"cannot read {path.name} ({error.strerror or error})") from None
-    if fmt == "text":
-        # Plain text needs no parser: decoding it is all there is to do.
-        return None, decode_text(content)
-    if fmt not in DOCUMENT_FORMATS:
-        raise _Unreadable(f"{path.name} is not a document kgot reads")
-    pool = shared_pool(settings.tools.converter_memory_mb, settings.sandbox)
-    options = {"name": path.name, "extension": path.suffix.lower()}
-    try:
-        result = await pool.aconvert(fmt, path, options, timeout=settings.tools.timeout)
-    except ToolFailure as failure:
-        raise _Unreadable(f"cannot read {path.name}: {one_line(str(failure), 200)}") from None
+    with tempfile.TemporaryDirectory(prefix="kgot-aide-") as scratch:
+        # The parser reads this copy, so the text always belongs to the hash in the item's id
+        # even if the file changes meanwhile.
+        copy = Path(scratch) / ("document" + path.suffix.lower())
+        copy.write_bytes(content)
+        fmt = detect_format(copy, name_hint=path.name)
+        if fmt == "text":
+            # Plain text needs no parser: decoding it is all there is to do.
+            return None, decode_text(content)
+        if fmt not in DOCUMENT_FORMATS:
+            raise _Unreadable(f"{path.name} is not a document kgot reads")
+        pool = shared_pool(settings.tools.converter_memory_mb, settings.sandbox)
+        options = {"name": path.name, "extension": path.suffix.lower()}
+        try:
+            result = await pool.aconvert(fmt, copy, options, timeout=settings.tools.timeout)
+        except ToolFailure as failure:
+            if failure.kind == "internal" and str(failure).startswith(_PARSER_DOWN):
+                raise _ParserUnavailable(one_line(str(failure), 300)) from failure
+            raise _Unreadable(f"cannot read {path.name}: {one_line(str(failure), 200)}") from None
     title = result.get("title")
     return (str(title) if title else None), str(result.get("text") or "")
+
+
+_PARSER_DOWN = "cannot start the document parser"  # kgot.tools.convert_pool's wording
 
 
 def _summarise(problems: list[str], folder: Path) -> str | None:

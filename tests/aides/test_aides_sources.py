@@ -179,6 +179,36 @@ def test_atom_entries_resolve_links_and_drop_scripts(web: FixtureServer) -> None
     assert "alert" not in entry.text and "Short summary" not in entry.text
 
 
+RSS1 = """<?xml version="1.0"?>
+<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" xmlns="http://purl.org/rss/1.0/"
+  xmlns:dc="http://purl.org/dc/elements/1.1/">
+  <channel rdf:about="https://acme.example/rss1">
+    <title>Acme (RSS 1.0)</title>
+    <link>https://acme.example/</link>
+    <description>d</description>
+    <items><rdf:Seq><rdf:li resource="https://acme.example/n/1"/></rdf:Seq></items>
+  </channel>
+  <item rdf:about="https://acme.example/n/1">
+    <title>Acme moves to Lyon</title>
+    <link>https://acme.example/n/1</link>
+    <description>The head office moves in May.</description>
+    <dc:date>2026-03-04T08:30:00Z</dc:date>
+  </item>
+</rdf:RDF>
+"""
+
+
+def test_rss_1_0_is_read_too(web: FixtureServer) -> None:
+    result = poll_rss(
+        web.page("/rss1", RSS1, "application/rdf+xml"), None, settings=make_settings()
+    )
+    assert result.error is None
+    (item,) = result.items
+    assert item.item_id == "https://acme.example/n/1"
+    assert item.text == "Acme moves to Lyon\n\nThe head office moves in May."
+    assert item.published_at == datetime(2026, 3, 4, 8, 30, tzinfo=UTC)
+
+
 def test_an_unchanged_feed_answers_304_to_the_cursors_validators(web: FixtureServer) -> None:
     body = rss(FIRST)
 
@@ -385,6 +415,35 @@ def test_documents_are_converted_in_the_sandbox(tmp_path: Path) -> None:
     assert third.items == () and "gave up after 3 tries" in (third.error or "")
     fourth = poll_dir(inbox, third.cursor, settings=settings)
     assert fourth == PollResult((), third.cursor, None)
+
+
+def test_a_parser_that_cannot_start_gives_up_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kgot.tools import convert_pool
+    from kgot.tools.base import ToolFailure
+
+    class DownPool:  # what the pool raises on a machine whose sandbox cannot start
+        calls = 0
+
+        async def aconvert(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+            DownPool.calls += 1
+            raise ToolFailure("cannot start the document parser: no sandbox", kind="internal")
+
+    monkeypatch.setattr(convert_pool, "shared_pool", lambda *args, **kwargs: DownPool())
+    inbox = tmp_path / "inbox"
+    for name in ("a.html", "b.json", "c.pdf"):
+        write(inbox / name, "<p>x</p>" if name.endswith("html") else '{"a": 1}')
+    write(inbox / "note.txt", "still read")
+    settings = make_settings()
+    cursor: dict[str, Any] | None = None
+    for _ in range(4):  # more polls than MAX_FILE_TRIES: nothing is given up
+        result = poll_dir(inbox, cursor, settings=settings)
+        cursor = result.cursor
+        assert result.error is not None and "cannot start the document parser" in result.error
+        assert result.error.count("cannot start") == 1
+    assert DownPool.calls == 4  # one attempt per poll, not one per document
+    assert cursor is not None and sorted(Path(p).name for p in cursor["files"]) == ["note.txt"]
 
 
 # --------------------------------------------------------------------------- web search
