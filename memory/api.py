@@ -362,14 +362,21 @@ class Memory:
             embedder=self.embedder,
         )
 
-    def used(self, keys: Iterable[SearchHit | Sequence[str]]) -> int:
-        """Record that the facts (hits or fact keys) went into an answer the caller used:
-        +0.10 strength each, capped at 1. Returns how many current facts were counted."""
-        from kgot.memory.search import SearchHit
+    def used(self, facts: Iterable[SearchHit | str | Sequence[str]]) -> int:
+        """Record that the facts (hits, ids as :meth:`feedback` takes them, or fact keys) went
+        into an answer the caller used: +0.10 strength each, capped at 1. Returns how many
+        current facts were counted (others are skipped)."""
+        from kgot.memory.search import SearchHit, fact_key_for
 
-        return self.session.record_use(
-            [hit.key if isinstance(hit, SearchHit) else tuple(hit) for hit in keys]
-        )
+        keys = [
+            fact.key
+            if isinstance(fact, SearchHit)
+            else fact_key_for(self.session, fact)
+            if isinstance(fact, str)
+            else tuple(fact)
+            for fact in facts
+        ]
+        return self.session.record_use(keys)
 
     def feedback(self, fact: str | Sequence[str], good: bool) -> FactUse:
         """Feedback on one current fact: ``good`` adds 0.20 to its strength (capped at 1),
