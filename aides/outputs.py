@@ -268,23 +268,34 @@ async def deliver_async(
     policy: RetryPolicy | None = None,
 ) -> DeliveryResult:
     """:func:`deliver` inside an event loop."""
+    if kind not in _REQUIRED_FIELDS:
+        return DeliveryResult(False, 0, f"unknown output kind {kind!r}")
+    missing = [name for name in _REQUIRED_FIELDS[kind] if not spec.get(name)]
+    if missing:
+        return DeliveryResult(
+            False, 0, f"the {kind} output's spec has no {', '.join(missing)}; add it again"
+        )
     message = {**payload, "delivery_key": delivery_key}
     try:
-        if kind == "stdout":
-            return _to_stdout(message)
-        if kind == "jsonl":
-            return await asyncio.to_thread(_to_jsonl, Path(spec["path"]), message, delivery_key)
-        if kind == "webhook":
-            return await _to_webhook(
-                spec, message, delivery_key, settings, policy or DEFAULT_POLICY
-            )
-        if kind == "smtp":
-            return await _to_smtp(spec, message, delivery_key, settings, policy or DEFAULT_POLICY)
-    except KeyError as missing:
-        return DeliveryResult(False, 0, f"the {kind} output's spec has no {missing}; add it again")
-    except (TypeError, ValueError) as error:
+        encode(message)
+    except (TypeError, ValueError, RecursionError) as error:
         return DeliveryResult(False, 0, f"the payload cannot be sent as JSON ({error})")
-    return DeliveryResult(False, 0, f"unknown output kind {kind!r}")
+    policy = policy or DEFAULT_POLICY
+    if kind == "stdout":
+        return _to_stdout(message)
+    if kind == "jsonl":
+        return await asyncio.to_thread(_to_jsonl, Path(spec["path"]), message, delivery_key)
+    if kind == "webhook":
+        return await _to_webhook(spec, message, delivery_key, settings, policy)
+    return await _to_smtp(spec, message, delivery_key, settings, policy)
+
+
+_REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
+    "stdout": (),
+    "jsonl": ("path",),
+    "webhook": ("url",),
+    "smtp": ("host", "port", "to", "from"),
+}
 
 
 def encode(message: Mapping[str, Any]) -> bytes:

@@ -172,6 +172,22 @@ def test_jsonl_lines_from_concurrent_writers_stay_whole(tmp_path: Path) -> None:
     )
 
 
+def test_bad_specs_and_payloads_are_reported_not_raised(tmp_path: Path) -> None:
+    settings = make_settings()
+    assert deliver("fax", {}, PAYLOAD, delivery_key="k", settings=settings) == DeliveryResult(
+        False, 0, "unknown output kind 'fax'"
+    )
+    assert deliver("webhook", {}, PAYLOAD, delivery_key="k", settings=settings) == (
+        DeliveryResult(False, 0, "the webhook output's spec has no url; add it again")
+    )
+    outbox = tmp_path / "o.jsonl"
+    result = deliver(
+        "jsonl", {"path": str(outbox)}, {"when": object()}, delivery_key="k", settings=settings
+    )
+    assert not result.ok and "cannot be sent as JSON" in (result.error or "")
+    assert not outbox.exists()
+
+
 def test_jsonl_reports_a_path_it_cannot_write(tmp_path: Path) -> None:
     (tmp_path / "plain").write_text("a file")
     result = deliver(
