@@ -396,7 +396,9 @@ async def poll_dir_async(
         return PollResult((), previous, f"the folder {folder} does not exist any more")
     scan = _FolderScan(
         settings=settings,
-        settled_before=(now.timestamp() if now else time.time()) - settle_seconds,
+        # Modification times are the real clock's, so the window is too (not ``now``, which a
+        # caller may set to any time).
+        settled_before=time.time() - settle_seconds,
         files={str(k): list(v) for k, v in dict(previous.get("files") or {}).items()},
         failures={str(k): list(v) for k, v in dict(previous.get("failures") or {}).items()},
     )

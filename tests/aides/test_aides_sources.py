@@ -348,11 +348,19 @@ def test_a_file_still_being_written_waits_for_the_next_poll(tmp_path: Path) -> N
     inbox = tmp_path / "inbox"
     fresh = write(inbox / "fresh.txt", "half of a rep", age_s=0)
     settings = make_settings()
-    waiting = poll_dir(inbox, None, settings=settings, settle_seconds=30)
+    # ``now`` far ahead does not make a fresh file settled: the window is the real clock's.
+    ahead = datetime.fromtimestamp(time.time() + 3600, UTC)
+    waiting = poll_dir(inbox, None, settings=settings, settle_seconds=30, now=ahead)
     assert waiting.items == () and str(fresh) not in waiting.cursor["files"]
-    later = datetime.fromtimestamp(time.time() + 60, UTC)
-    ready = poll_dir(inbox, waiting.cursor, settings=settings, settle_seconds=30, now=later)
-    assert [i.source_ref for i in ready.items] == [str(fresh)]
+    write(fresh, "half of a report, now whole", age_s=60)  # written a minute ago
+    ready = poll_dir(inbox, waiting.cursor, settings=settings, settle_seconds=30)
+    assert [i.text for i in ready.items] == ["half of a report, now whole"]
+    # The dispatcher reads the window from the spec.
+    write(inbox / "new.txt", "brand new", age_s=0)
+    spec = {"path": str(inbox), "settle_seconds": 0}
+    assert [i.text for i in poll("dir", spec, ready.cursor, settings=settings).items] == [
+        "brand new"
+    ]
 
 
 def test_a_large_folder_is_read_a_batch_per_poll(
