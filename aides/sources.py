@@ -167,6 +167,13 @@ async def poll_async(
 ) -> PollResult:
     """Poll one source of any kind (see :func:`poll`)."""
     previous = dict(cursor or {})
+    field_name = {"rss": "url", "dir": "path", "search": "query"}.get(kind)
+    if field_name is None:
+        return PollResult((), previous, f"unknown source kind {kind!r}")
+    if not spec.get(field_name):
+        return PollResult(
+            (), previous, f"the {kind} source's spec has no {field_name}; add it again"
+        )
     try:
         if kind == "rss":
             return await poll_rss_async(spec["url"], previous, settings=settings, now=now)
@@ -178,19 +185,15 @@ async def poll_async(
                 now=now,
                 settle_seconds=float(spec.get("settle_seconds", DEFAULT_SETTLE_SECONDS)),
             )
-        if kind == "search":
-            return await poll_search_async(
-                spec["query"],
-                previous,
-                settings=settings,
-                now=now,
-                max_results=int(spec.get("max_results", DEFAULT_SEARCH_RESULTS)),
-            )
-    except KeyError as missing:
-        return PollResult((), previous, f"the {kind} source's spec has no {missing}; add it again")
+        return await poll_search_async(
+            spec["query"],
+            previous,
+            settings=settings,
+            now=now,
+            max_results=int(spec.get("max_results", DEFAULT_SEARCH_RESULTS)),
+        )
     except Exception as error:  # a bug here must not stop the aide's other sources
         return PollResult((), previous, f"polling failed unexpectedly ({_describe(error)})")
-    return PollResult((), previous, f"unknown source kind {kind!r}")
 
 
 def poll(

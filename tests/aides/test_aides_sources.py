@@ -273,7 +273,7 @@ def test_http_errors_and_refused_addresses_are_reported_not_raised(web: FixtureS
     assert web.hits["/fine.xml"] == 0
 
     # The dispatcher turns a bad spec into an error too.
-    assert "has no 'url'" in (poll("rss", {}, None, settings=make_settings()).error or "")
+    assert "has no url" in (poll("rss", {}, None, settings=make_settings()).error or "")
 
 
 def test_a_slow_feed_times_out_as_an_error_not_a_hang(web: FixtureServer) -> None:
