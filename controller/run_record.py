@@ -62,15 +62,15 @@ class EventRecorder:
     def __init__(self, store: Store, run_id: str) -> None:
         self.store = store
         self.run_id = run_id
-        self._pending: list[TraceEvent] = []
-        self._times: list[float] = []
+        # Each event with the UNIX time it came; one list, so an event added from another
+        # thread (a model client's retry) during a write is neither lost nor mistimed.
+        self._pending: list[tuple[TraceEvent, float]] = []
         self._flushed_at = time.monotonic()
 
     def add(self, event: TraceEvent) -> None:
         """Buffer ``event``; write the buffer when it ends the run, or ends a step
         :data:`FLUSH_INTERVAL_S` or more after the last write."""
-        self._pending.append(event)
-        self._times.append(time.time())
+        self._pending.append((event, time.time()))
         if isinstance(event, RunFinished) or (
             isinstance(event, StepFinished)
             and time.monotonic() - self._flushed_at >= FLUSH_INTERVAL_S
@@ -85,10 +85,11 @@ class EventRecorder:
         whose own checkpoints went through.
         """
         self._flushed_at = time.monotonic()
-        if not self._pending:
+        batch = self._pending[:]
+        if not batch:
             return
-        events = [stored_event(event) for event in self._pending]
-        times = [datetime.fromtimestamp(moment, UTC) for moment in self._times]
+        events = [stored_event(event) for event, _ in batch]
+        times = [datetime.fromtimestamp(moment, UTC) for _, moment in batch]
         try:
             self.store.append_run_events(self.run_id, events, recorded_at=times)
         except Exception as error:  # any failure: the run matters more than its record
@@ -99,5 +100,4 @@ class EventRecorder:
                 error,
             )
             return
-        self._pending.clear()
-        self._times.clear()
+        del self._pending[: len(batch)]  # events added meanwhile wait for the next write

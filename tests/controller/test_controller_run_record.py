@@ -178,3 +178,52 @@ def test_a_store_that_cannot_take_the_events_does_not_end_the_run(
     assert "could not record" in caplog.text and "database is locked" in caplog.text
     monkeypatch.undo()
     assert _recorded(settings, "unrecorded") == []
+
+
+def _step(kind: type[StepStarted] | type[StepFinished], span: str) -> TraceEvent:
+    if kind is StepStarted:
+        return StepStarted(iteration=1, step="decide", span_id=span, started_at=0.0)
+    from kgot.controller.state import empty_usage
+
+    return StepFinished(
+        iteration=1, step="decide", span_id=span, duration_s=0.1, ok=True, usage=empty_usage()
+    )
+
+
+def test_events_are_written_in_batches_and_kept_when_a_write_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kgot.controller.events import RunFinished
+    from kgot.errors import StoreError
+
+    with open_store(str(tmp_path / "kgot.db")) as store:
+        store.start_run("batched", "Q?", None, {})
+        recorder = run_record.EventRecorder(store, "batched")
+        monkeypatch.setattr(run_record, "FLUSH_INTERVAL_S", 3600.0)
+        recorder.add(_step(StepStarted, "a"))
+        recorder.add(_step(StepFinished, "a"))
+        assert store.run_events("batched") == []  # within the interval: still buffered
+
+        monkeypatch.setattr(run_record, "FLUSH_INTERVAL_S", 0.0)
+        real_append = store.append_run_events
+        failures = iter([StoreError("database is locked")])
+
+        def once_locked(*args: Any, **kwargs: Any) -> int:
+            for failure in failures:
+                raise failure
+            return real_append(*args, **kwargs)
+
+        monkeypatch.setattr(store, "append_run_events", once_locked)
+        recorder.add(_step(StepStarted, "b"))
+        recorder.add(_step(StepFinished, "b"))  # the write fails: all four stay buffered
+        assert store.run_events("batched") == []
+        monkeypatch.setattr(run_record, "FLUSH_INTERVAL_S", 3600.0)
+        recorder.add(RunFinished(iteration=1, status="answered", answer="x", error=None))
+        recorded = TRACE_ADAPTER.validate_python(store.run_events("batched"))
+    assert [(e.type, getattr(e, "span_id", None)) for e in recorded] == [
+        ("step_started", "a"),
+        ("step_finished", "a"),
+        ("step_started", "b"),
+        ("step_finished", "b"),
+        ("run_finished", None),
+    ]
