@@ -470,6 +470,7 @@ def _services(
         from kgot.tools.type_tools import build_type_tools
 
         type_tools = list(build_type_tools(session, run_id=spec.run_id))
+        type_tools += _memory_tools(session)
     tools = [*build_tools(context), *extra_tools, *type_tools]
     return RunContext(
         settings=settings,
@@ -489,6 +490,19 @@ def _services(
         collect=collect,
         type_tool_names=frozenset(tool.name for tool in type_tools),
     )
+
+
+def _memory_tools(session: Any) -> list[BaseTool]:
+    """The entity run's ``verify_claim`` tool, bound to the run's session (tools may not import
+    kgot.memory, so the check is handed in). Listed with the type tools: their results are not
+    turned into graph facts."""
+    from kgot.memory.verify import verify_claim
+    from kgot.tools.memory_tools import build_memory_tools
+
+    def check(subject: str, **claim: Any) -> dict[str, Any]:
+        return verify_claim(session, subject, **claim).to_json()
+
+    return build_memory_tools(check)
 
 
 def _initial_state(spec: _RunSpec, options: dict[str, Any]) -> RunState:

@@ -39,11 +39,14 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     import networkx as nx
+    from langchain_core.language_models import BaseChatModel
 
     from kgot.config import MemorySettings
+    from kgot.llm import LLMClient
     from kgot.memory.embeddings import EmbedReport, NodeEmbedder
     from kgot.memory.search import SearchHit
     from kgot.memory.upkeep import UpkeepReport
+    from kgot.memory.verify import Verdict
     from kgot.persistence import EntitySession, FactUse, Provenance, Store
     from kgot.persistence import Suggestion as StoredSuggestion
 
@@ -426,6 +429,41 @@ class Memory:
         if self.embedder is None:
             return EmbedReport()
         return embed_nodes(self.session, self.embedder)
+
+    # ---------------------------------------------------------------------------- claims
+
+    def verify_claim(
+        self,
+        subject: str,
+        *,
+        property: str | None = None,
+        value: Any = None,
+        relation: str | None = None,
+        object: str | None = None,
+        now: datetime | None = None,
+    ) -> Verdict:
+        """Check a structured claim against the entity's graph, without a model
+        (:func:`kgot.memory.verify.verify_claim`)."""
+        from kgot.memory.verify import verify_claim
+
+        return verify_claim(
+            self.session,
+            subject,
+            property=property,
+            value=value,
+            relation=relation,
+            object=object,
+            now=now,
+        )
+
+    def verify_text(
+        self, text: str, model: LLMClient | BaseChatModel, *, now: datetime | None = None
+    ) -> Verdict:
+        """Have ``model`` extract the claim ``text`` makes, then check it
+        (:func:`kgot.memory.verify.verify_text`; not from inside an event loop)."""
+        from kgot.memory.verify import verify_text
+
+        return verify_text(self.session, text, model, now=now)
 
 
 # --------------------------------------------------------------------------------------------
