@@ -27,7 +27,7 @@ def test_perf_memory_prints_every_figure_at_a_tiny_size(
         "SQLite: memory search at 300 nodes / 300 edges, warm p95": 50.0,
         "write-time resolution per commit at 300 nodes, p50 (prepare_changeset)": 5.0,
     }
-    assert len(figures) == 11 and all(figure.value >= 0 for figure in figures)
+    assert len(figures) == 14 and all(figure.value >= 0 for figure in figures)
     precision, recall = figures[0].value, figures[1].value
     assert precision >= 0.97 and recall >= 0.85  # quality, unlike speed, does not vary
 
