@@ -18,6 +18,7 @@ from typer import Abort, Exit
 from typer.core import TyperOption
 
 from kgot.cli import (
+    aide_cmd,
     ask_cmd,
     bench_cmd,
     config_cmd,
@@ -72,6 +73,7 @@ app.add_typer(store_cmd.entities_app, name="entities")
 app.add_typer(store_cmd.types_app, name="types")
 app.add_typer(memory_cmd.app, name="memory")
 app.command("ingest")(ingest_cmd.ingest)
+app.add_typer(aide_cmd.app, name="aide")
 
 
 def _version(value: bool) -> None:

@@ -183,6 +183,12 @@ class Ingestor:
         self._ctx = None
 
     @property
+    def planning(self) -> Any:
+        """The planning model's client (:class:`kgot.llm.LLMClient`), for work that follows
+        ingestion in the same session (an aide's program); its requests join :attr:`ledger`."""
+        return self._context().planning
+
+    @property
     def ledger(self) -> Any:
         """Every model request made so far (:class:`kgot.llm.UsageLedger`)."""
         return self._context().ledger

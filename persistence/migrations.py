@@ -31,7 +31,13 @@ from sqlalchemy import Connection, Engine, MetaData, func, insert, select, text,
 
 from kgot.errors import StoreError
 from kgot.persistence.engine import read_transaction, write_transaction
-from kgot.persistence.schema import SCHEMA_VERSION, TABLES, closed_reason_check, define_tables
+from kgot.persistence.schema import (
+    AIDE_TABLES,
+    SCHEMA_VERSION,
+    TABLES,
+    closed_reason_check,
+    define_tables,
+)
 from kgot.persistence.target import StoreNotFoundError, StoreTarget
 
 if TYPE_CHECKING:
@@ -122,6 +128,13 @@ def _v3_run_events(connection: Connection) -> None:
     define_tables(MetaData(), version=3).run_events.create(connection)
 
 
+def _v4_aides(connection: Connection) -> None:
+    """Add the aide tables (kgot.aides); nothing else changes."""
+    added = define_tables(MetaData(), version=4)
+    for name in AIDE_TABLES:
+        getattr(added, name).create(connection)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -136,6 +149,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         _v2_memory_upkeep,
     ),
     Migration(3, "run events: each run's trace, step by step", _v3_run_events),
+    Migration(
+        4,
+        "aides: sources, items, cycles, outputs and the delivery log, scoped by entity",
+        _v4_aides,
+    ),
 )
 LATEST = MIGRATIONS[-1].version
 if LATEST != SCHEMA_VERSION:  # a migration added without moving the schema's version, or back

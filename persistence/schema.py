@@ -23,6 +23,8 @@ without a migration that loses data:
   entity, model and node, derived from the node's text, never a fact version.
 * Each run's trace is kept in ``kgot_run_events`` (migration 3): one row per event, numbered
   in order within the run, going with its run (and the run's entity) when that is deleted.
+* Aides (``kgot.aides``) keep their sources, items, cycles, outputs and delivery log in
+  ``kgot_aide_*`` tables (migration 4), every row scoped by its entity and its aide.
 * Types are versioned the same way: a change writes version *n+1* and retires version *n*
   (``retired_at``); ``entity_id IS NULL`` marks a global type.
 * Properties, schemas and examples are JSON *text* on both databases (``json``, not ``jsonb``,
@@ -69,7 +71,7 @@ CLOSE_REASONS = ("changed", "removed", "contradicted", "merged", "expired", "pru
 SUGGESTION_KINDS = ("merge", "contradiction")
 SUGGESTION_STATUSES = ("open", "accepted", "rejected")
 # The schema version `define_tables` describes by default: the last migration's.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Facts and types: JSON text on both databases (see above). Run options and totals are only
 # stored and shown, never compared, so JSONB's rewriting does them no harm.
@@ -278,7 +280,143 @@ def define_tables(metadata: MetaData, *, version: int = SCHEMA_VERSION) -> Simpl
         tables.fact_use, tables.suggestions, tables.embeddings = _v2_tables(metadata, entities)
     if version >= 3:
         tables.run_events = _v3_run_events(metadata, runs)
+    if version >= 4:
+        for name, table in _v4_aide_tables(metadata, entities).items():
+            setattr(tables, name, table)
     return tables
+
+
+AIDE_ITEM_STATUSES = ("new", "ingesting", "done", "failed")
+# The aide tables in creation order (a table's parents first).
+AIDE_TABLES = (
+    "aides",
+    "aide_sources",
+    "aide_items",
+    "aide_cycles",
+    "aide_outputs",
+    "aide_deliveries",
+)
+
+
+def _v4_aide_tables(metadata: MetaData, entities: Table) -> dict[str, Table]:
+    """The tables migration 4 adds: aides (kgot.aides), each bound to one entity.
+
+    Every row carries its entity (``entity_id``) and its aide: deleting an aide deletes its
+    rows, deleting the entity deletes its aides, and the entity's graph never depends on them.
+    An item's id is unique within its aide, so an item seen before is never recorded twice; a
+    delivery key is unique within its output, so nothing is sent twice.
+    """
+
+    def scoped(name: str, *columns: Any, **options: Any) -> Table:
+        return Table(
+            f"{PREFIX}{name}",
+            metadata,
+            Column("id", Integer, primary_key=True),
+            Column("entity_id", ForeignKey(entities.c.id, ondelete="CASCADE"), nullable=False),
+            *columns,
+            sqlite_autoincrement=True,  # ids are shown and named in commands: never reused
+            **options,
+        )
+
+    aides = scoped(
+        "aides",
+        Column("name", String, nullable=False, unique=True),
+        Column("program", String(32), nullable=False),
+        Column("settings", JsonValue, nullable=False),
+        # The process running it (see kgot.persistence.owner): one worker per aide.
+        Column("worker", Text, nullable=True),
+        Column("created_at", Timestamp, nullable=False),
+        Column("updated_at", Timestamp, nullable=False),
+    )
+
+    def owned(name: str, *columns: Any) -> Table:
+        return scoped(
+            name,
+            Column("aide_id", ForeignKey(aides.c.id, ondelete="CASCADE"), nullable=False),
+            *columns,
+        )
+
+    sources = owned(
+        "aide_sources",
+        Column("kind", String(16), nullable=False),
+        Column("spec", JsonValue, nullable=False),
+        Column("cursor", JsonValue, nullable=True),
+        Column("last_error", Text, nullable=True),
+        Column("failures", Integer, nullable=False, server_default=text("0")),  # in a row
+        Column("polled_at", Timestamp, nullable=True),
+        Column("created_at", Timestamp, nullable=False),
+    )
+    statuses = ", ".join(f"'{status}'" for status in AIDE_ITEM_STATUSES)
+    items = owned(
+        "aide_items",
+        Column("source_id", ForeignKey(sources.c.id, ondelete="CASCADE"), nullable=True),
+        Column("item_id", Text, nullable=False),  # the source's stable id (URL, hash, …)
+        Column("title", Text, nullable=False, server_default=""),
+        Column("source_ref", Text, nullable=True),
+        Column("kind", String(16), nullable=False),
+        Column("published_at", Timestamp, nullable=True),
+        Column("text", Text, nullable=False),  # kept until done: a failed item is retried
+        Column("status", String(16), nullable=False),
+        Column("attempts", Integer, nullable=False, server_default=text("0")),
+        Column("reason", Text, nullable=True),  # why the last attempt failed
+        Column("lease_owner", Text, nullable=True),
+        Column("lease_expires_at", Timestamp, nullable=True),
+        Column("committed_version", BigInteger, nullable=True),
+        Column("report", JsonValue, nullable=True),  # what the ingestion did
+        Column("cycle_id", Integer, nullable=True),  # the cycle that last worked on it
+        Column("created_at", Timestamp, nullable=False),
+        Column("updated_at", Timestamp, nullable=False),
+        CheckConstraint(f"status IN ({statuses})", name="kgot_aide_items_status"),
+    )
+    Index(f"{PREFIX}aide_items_uq", items.c.aide_id, items.c.item_id, unique=True)
+    Index(f"{PREFIX}aide_items_status", items.c.aide_id, items.c.status, items.c.id)
+    cycles = owned(
+        "aide_cycles",
+        Column("started_at", Timestamp, nullable=False),
+        Column("finished_at", Timestamp, nullable=True),
+        Column("status", String(16), nullable=False),  # running | finished | stopped | failed
+        Column("stop_reason", Text, nullable=True),
+        Column("items", Integer, nullable=False, server_default=text("0")),  # ingested
+        Column("failed", Integer, nullable=False, server_default=text("0")),
+        Column("llm_calls", Integer, nullable=False, server_default=text("0")),
+        Column("input_tokens", BigInteger, nullable=False, server_default=text("0")),
+        Column("output_tokens", BigInteger, nullable=False, server_default=text("0")),
+        Column("cost_usd", Float, nullable=True),  # NULL: a model's price is unknown
+        Column("duration_s", Float, nullable=False, server_default=text("0")),
+        Column("errors", JsonValue, nullable=True),
+        Column("report", JsonValue, nullable=True),
+    )
+    Index(f"{PREFIX}aide_cycles_recent", cycles.c.aide_id, cycles.c.started_at)
+    outputs = owned(
+        "aide_outputs",
+        Column("kind", String(16), nullable=False),
+        Column("spec", JsonValue, nullable=False),
+        Column("created_at", Timestamp, nullable=False),
+    )
+    deliveries = owned(
+        "aide_deliveries",
+        Column("output_id", ForeignKey(outputs.c.id, ondelete="CASCADE"), nullable=False),
+        Column("delivery_key", Text, nullable=False),
+        Column("cycle_id", Integer, nullable=True),
+        Column("ok", Integer, nullable=False),  # 1 delivered, 0 failed (retried next cycle)
+        Column("attempts", Integer, nullable=False, server_default=text("0")),
+        Column("error", Text, nullable=True),
+        Column("delivered_at", Timestamp, nullable=False),
+    )
+    Index(
+        f"{PREFIX}aide_deliveries_uq",
+        deliveries.c.output_id,
+        deliveries.c.delivery_key,
+        unique=True,
+    )
+    return {
+        "aides": aides,
+        "aide_sources": sources,
+        "aide_items": items,
+        "aide_cycles": cycles,
+        "aide_outputs": outputs,
+        "aide_deliveries": deliveries,
+    }
 
 
 def _v3_run_events(metadata: MetaData, runs: Table) -> Table:

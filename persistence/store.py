@@ -31,7 +31,7 @@ from kgot.persistence.engine import (
 )
 from kgot.persistence.migrations import migrate, store_not_found
 from kgot.persistence.owner import Owner, current_owner, owner_state
-from kgot.persistence.schema import TABLES
+from kgot.persistence.schema import AIDE_TABLES, TABLES
 from kgot.persistence.session import EntitySession, StoreContext
 from kgot.persistence.target import StoreTarget, parse_target
 from kgot.persistence.timeutil import as_utc, iso, utc_now
@@ -314,7 +314,7 @@ class Store:
 
     def delete_entity(self, name: str) -> None:
         """Delete an entity with all its facts, history, own types, runs (their recorded
-        events go with them) and their checkpoints.
+        events go with them), their checkpoints and its aides (kgot.aides).
 
         The runs' checkpoints (which hold the entity's graph state) are purged first, while the
         entity is locked: when they cannot be, nothing is deleted and the error says so, so
@@ -338,6 +338,7 @@ class Store:
 
                 purge_checkpoints(self._context.target, run_ids)
             for table in (
+                *(getattr(TABLES, name) for name in reversed(AIDE_TABLES)),
                 TABLES.edges,
                 TABLES.nodes,
                 TABLES.commits,

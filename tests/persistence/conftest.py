@@ -74,6 +74,12 @@ def postgres_url(_shared_postgres_url: str) -> str:
         with write_transaction(store._context.engine, store.target) as connection:
             # DELETE, not TRUNCATE: on tables this small it is many times faster.
             for table in (
+                "aide_deliveries",
+                "aide_outputs",
+                "aide_cycles",
+                "aide_items",
+                "aide_sources",
+                "aides",
                 "fact_use",
                 "suggestions",
                 "embeddings",

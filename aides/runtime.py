@@ -1,0 +1,500 @@
+"""An aide's cycle: poll, ingest, upkeep, program, deliver (docs/aides.md).
+
+:func:`open_aide` gives an :class:`Aide`; :meth:`Aide.run_cycle` runs one cycle and returns its
+:class:`CycleReport`. Every step's state is in the store (:mod:`kgot.aides.records`), not in
+memory, so a cycle that is killed is finished by the next one:
+
+1. **Poll** each source (:mod:`kgot.aides.sources`); its new items and cursor are recorded in
+   one transaction. A failing source is reported and polled again next cycle; the others go on.
+2. **Ingest** each pending item (new, or failed with attempts left), oldest first: claim it,
+   ingest its text through the controller's INSERT path (:class:`kgot.controller.ingest.
+   Ingestor`) with the result key ``aide <id>/item <id>``, and mark it done with the commit's
+   version. An item whose commit landed before a crash is found by that key when it is claimed
+   again, and is marked done without a second ingestion.
+3. **Upkeep**: the memory's upkeep pass on the entity (expiry, pruning, promotion, merges).
+4. **Program**: ``digest`` briefs on the facts this cycle changed (:mod:`kgot.aides.programs`).
+5. **Deliver** the digest to each output (:mod:`kgot.aides.outputs`), once per output and
+   cycle: the delivery log's key is unique per output.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from kgot.aides import records
+from kgot.errors import KgotError
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+
+    from kgot.aides.records import AideRow
+    from kgot.config import Settings
+    from kgot.controller.ingest import IngestReport
+    from kgot.persistence import Store
+
+log = logging.getLogger("kgot.aides")
+
+
+@dataclass
+class ItemOutcome:
+    """What became of one item in a cycle."""
+
+    item_id: str
+    title: str
+    source_ref: str | None
+    status: str  # done | failed
+    version: int | None = None
+    reason: str | None = None
+    summary: str = ""
+    attempts: int = 0
+
+
+@dataclass
+class CycleReport:
+    """One cycle of an aide: what it read, ingested, spent and delivered, and why it stopped.
+
+    ``cost_usd`` is ``None`` when a model's price is unknown; ``stop_reason`` says why the
+    cycle ended before its pending items did (a budget, a signal), else ``None``.
+    """
+
+    aide: str
+    entity: str
+    cycle_id: int
+    started_at: datetime
+    finished_at: datetime | None = None
+    duration_s: float = 0.0
+    sources: int = 0
+    new_items: int = 0
+    reclaimed: int = 0
+    source_errors: list[str] = field(default_factory=list)
+    items: list[ItemOutcome] = field(default_factory=list)
+    llm_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = 0.0
+    upkeep: str | None = None
+    digest: dict[str, Any] | None = None
+    deliveries: list[dict[str, Any]] = field(default_factory=list)
+    stop_reason: str | None = None
+    backlog: int = 0  # items still pending after the cycle
+
+    @property
+    def ingested(self) -> int:
+        return sum(1 for item in self.items if item.status == "done")
+
+    @property
+    def failed(self) -> int:
+        return sum(1 for item in self.items if item.status == "failed")
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["started_at"] = self.started_at.isoformat()
+        data["finished_at"] = self.finished_at.isoformat() if self.finished_at else None
+        data["ingested"] = self.ingested
+        data["failed"] = self.failed
+        return data
+
+    def line(self) -> str:
+        """One line for the log and the terminal."""
+        cost = "cost unknown" if self.cost_usd is None else f"${self.cost_usd:.4f}"
+        parts = [
+            f"cycle {self.cycle_id} of {self.aide}: {self.new_items} new items",
+            f"{self.ingested} ingested",
+            f"{self.failed} failed",
+            f"{len(self.source_errors)} source errors",
+            f"{self.llm_calls} LLM calls",
+            cost,
+            f"{self.duration_s:.1f} s",
+        ]
+        if self.backlog:
+            parts.append(f"{self.backlog} waiting")
+        if self.stop_reason:
+            parts.append(f"stopped: {self.stop_reason}")
+        return ", ".join(parts)
+
+
+class Aide:
+    """One aide, bound to its entity (see :func:`open_aide`)."""
+
+    def __init__(
+        self,
+        store: Store,
+        row: AideRow,
+        settings: Settings,
+        models: Mapping[str, BaseChatModel] | None = None,
+    ) -> None:
+        self.store = store
+        self.row = row
+        self.settings = settings
+        self.models = models
+
+    @property
+    def name(self) -> str:
+        return self.row.name
+
+    @property
+    def entity(self) -> str:
+        return self.row.entity
+
+    # -------------------------------------------------------------------------- set-up
+
+    def add_source(self, kind: str, value: str) -> int:
+        """Add a source (``rss`` URL, ``dir`` folder or ``search`` query); its id.
+
+        Raises:
+            UsageError: not a URL, not a folder, an empty query, or the same source twice.
+        """
+        from kgot.aides.sources import parse_source_spec
+
+        return records.add_source(self.store, self.row, kind, parse_source_spec(kind, value))
+
+    def add_output(self, kind: str, value: str | None = None, **options: Any) -> int:
+        """Add an output (``stdout``, ``jsonl`` path, ``webhook`` URL with ``secret_env``); its
+        id.
+
+        Raises:
+            UsageError: a webhook that is not http(s), a bad path, the same output twice.
+        """
+        from kgot.aides.outputs import parse_output_spec
+
+        spec = parse_output_spec(kind, value, **options)
+        return records.add_output(self.store, self.row, kind, spec)
+
+    def delete(self) -> None:
+        """Delete the aide and what it recorded (sources, items, cycles, outputs, deliveries);
+        the entity and its graph stay."""
+        records.delete_aide(self.store, self.row)
+
+    # -------------------------------------------------------------------------- the cycle
+
+    def run_cycle(self, now: datetime | None = None, **limits: Any) -> CycleReport:
+        """Run one cycle (see :meth:`run_cycle_async` for the limits)."""
+        return asyncio.run(self.run_cycle_async(now, **limits))
+
+    async def run_cycle_async(
+        self,
+        now: datetime | None = None,
+        *,
+        max_items: int | None = None,
+        max_cost_usd: float | None = None,
+        max_cost_usd_day: float | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> CycleReport:
+        """Poll, ingest, upkeep, program, deliver (module docstring).
+
+        Args:
+            now: the cycle's time (polls, leases, upkeep clocks); default: the current time.
+            max_items: items ingested at most this cycle (the rest wait for the next).
+            max_cost_usd: the cycle stops ingesting once its model cost reaches this.
+            max_cost_usd_day: … or once the aide's cost this UTC day reaches this.
+            should_stop: asked before each item; ``True`` ends the cycle after the current
+                item (a signal), still recording the cycle and delivering its digest.
+        """
+        from kgot.persistence.owner import current_owner
+
+        now = now or datetime.now(UTC)
+        started = time.perf_counter()
+        owner = current_owner()
+        cycle_id = records.start_cycle(self.store, self.row, now)
+        report = CycleReport(aide=self.name, entity=self.entity, cycle_id=cycle_id, started_at=now)
+        try:
+            report.reclaimed = records.reclaim_abandoned(self.store, self.row, now)
+            await self._poll(report, now)
+            pending = records.pending_items(self.store, self.row, max_items)
+            reports: list[IngestReport] = []
+            if pending:
+                await self._ingest(
+                    report,
+                    pending,
+                    reports,
+                    now=now,
+                    owner=owner,
+                    budget=_Budget(max_cost_usd, max_cost_usd_day, self._day_cost(now)),
+                    should_stop=should_stop or (lambda: False),
+                )
+            report.upkeep = await asyncio.to_thread(self._upkeep, now)
+            if report.digest is not None:
+                await self._deliver(report, now)
+        except BaseException as error:
+            report.stop_reason = report.stop_reason or f"failed: {_one_line(error)}"
+            self._finish(report, started, status="failed")
+            raise
+        report.backlog = len(records.pending_items(self.store, self.row, None))
+        self._finish(report, started, status="stopped" if report.stop_reason else "finished")
+        log.info("%s", report.line())
+        return report
+
+    def _day_cost(self, now: datetime) -> float:
+        midnight = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        return records.cost_since(self.store, self.row, midnight)
+
+    async def _poll(self, report: CycleReport, now: datetime) -> None:
+        from kgot.aides.sources import poll_async
+
+        for source in records.sources(self.store, self.row):
+            report.sources += 1
+            result = await poll_async(
+                source.kind, source.spec, source.cursor, settings=self.settings, now=now
+            )
+            added = records.record_poll(
+                self.store,
+                self.row,
+                source.id,
+                result.items,
+                cursor=result.cursor,
+                error=result.error,
+                now=now,
+            )
+            report.new_items += added
+            if result.error:
+                shown = f"source {source.id} ({source.kind} {_spec_text(source.spec)})"
+                report.source_errors.append(f"{shown}: {result.error}")
+                log.warning("%s: %s", shown, result.error)
+
+    async def _ingest(
+        self,
+        report: CycleReport,
+        pending: list[Any],
+        reports: list[IngestReport],
+        *,
+        now: datetime,
+        owner: str,
+        budget: _Budget,
+        should_stop: Callable[[], bool],
+    ) -> None:
+        from kgot.aides.programs import changed_facts, digest
+        from kgot.controller.ingest import Ingestor
+
+        run_id = f"aide {self.name}/cycle {report.cycle_id}"
+        async with Ingestor(
+            self.store, self.entity, self.settings, models=self.models, run_id=run_id
+        ) as ingestor:
+            for row in pending:
+                if should_stop():
+                    report.stop_reason = "asked to stop; the rest waits for the next run"
+                    break
+                spent = _spent(ingestor.ledger)
+                over = budget.exceeded(spent)
+                if over:
+                    report.stop_reason = over
+                    break
+                if not records.claim_item(self.store, row.id, owner, now, report.cycle_id):
+                    continue  # another worker took it
+                outcome, ingested = await self._ingest_one(ingestor, row, now)
+                report.items.append(outcome)
+                if ingested is not None and not ingested.already_committed:
+                    reports.append(ingested)
+                log.info(
+                    "%s: item %s %s (%s)",
+                    self.name,
+                    row.item_id,
+                    outcome.status,
+                    outcome.reason or outcome.summary,
+                )
+            if reports:
+                session = self.store.session(self.entity)
+                facts = await asyncio.to_thread(changed_facts, session, reports)
+                titles = [item.title for item in report.items if item.status == "done"]
+                made = await digest(ingestor.planning, facts, entity=self.entity, titles=titles)
+                if made is not None:
+                    report.digest = {
+                        "aide": self.name,
+                        "entity": self.entity,
+                        "cycle": report.cycle_id,
+                        "at": now.isoformat(),
+                        **made.to_json(),
+                        "items": [
+                            {"title": item.title, "source_ref": item.source_ref}
+                            for item in report.items
+                            if item.status == "done"
+                        ],
+                    }
+            totals = ingestor.ledger.totals()
+            report.llm_calls = totals.calls
+            report.input_tokens = totals.input_tokens
+            report.output_tokens = totals.output_tokens
+            report.cost_usd = totals.cost_usd
+
+    async def _ingest_one(
+        self, ingestor: Any, row: Any, now: datetime
+    ) -> tuple[ItemOutcome, IngestReport | None]:
+        """Ingest one claimed item and record how it ended."""
+        attempts = int(row.attempts) + 1  # the claim counted this one
+        outcome = ItemOutcome(
+            item_id=row.item_id,
+            title=row.title,
+            source_ref=row.source_ref,
+            status="failed",
+            attempts=attempts,
+        )
+        ingested: IngestReport | None = None
+        try:
+            ingested = await ingestor.ingest(
+                row.text,
+                source_ref=row.source_ref,
+                title=row.title or None,
+                result_key=f"aide {self.row.id}/item {row.id}",
+            )
+        except KgotError as error:
+            outcome.reason = _one_line(error)
+        else:
+            if ingested.ok:
+                outcome.status = "done"
+                outcome.version = ingested.version
+                outcome.summary = ingested.summary()
+            else:
+                outcome.reason = ingested.failed
+        if outcome.status == "failed" and attempts >= records.MAX_ATTEMPTS:
+            outcome.reason = f"{outcome.reason} (gave up after {attempts} attempts)"
+        records.finish_item(
+            self.store,
+            row.id,
+            ok=outcome.status == "done",
+            version=outcome.version,
+            reason=outcome.reason,
+            report=ingested.to_json() if ingested is not None else None,
+            now=now,
+        )
+        return outcome, ingested
+
+    def _upkeep(self, now: datetime) -> str:
+        from kgot.memory import open_memory
+
+        done = open_memory(self.store, self.entity).upkeep(now=now)
+        return (
+            f"{done.expired} expired, {done.pruned} pruned, {done.promoted} promoted, "
+            f"{done.merged} merged"
+        )
+
+    async def _deliver(self, report: CycleReport, now: datetime) -> None:
+        from kgot.aides.outputs import deliver_async
+
+        assert report.digest is not None
+        key = f"aide {self.row.id}/cycle {report.cycle_id}"
+        for output in records.outputs(self.store, self.row):
+            entry: dict[str, Any] = {"output": output.id, "kind": output.kind}
+            if records.delivered(self.store, output.id, key):
+                report.deliveries.append({**entry, "ok": True, "skipped": "delivered before"})
+                continue
+            result = await deliver_async(
+                output.kind, output.spec, report.digest, delivery_key=key, settings=self.settings
+            )
+            records.record_delivery(
+                self.store,
+                self.row,
+                output.id,
+                key,
+                report.cycle_id,
+                ok=result.ok,
+                attempts=result.attempts,
+                error=result.error,
+                now=now,
+            )
+            report.deliveries.append({**entry, "ok": result.ok, "error": result.error})
+            if not result.ok:
+                log.warning("%s: output %s failed: %s", self.name, output.id, result.error)
+
+    def _finish(self, report: CycleReport, started: float, *, status: str) -> None:
+        report.duration_s = time.perf_counter() - started
+        report.finished_at = datetime.now(UTC)
+        records.finish_cycle(
+            self.store,
+            report.cycle_id,
+            {
+                "finished_at": report.finished_at,
+                "status": status,
+                "stop_reason": report.stop_reason,
+                "items": report.ingested,
+                "failed": report.failed,
+                "llm_calls": report.llm_calls,
+                "input_tokens": report.input_tokens,
+                "output_tokens": report.output_tokens,
+                "cost_usd": report.cost_usd,
+                "duration_s": report.duration_s,
+                "errors": report.source_errors or None,
+                "report": report.to_json(),
+            },
+        )
+
+
+@dataclass
+class _Budget:
+    cycle: float | None
+    day: float | None
+    spent_today: float
+
+    def exceeded(self, spent: float) -> str | None:
+        """Why no more items may be ingested this cycle, or ``None``."""
+        if self.cycle is not None and spent >= self.cycle:
+            return f"the cycle's cost reached --max-cost-usd {self.cycle:g} (${spent:.4f})"
+        if self.day is not None and self.spent_today + spent >= self.day:
+            return (
+                f"today's cost reached the daily budget {self.day:g} "
+                f"(${self.spent_today + spent:.4f})"
+            )
+        return None
+
+
+def _spent(ledger: Any) -> float:
+    """The model cost so far (an unknown price counts as 0: the budget cannot see it)."""
+    return float(ledger.totals().cost_usd or 0.0)
+
+
+def _spec_text(spec: Mapping[str, Any]) -> str:
+    return str(spec.get("url") or spec.get("path") or spec.get("query") or "")
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text[:500]
+
+
+def open_aide(
+    store: Store,
+    name: str,
+    *,
+    settings: Settings | None = None,
+    models: Mapping[str, BaseChatModel] | None = None,
+) -> Aide:
+    """The aide called ``name`` in ``store``.
+
+    Args:
+        settings: effective settings (models, sandbox, tools); default: environment and file.
+        models: chat models per role instead of the configured ones (tests, embedding apps).
+
+    Raises:
+        UsageError: no such aide.
+    """
+    from kgot.config import load_settings
+
+    return Aide(store, records.get_aide(store, name), settings or load_settings(), models)
+
+
+def create_aide(
+    store: Store,
+    name: str,
+    entity: str,
+    *,
+    program: str = "digest",
+    settings: Settings | None = None,
+    models: Mapping[str, BaseChatModel] | None = None,
+) -> Aide:
+    """Create an aide bound to ``entity`` (created, empty, when missing).
+
+    Raises:
+        UsageError: the name is taken or malformed, or the program is unknown.
+    """
+    from kgot.errors import EntityNotFoundError
+
+    try:
+        store.get_entity(entity)
+    except EntityNotFoundError:
+        store.create_entity(entity)
+    records.create_aide(store, name, entity, program, {})
+    return open_aide(store, name, settings=settings, models=models)

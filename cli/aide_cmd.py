@@ -1,0 +1,460 @@
+"""`kgot aide …`: aides that watch sources, grow an entity's graph and report (docs/aides.md)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from kgot.cli.common import print_json, printable, settings_from
+from kgot.cli.store_cmd import DbOption, JsonOption, opened_store
+from kgot.errors import UsageError
+
+if TYPE_CHECKING:
+    from kgot.aides.runtime import Aide
+
+app = typer.Typer(
+    help="Aides: watch sources, grow an entity's graph, deliver digests.",
+    no_args_is_help=True,
+)
+source_app = typer.Typer(help="Sources an aide polls.", no_args_is_help=True)
+output_app = typer.Typer(help="Where an aide delivers.", no_args_is_help=True)
+app.add_typer(source_app, name="source")
+app.add_typer(output_app, name="output")
+
+NameArgument = Annotated[str, typer.Argument(help="The aide's name.", show_default=False)]
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+@app.command("create")
+def create(
+    ctx: typer.Context,
+    name: NameArgument,
+    entity: Annotated[
+        str,
+        typer.Option("--entity", "-e", help="The entity (created if missing).", show_default=False),
+    ],
+    program: Annotated[str, typer.Option("--program", help="What it does each cycle.")] = (
+        "digest"
+    ),
+    db: DbOption = None,
+) -> None:
+    """Create an aide bound to an entity."""
+    from kgot.aides.runtime import create_aide
+
+    with opened_store(ctx, db, create=True) as store:
+        aide = create_aide(store, name, entity, program=program)
+    typer.echo(f"created aide {aide.name} on entity {aide.entity} (program {program})")
+
+
+@source_app.command("add")
+def source_add(
+    ctx: typer.Context,
+    name: NameArgument,
+    rss: Annotated[str | None, typer.Option("--rss", help="An RSS/Atom feed URL.")] = None,
+    folder: Annotated[str | None, typer.Option("--dir", help="A folder of documents.")] = None,
+    search: Annotated[str | None, typer.Option("--search", help="A web search query.")] = None,
+    db: DbOption = None,
+) -> None:
+    """Add a source: exactly one of --rss, --dir, --search."""
+    kind, value = _exactly_one("source", rss=rss, dir=folder, search=search)
+    with _aide(ctx, db, name) as aide:
+        source_id = aide.add_source(kind, value)
+    typer.echo(f"added {kind} source {source_id} to aide {name}")
+
+
+@output_app.command("add")
+def output_add(
+    ctx: typer.Context,
+    name: NameArgument,
+    webhook: Annotated[str | None, typer.Option("--webhook", help="An http(s) URL.")] = None,
+    secret_env: Annotated[
+        str | None,
+        typer.Option("--secret-env", help="Variable holding the webhook's signing secret."),
+    ] = None,
+    jsonl: Annotated[str | None, typer.Option("--jsonl", help="A JSONL outbox file.")] = None,
+    stdout: Annotated[bool, typer.Option("--stdout", help="Print digests.")] = False,
+    db: DbOption = None,
+) -> None:
+    """Add an output: exactly one of --webhook, --jsonl, --stdout."""
+    kind, value = _exactly_one(
+        "output", webhook=webhook, jsonl=jsonl, stdout="-" if stdout else None
+    )
+    if secret_env is not None and kind != "webhook":
+        raise UsageError("--secret-env only goes with --webhook")
+    options = {"secret_env": secret_env} if kind == "webhook" else {}
+    with _aide(ctx, db, name) as aide:
+        output_id = aide.add_output(kind, None if kind == "stdout" else value, **options)
+    typer.echo(f"added {kind} output {output_id} to aide {name}")
+
+
+@app.command("run")
+def run(
+    ctx: typer.Context,
+    name: NameArgument,
+    once: Annotated[bool, typer.Option("--once", help="Run one cycle and exit.")] = False,
+    every: Annotated[
+        str | None, typer.Option("--every", help="Run a cycle every 15m, 1h, 30s, …")
+    ] = None,
+    cron: Annotated[
+        str | None, typer.Option("--cron", help='Run on a cron schedule, "*/15 * * * *".')
+    ] = None,
+    max_items: Annotated[
+        int | None, typer.Option("--max-items", min=1, help="Items ingested per cycle at most.")
+    ] = None,
+    max_cost_usd: Annotated[
+        float | None, typer.Option("--max-cost-usd", min=0.0, help="Model cost per cycle.")
+    ] = None,
+    max_cost_usd_day: Annotated[
+        float | None,
+        typer.Option("--max-cost-usd-day", min=0.0, help="Model cost per UTC day."),
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help="provider:model for both roles.")
+    ] = None,
+    json_logs: Annotated[
+        bool, typer.Option("--json-logs", help="Log lines as JSON objects.")
+    ] = False,
+    as_json: JsonOption = False,
+    db: DbOption = None,
+) -> None:
+    """Run the aide: one cycle (--once) or on a schedule until SIGINT/SIGTERM."""
+    from kgot.aides.records import claim_worker, release_worker
+    from kgot.persistence.owner import current_owner
+
+    schedule = _schedule(once=once, every=every, cron=cron)
+    settings = settings_from(ctx, {"store.db": db, "llm.model": model})
+    _log_to_stderr(json_logs)
+    stop = threading.Event()
+    with _aide(ctx, db, name, settings=settings) as aide, _stopping_on_signals(stop):
+        owner = current_owner()
+        claim_worker(aide.store, aide.row, owner)
+        try:
+            while True:
+                report = aide.run_cycle(
+                    max_items=max_items,
+                    max_cost_usd=max_cost_usd,
+                    max_cost_usd_day=max_cost_usd_day,
+                    should_stop=stop.is_set,
+                )
+                if as_json:
+                    sys.stdout.write(json.dumps(report.to_json(), default=str) + "\n")
+                    sys.stdout.flush()
+                if schedule is None or stop.is_set():
+                    break
+                wait = (schedule(datetime.now(UTC)) - datetime.now(UTC)).total_seconds()
+                if stop.wait(max(0.0, wait)):
+                    break
+        finally:
+            release_worker(aide.store, aide.row, owner)
+
+
+@app.command("status")
+def status(
+    ctx: typer.Context, name: NameArgument, as_json: JsonOption = False, db: DbOption = None
+) -> None:
+    """Last cycles, backlog, failures, sources, outputs and cost."""
+    from kgot.aides import records
+
+    with _aide(ctx, db, name) as aide:
+        data = _status(aide, records)
+    if as_json:
+        print_json(data)
+        return
+    counts = data["items"]
+    typer.echo(f"aide {data['name']} on entity {data['entity']} (program {data['program']})")
+    typer.echo(
+        f"items: {counts.get('done', 0)} done, {counts.get('failed', 0)} failed, "
+        f"{data['backlog']} waiting; cost today ${data['cost_today_usd']:.4f}"
+    )
+    for source in data["sources"]:
+        line = f"source {source['id']}: {source['kind']} {source['spec']}"
+        if source["last_error"]:
+            line += f" (failing {source['failures']}x: {source['last_error']})"
+        typer.echo(printable(line))
+    for output in data["outputs"]:
+        typer.echo(printable(f"output {output['id']}: {output['kind']} {output['spec']}"))
+    for cycle in data["cycles"]:
+        cost = "?" if cycle["cost_usd"] is None else f"${cycle['cost_usd']:.4f}"
+        line = (
+            f"cycle {cycle['id']} {cycle['started_at']} {cycle['status']}: "
+            f"{cycle['items']} ingested, {cycle['failed']} failed, {cycle['llm_calls']} LLM "
+            f"calls, {cost}, {cycle['duration_s']:.1f} s"
+        )
+        if cycle["stop_reason"]:
+            line += f" ({cycle['stop_reason']})"
+        typer.echo(printable(line))
+
+
+@app.command("items")
+def items_cmd(
+    ctx: typer.Context,
+    name: NameArgument,
+    item_status: Annotated[
+        str | None,
+        typer.Option("--status", help="new, ingesting, done or failed.", show_default=False),
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="Newest items shown.")] = 50,
+    as_json: JsonOption = False,
+    db: DbOption = None,
+) -> None:
+    """What the aide read, and what became of it."""
+    from kgot.aides import records
+    from kgot.persistence.schema import AIDE_ITEM_STATUSES
+
+    if item_status is not None and item_status not in AIDE_ITEM_STATUSES:
+        raise UsageError(f"--status {item_status!r} is not one of {', '.join(AIDE_ITEM_STATUSES)}")
+    with _aide(ctx, db, name) as aide:
+        rows = records.items(aide.store, aide.row, item_status, limit)
+    data = [_item_json(row) for row in rows]
+    if as_json:
+        print_json(data)
+        return
+    if not data:
+        typer.echo(f"aide {name} has no {item_status or ''} items".replace("  ", " "))
+    for item in data:
+        what = item["reason"] if item["status"] == "failed" else item["summary"] or ""
+        version = f" v{item['committed_version']}" if item["committed_version"] else ""
+        typer.echo(
+            printable(
+                f"{item['status']}{version} ({item['attempts']} attempts) {item['title']!r} "
+                f"{item['source_ref'] or item['item_id']}" + (f": {what}" if what else "")
+            )
+        )
+
+
+@app.command("list")
+def list_cmd(ctx: typer.Context, as_json: JsonOption = False, db: DbOption = None) -> None:
+    """List aides."""
+    from kgot.aides import records
+    from kgot.persistence import StoreNotFoundError
+
+    try:
+        with opened_store(ctx, db) as store:
+            rows = records.list_aides(store)
+    except StoreNotFoundError:
+        rows = []
+    data = [{"name": r.name, "entity": r.entity, "program": r.program} for r in rows]
+    if as_json:
+        print_json(data)
+        return
+    if not data:
+        typer.echo("no aides yet (create one with `kgot aide create NAME --entity E`)")
+    for row in data:
+        typer.echo(printable(f"{row['name']}  entity {row['entity']}  program {row['program']}"))
+
+
+@app.command("delete")
+def delete(ctx: typer.Context, name: NameArgument, db: DbOption = None) -> None:
+    """Delete an aide and what it recorded; its entity's graph stays."""
+    with _aide(ctx, db, name) as aide:
+        aide.delete()
+    typer.echo(f"deleted aide {name} (entity {aide.entity} and its graph are kept)")
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+@contextmanager
+def _aide(ctx: typer.Context, db: str | None, name: str, settings: Any = None) -> Iterator[Aide]:
+    from kgot.aides.runtime import open_aide
+    from kgot.persistence import StoreNotFoundError
+
+    settings = settings or settings_from(ctx, {"store.db": db})
+    try:
+        with opened_store(ctx, db) as store:
+            yield open_aide(store, name, settings=settings)
+    except StoreNotFoundError:
+        raise UsageError(f"no aide named {name!r}; create it with `kgot aide create`") from None
+
+
+def _exactly_one(what: str, **given: str | None) -> tuple[str, str]:
+    chosen = [(kind, value) for kind, value in given.items() if value is not None]
+    if len(chosen) != 1:
+        options = ", ".join(f"--{kind}" for kind in given)
+        raise UsageError(f"give exactly one {what}: one of {options}")
+    return chosen[0]
+
+
+def parse_every(text: str) -> timedelta:
+    """``15m``, ``1h``, ``30s``, ``1d`` or seconds as a number.
+
+    Raises:
+        UsageError: anything else, or less than a second.
+    """
+    match = _DURATION.match(text)
+    if match is None:
+        raise UsageError(f"--every {text!r} is not a duration; write it like 15m, 1h, 30s or 1d")
+    seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    if seconds < 1:
+        raise UsageError(f"--every {text!r} is shorter than a second")
+    return timedelta(seconds=seconds)
+
+
+def _schedule(*, once: bool, every: str | None, cron: str | None) -> Any:
+    """When the cycle after one ending at ``now`` starts (``None``: run once)."""
+    chosen = [
+        flag for flag, value in (("--once", once), ("--every", every), ("--cron", cron)) if value
+    ]
+    if len(chosen) != 1:
+        raise UsageError("give exactly one of --once, --every DURATION, --cron EXPRESSION")
+    if once:
+        return None
+    if every is not None:
+        interval = parse_every(every)
+        return lambda now: now + interval
+    from croniter import croniter
+
+    assert cron is not None
+    if not croniter.is_valid(cron):
+        raise UsageError(
+            f'--cron {cron!r} is not a cron expression; write five fields, e.g. "*/15 * * * *"'
+        )
+    return lambda now: croniter(cron, now).get_next(datetime)
+
+
+@contextmanager
+def _stopping_on_signals(stop: threading.Event) -> Iterator[None]:
+    """SIGINT and SIGTERM set ``stop``: the current item finishes, the cycle is recorded and
+    the command exits 0. A second signal stops at once."""
+    previous: dict[signal.Signals, Any] = {}
+
+    def handler(number: int, _frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        logging.getLogger("kgot.aides").info(
+            "%s: finishing the current item, then exiting", signal.Signals(number).name
+        )
+        stop.set()
+
+    for number in (signal.SIGINT, signal.SIGTERM):
+        with suppress(ValueError):  # not the main thread (tests): no handlers
+            previous[number] = signal.signal(number, handler)
+    try:
+        yield
+    finally:
+        for stopped, old in previous.items():
+            signal.signal(stopped, old)
+
+
+class _LogLine(logging.Formatter):
+    def __init__(self, as_json: bool) -> None:
+        super().__init__()
+        self.as_json = as_json
+
+    def format(self, record: logging.LogRecord) -> str:
+        at = datetime.fromtimestamp(record.created, UTC).isoformat(timespec="seconds")
+        message = printable(record.getMessage())
+        if self.as_json:
+            return json.dumps({"ts": at, "level": record.levelname.lower(), "message": message})
+        return f"{at} {record.levelname.lower()} {message}"
+
+
+class _Stderr(logging.Handler):
+    """Each record as one line on the stderr of the moment (tests swap it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stderr.write(self.format(record) + "\n")
+            sys.stderr.flush()
+        except Exception:  # a closed or broken stderr must not end the run
+            self.handleError(record)
+
+
+def _log_to_stderr(as_json: bool) -> None:
+    logger = logging.getLogger("kgot.aides")
+    for old in [h for h in logger.handlers if isinstance(h, _Stderr)]:
+        logger.removeHandler(old)
+    handler = _Stderr()
+    handler.setFormatter(_LogLine(as_json))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+
+
+def _status(aide: Aide, records: Any) -> dict[str, Any]:
+    now = datetime.now(UTC)
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    counts = records.item_counts(aide.store, aide.row)
+    return {
+        "name": aide.name,
+        "entity": aide.entity,
+        "program": aide.row.program,
+        "items": counts,
+        "backlog": len(records.pending_items(aide.store, aide.row, None)),
+        "cost_today_usd": records.cost_since(aide.store, aide.row, midnight),
+        "sources": [
+            {
+                "id": row.id,
+                "kind": row.kind,
+                "spec": dict(row.spec),
+                "last_error": row.last_error,
+                "failures": row.failures,
+                "polled_at": _time(row.polled_at),
+            }
+            for row in records.sources(aide.store, aide.row)
+        ],
+        "outputs": [
+            {"id": row.id, "kind": row.kind, "spec": dict(row.spec)}
+            for row in records.outputs(aide.store, aide.row)
+        ],
+        "cycles": [
+            {
+                "id": row.id,
+                "started_at": _time(row.started_at),
+                "finished_at": _time(row.finished_at),
+                "status": row.status,
+                "stop_reason": row.stop_reason,
+                "items": row.items,
+                "failed": row.failed,
+                "llm_calls": row.llm_calls,
+                "input_tokens": row.input_tokens,
+                "output_tokens": row.output_tokens,
+                "cost_usd": row.cost_usd,
+                "duration_s": row.duration_s,
+                "errors": row.errors or [],
+            }
+            for row in records.cycles(aide.store, aide.row)
+        ],
+    }
+
+
+def _item_json(row: Any) -> dict[str, Any]:
+    report = row.report or {}
+    summary = ""
+    if row.status == "done" and report:
+        from kgot.controller.ingest import IngestReport
+
+        fields = {k: v for k, v in report.items() if k in IngestReport.__dataclass_fields__}
+        summary = IngestReport(**fields).summary()
+    return {
+        "item_id": row.item_id,
+        "title": row.title,
+        "source_ref": row.source_ref,
+        "kind": row.kind,
+        "status": row.status,
+        "attempts": row.attempts,
+        "reason": row.reason,
+        "committed_version": row.committed_version,
+        "summary": summary,
+        "published_at": _time(row.published_at),
+        "updated_at": _time(row.updated_at),
+    }
+
+
+def _time(moment: datetime | None) -> str | None:
+    if moment is None:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.isoformat(timespec="seconds")
