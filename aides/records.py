@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 PROGRAMS = ("digest",)
 MAX_ATTEMPTS = 3  # ingestions of one item (across cycles) before it is given up
 LEASE = timedelta(minutes=15)  # an item claimed longer ago than this is claimed again
+REDELIVER_CYCLES = 10  # digests of this many recent cycles are delivered again if not yet
+MAX_DELIVERIES = 10  # tries of one delivery (each with the output's own retries) at most
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,7 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def _aware(moment: datetime | None) -> datetime | None:
+def aware(moment: datetime | None) -> datetime | None:
     """SQLite gives naive datetimes back; every stored time is UTC."""
     if moment is None or moment.tzinfo is not None:
         return moment
@@ -151,7 +153,7 @@ def _aide_rows(connection: Connection, name: str | None) -> list[AideRow]:
             program=row.program,
             settings=dict(row.settings or {}),
             worker=row.worker,
-            created_at=_aware(row.created_at) or utcnow(),
+            created_at=aware(row.created_at) or utcnow(),
         )
         for row in connection.execute(query)
     ]
@@ -328,8 +330,7 @@ def reclaim_abandoned(store: Store, aide: AideRow, now: datetime) -> int:
         stale = [
             row.id
             for row in rows
-            if owner_state(row.lease_owner) == "gone"
-            or (_aware(row.lease_expires_at) or now) <= now
+            if owner_state(row.lease_owner) == "gone" or (aware(row.lease_expires_at) or now) <= now
         ]
         if stale:
             connection.execute(
@@ -475,16 +476,36 @@ def cost_since(store: Store, aide: AideRow, since: datetime) -> float:
 # ---------------------------------------------------------------------------- deliveries
 
 
-def delivered(store: Store, output_id: int, delivery_key: str) -> bool:
+def delivery_state(store: Store, output_id: int, delivery_key: str) -> Any:
+    """The delivery log's row for this output and key (``ok``, ``attempts``), or ``None``."""
     table = TABLES.aide_deliveries
     with _read(store) as connection:
-        return bool(
-            connection.execute(
-                select(table.c.ok).where(
-                    table.c.output_id == output_id, table.c.delivery_key == delivery_key
-                )
-            ).scalar()
-        )
+        return connection.execute(
+            select(table.c.ok, table.c.attempts).where(
+                table.c.output_id == output_id, table.c.delivery_key == delivery_key
+            )
+        ).first()
+
+
+def recent_digests(
+    store: Store, aide: AideRow, limit: int
+) -> list[tuple[int, datetime | None, dict[str, Any]]]:
+    """``(cycle id, start, digest)`` of the aide's last ``limit`` cycles that made one,
+    oldest first."""
+    table = TABLES.aide_cycles
+    with _read(store) as connection:
+        rows = connection.execute(
+            select(table.c.id, table.c.started_at, table.c.report)
+            .where(table.c.aide_id == aide.id)
+            .order_by(table.c.id.desc())
+            .limit(limit)
+        ).all()
+    made = [
+        (row.id, aware(row.started_at), row.report["digest"])
+        for row in rows
+        if isinstance(row.report, dict) and row.report.get("digest")
+    ]
+    return made[::-1]
 
 
 def record_delivery(

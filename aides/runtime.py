@@ -219,8 +219,9 @@ class Aide:
                     should_stop=should_stop or (lambda: False),
                 )
             report.upkeep = await asyncio.to_thread(self._upkeep, now)
-            if report.digest is not None:
-                await self._deliver(report, now)
+            if report.digest is not None:  # kept before delivery: a crash does not lose it
+                records.finish_cycle(self.store, cycle_id, {"report": report.to_json()})
+            await self._deliver(report, now)
         except BaseException as error:
             report.stop_reason = report.stop_reason or f"failed: {_one_line(error)}"
             self._finish(report, started, status="failed")
@@ -373,32 +374,45 @@ class Aide:
         )
 
     async def _deliver(self, report: CycleReport, now: datetime) -> None:
+        """Deliver this cycle's digest to each output, and the digests of recent cycles that
+        an output has not accepted yet (it failed, or the process died before delivering)."""
         from kgot.aides.outputs import deliver_async
 
-        assert report.digest is not None
-        key = f"aide {self.row.id}/cycle {report.cycle_id}"
+        recent = records.recent_digests(self.store, self.row, records.REDELIVER_CYCLES)
         for output in records.outputs(self.store, self.row):
-            entry: dict[str, Any] = {"output": output.id, "kind": output.kind}
-            if records.delivered(self.store, output.id, key):
-                report.deliveries.append({**entry, "ok": True, "skipped": "delivered before"})
-                continue
-            result = await deliver_async(
-                output.kind, output.spec, report.digest, delivery_key=key, settings=self.settings
-            )
-            records.record_delivery(
-                self.store,
-                self.row,
-                output.id,
-                key,
-                report.cycle_id,
-                ok=result.ok,
-                attempts=result.attempts,
-                error=result.error,
-                now=now,
-            )
-            report.deliveries.append({**entry, "ok": result.ok, "error": result.error})
-            if not result.ok:
-                log.warning("%s: output %s failed: %s", self.name, output.id, result.error)
+            added = records.aware(output.created_at)
+            for cycle_id, started, digest in recent:
+                if added is not None and started is not None and started < added:
+                    continue  # made before this output existed
+                key = f"aide {self.row.id}/cycle {cycle_id}"
+                tried = records.delivery_state(self.store, output.id, key)
+                if tried is not None and (tried.ok or tried.attempts >= records.MAX_DELIVERIES):
+                    continue
+                result = await deliver_async(
+                    output.kind, output.spec, digest, delivery_key=key, settings=self.settings
+                )
+                records.record_delivery(
+                    self.store,
+                    self.row,
+                    output.id,
+                    key,
+                    cycle_id,
+                    ok=result.ok,
+                    attempts=result.attempts,
+                    error=result.error,
+                    now=now,
+                )
+                report.deliveries.append(
+                    {
+                        "output": output.id,
+                        "kind": output.kind,
+                        "cycle": cycle_id,
+                        "ok": result.ok,
+                        "error": result.error,
+                    }
+                )
+                if not result.ok:
+                    log.warning("%s: output %s failed: %s", self.name, output.id, result.error)
 
     def _finish(self, report: CycleReport, started: float, *, status: str) -> None:
         report.duration_s = time.perf_counter() - started

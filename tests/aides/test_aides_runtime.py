@@ -38,7 +38,9 @@ def test_a_cycle_ingests_new_files_digests_and_delivers_once(
     assert "node:acme" in report.digest["facts"] and "node:invented" not in report.digest["facts"]
     [line] = outbox.read_text(encoding="utf-8").splitlines()
     assert json.loads(line)["facts"] == report.digest["facts"]
-    assert report.deliveries == [{"output": output_id, "kind": "jsonl", "ok": True, "error": None}]
+    assert report.deliveries == [
+        {"output": output_id, "kind": "jsonl", "cycle": report.cycle_id, "ok": True, "error": None}
+    ]
     assert report.upkeep is not None
 
     again = open_aide(store, "research", settings=settings, models=_both(scripted)).run_cycle()
@@ -48,6 +50,30 @@ def test_a_cycle_ingests_new_files_digests_and_delivers_once(
     assert len(scripted.calls_for("update_graph")) == 2
     done = records.items(store, aide.row, "done")
     assert {row.committed_version for row in done} <= {1, 2} and len(done) == 2
+
+
+def test_a_digest_an_output_refused_is_delivered_by_a_later_cycle(
+    tmp_path: Path, store: Store, settings: Settings
+) -> None:
+    aide = create_aide(store, "patient", "acme", settings=settings, models=_both(model()))
+    folder = inbox(tmp_path / "inbox", ["acme.md"])
+    aide.add_source("dir", str(folder))
+    outbox = tmp_path / "outbox.jsonl"
+    aide.add_output("jsonl", str(outbox))
+    outbox.mkdir()  # the outbox cannot be written: the delivery fails
+
+    failed = aide.run_cycle()
+    outbox.rmdir()
+    later = aide.run_cycle()
+    last = aide.run_cycle()
+
+    [refused] = failed.deliveries
+    assert not refused["ok"] and refused["error"]
+    assert later.digest is None  # nothing new this cycle, but the earlier digest goes out now
+    assert [(d["cycle"], d["ok"]) for d in later.deliveries] == [(failed.cycle_id, True)]
+    [line] = outbox.read_text(encoding="utf-8").splitlines()
+    assert json.loads(line)["cycle"] == failed.cycle_id
+    assert last.deliveries == []  # delivered once
 
 
 def test_two_aides_on_two_entities_never_see_each_others_items_or_facts(
