@@ -84,15 +84,38 @@ def output_add(
     ] = None,
     jsonl: Annotated[str | None, typer.Option("--jsonl", help="A JSONL outbox file.")] = None,
     stdout: Annotated[bool, typer.Option("--stdout", help="Print digests.")] = False,
+    smtp: Annotated[
+        str | None, typer.Option("--smtp", help="Email: smtp://host:port or smtps://host:port.")
+    ] = None,
+    to: Annotated[str | None, typer.Option("--to", help="Email recipients, comma-separated.")] = (
+        None
+    ),
+    sender: Annotated[str | None, typer.Option("--from", help="The email's sender.")] = None,
+    starttls: Annotated[bool, typer.Option("--starttls", help="STARTTLS on smtp://.")] = False,
+    username: Annotated[str | None, typer.Option("--username", help="SMTP login.")] = None,
+    password_env: Annotated[
+        str | None, typer.Option("--password-env", help="Variable holding the SMTP password.")
+    ] = None,
     db: DbOption = None,
 ) -> None:
-    """Add an output: exactly one of --webhook, --jsonl, --stdout."""
+    """Add an output: exactly one of --webhook, --jsonl, --stdout, --smtp."""
     kind, value = _exactly_one(
-        "output", webhook=webhook, jsonl=jsonl, stdout="-" if stdout else None
+        "output", webhook=webhook, jsonl=jsonl, stdout="-" if stdout else None, smtp=smtp
     )
     if secret_env is not None and kind != "webhook":
         raise UsageError("--secret-env only goes with --webhook")
-    options = {"secret_env": secret_env} if kind == "webhook" else {}
+    mail = {
+        "to": to,
+        "sender": sender,
+        "starttls": starttls or None,
+        "username": username,
+        "password_env": password_env,
+    }
+    if kind != "smtp" and any(value is not None for value in mail.values()):
+        raise UsageError("--to, --from, --starttls, --username and --password-env go with --smtp")
+    options: dict[str, Any] = {"secret_env": secret_env} if kind == "webhook" else {}
+    if kind == "smtp":
+        options = mail
     with _aide(ctx, db, name) as aide:
         output_id = aide.add_output(kind, None if kind == "stdout" else value, **options)
     typer.echo(f"added {kind} output {output_id} to aide {name}")

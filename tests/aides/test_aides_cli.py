@@ -103,6 +103,24 @@ def test_failed_items_are_listed_with_their_reason(
     assert NOTES["acme.md"] not in out  # the text is kept in the store, not printed
 
 
+def test_an_email_output_is_added_with_its_recipients(
+    store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = ("--db", store_url)
+    _run(capsys, "aide", "create", "research", "--entity", "acme", *db)
+    mail = ("--smtp", "smtp://127.0.0.1:2525", "--to", "me@example.com,you@example.com")
+
+    code, out, err = _run(
+        capsys, "aide", "output", "add", "research", *mail, "--from", "k@example.com", *db
+    )
+
+    assert code == 0 and out.startswith("added smtp output"), err
+    [output] = json.loads(_run(capsys, "aide", "status", "research", "--json", *db)[1])["outputs"]
+    assert output["kind"] == "smtp"
+    assert output["spec"]["to"] == ["me@example.com", "you@example.com"]
+    assert output["spec"]["from"] == "k@example.com" and output["spec"]["tls"] == "none"
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -115,6 +133,14 @@ def test_failed_items_are_listed_with_their_reason(
         (
             ("aide", "output", "add", "research", "--webhook", "ftp://x/y"),
             "--webhook needs an http(s) URL",
+        ),
+        (
+            ("aide", "output", "add", "research", "--smtp", "mail.example.com"),
+            "--smtp needs smtp://",
+        ),
+        (
+            ("aide", "output", "add", "research", "--jsonl", "o.jsonl", "--to", "a@b.c"),
+            "go with --smtp",
         ),
         (("aide", "run", "research", "--cron", "every monday"), "is not a cron expression"),
         (("aide", "run", "research", "--every", "soon"), "is not a duration"),

@@ -182,3 +182,31 @@ def test_deleting_an_aide_keeps_the_graph_and_deleting_the_entity_takes_its_aide
 
 def _both(scripted: object) -> dict[str, object]:
     return {"planning": scripted, "execution": scripted}
+
+
+def test_one_worker_per_aide_and_a_dead_workers_claim_is_ignored(
+    store: Store, settings: Settings
+) -> None:
+    import subprocess
+    import sys
+
+    from kgot.persistence.owner import current_owner
+
+    aide = create_aide(store, "solo", "acme", settings=settings)
+    here = current_owner()
+    records.claim_worker(store, aide.row, here)
+
+    with pytest.raises(UsageError, match="already being run by process"):
+        records.claim_worker(store, aide.row, "another process")
+
+    records.release_worker(store, aide.row, here)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    fields = here.split()
+    fields[3] = dead.stdout.strip()  # this machine, a pid whose process has ended
+    records.claim_worker(store, aide.row, " ".join(fields))
+    records.claim_worker(store, aide.row, here)  # the dead one's claim does not count
