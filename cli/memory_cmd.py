@@ -46,7 +46,8 @@ def resolve(
     from kgot.memory import open_memory
 
     with opened_store(ctx, db, entity=entity) as store:
-        result = open_memory(store, entity).resolve(apply=apply)
+        memory = open_memory(store, entity, settings=settings_from(ctx).memory)
+        result = memory.resolve(apply=apply)
     data = result.to_json()
     if as_json:
         print_json(data)
@@ -322,7 +323,7 @@ def search(
         raise UsageError(f"--min-confidence must be between 0 and 1, not {min_confidence:g}")
     moment = parse_now(now) if now is not None else None
     with opened_store(ctx, db, entity=entity) as store:
-        hits = open_memory(store, entity).search(
+        hits = open_memory(store, entity, settings=settings_from(ctx).memory).search(
             query, limit=limit, type=fact_type, min_confidence=min_confidence, now=moment
         )
     if as_json:
@@ -333,6 +334,46 @@ def search(
         return
     for hit in hits:
         typer.echo(printable(f"{hit.score:.3f}  {hit.kind}  {hit.label}  {hit.id}  {hit.name}"))
+
+
+@app.command("embed")
+def embed(
+    ctx: typer.Context,
+    entity: EntityOption,
+    as_json: JsonOption = False,
+    db: DbOption = None,
+) -> None:
+    """Embed the entity's nodes whose vector is missing or stale (after turning embeddings on,
+    or an outage of the endpoint). Needs [memory] embeddings or embeddings_base_url."""
+    from kgot.errors import KgotError, ModelError, UsageError
+    from kgot.memory import open_memory
+
+    settings = settings_from(ctx).memory
+    with opened_store(ctx, db, entity=entity) as store:
+        memory = open_memory(store, entity, settings=settings)
+        if memory.embedder is None:
+            raise UsageError(
+                'embeddings are off: set [memory] embeddings = "provider:model" or '
+                "[memory] embeddings_base_url in the config file (see docs/memory.md)"
+            )
+        try:
+            report = memory.embed()
+        except KgotError:
+            raise
+        except Exception as error:  # the endpoint: vectors stored before it stay
+            first = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+            raise ModelError(
+                f"the embedding model {memory.embedder.model!r} failed: {first} (vectors made "
+                "before it are kept; run the command again)"
+            ) from None
+    data = {"embedded": report.embedded, "unchanged": report.unchanged}
+    if as_json:
+        print_json(data)
+        return
+    typer.echo(
+        f"embedded {report.embedded} node(s) of entity {entity!r} with "
+        f"{memory.embedder.model!r}; {report.unchanged} already current"
+    )
 
 
 @app.command("feedback")

@@ -360,6 +360,7 @@ async def _apply_code(
             continue
         prepared.committed(ctx.session, version)
         await asyncio.to_thread(prepared.queue, ctx.session)
+        await _embed_written(ctx, prepared.changeset)
         if ctx.on_write is not None:
             ctx.on_write(prepared, version)
         if ctx.fact_lens is not None:  # before the apply: the view lines it rebuilds use it
@@ -368,6 +369,16 @@ async def _apply_code(
             ctx.backend.apply(prepared.applied)
         return prepared.applied, list(prepared.notes)
     raise AssertionError("unreachable: the loop returns or raises")
+
+
+async def _embed_written(ctx: RunContext, committed: Changeset) -> None:
+    """Embed the nodes a commit wrote when ``[memory]`` embeddings are on (off by default):
+    after the commit, never failing it (:func:`kgot.memory.embeddings.embed_after_commit`)."""
+    from kgot.memory.embeddings import embed_after_commit, embedder_for_writes
+
+    embedder = embedder_for_writes(ctx.settings.memory)
+    if embedder is not None and ctx.session is not None:
+        await asyncio.to_thread(embed_after_commit, ctx.session, embedder, committed)
 
 
 async def _catch_up(ctx: RunContext, iteration: int, *, reason: str) -> None:

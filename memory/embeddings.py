@@ -85,6 +85,7 @@ __all__ = [
     "blended_relevance",
     "embed_after_commit",
     "embed_nodes",
+    "embedder_for_writes",
     "embedder_from_settings",
     "embedding_relevance",
     "load_vectors",
@@ -185,6 +186,35 @@ def embedder_from_settings(settings: MemorySettings) -> NodeEmbedder | None:
         embeddings = _openai_compatible(name, base_url, api_key)
         return NodeEmbedder(spec or name, embeddings, settings.embedding_similarity)
     return NodeEmbedder(spec, _init_embeddings(spec, api_key), settings.embedding_similarity)
+
+
+_RUN_EMBEDDERS: dict[tuple[Any, ...], NodeEmbedder | None] = {}
+_RUN_EMBEDDERS_LOCK = threading.Lock()
+
+
+def embedder_for_writes(settings: MemorySettings) -> NodeEmbedder | None:
+    """:func:`embedder_from_settings` for a write path that must not fail on it (an entity
+    run's commits): built once per distinct settings and kept; settings that cannot be set up
+    log one warning and give ``None`` (no embeddings) instead of raising."""
+    secret = settings.embeddings_api_key
+    key = (
+        settings.embeddings,
+        settings.embeddings_base_url,
+        secret.get_secret_value() if secret is not None else None,
+        settings.embedding_similarity,
+    )
+    if key[0] is None and key[1] is None:
+        return None
+    with _RUN_EMBEDDERS_LOCK:
+        if key in _RUN_EMBEDDERS:
+            return _RUN_EMBEDDERS[key]
+        try:
+            embedder = embedder_from_settings(settings)
+        except ConfigError as error:
+            log.warning("embeddings stay off for this process: %s", error)
+            embedder = None
+        _RUN_EMBEDDERS[key] = embedder
+        return embedder
 
 
 def _served_name(spec: str) -> str:

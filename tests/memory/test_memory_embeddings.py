@@ -12,8 +12,9 @@ import hashlib
 import json
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,9 +22,12 @@ import pytest
 from langchain_core.embeddings import Embeddings
 from sqlalchemy import select
 
-from kgot.config import MemorySettings
+from kgot.cli.main import main
+from kgot.config import MemorySettings, Settings
+from kgot.controller import AskResult
 from kgot.errors import ConfigError
 from kgot.graph_model import Changeset, Node
+from kgot.llm.scripted import ScriptedChatModel
 from kgot.memory import open_memory
 from kgot.memory.api import Memory
 from kgot.memory.embeddings import (
@@ -35,9 +39,10 @@ from kgot.memory.embeddings import (
     pending_nodes,
     similar_nodes,
 )
-from kgot.persistence import Provenance, Store
+from kgot.persistence import Provenance, Store, open_store
 from kgot.persistence.engine import read_transaction
 from kgot.persistence.schema import TABLES
+from kgot.tests.controller.scripts import inspect_call, solution, votes
 from kgot.tests.support.loopback_http import LoopbackHTTPServer
 
 DIMENSION = 256
@@ -513,3 +518,139 @@ def test_an_openai_compatible_base_url_embeds_over_http(
 def test_a_base_url_alone_turns_embeddings_on_with_the_default_model() -> None:
     embedder = embedder_from_settings(MemorySettings(embeddings_base_url="http://127.0.0.1:9/v1"))
     assert embedder is not None and embedder.model == "text-embedding-3-small"
+
+
+# --------------------------------------------------------------------------------------------
+# Entity runs and the CLI
+
+WRITE_CITIES = """```python
+G.add_node("lyon", label="Place", name="Lyon", country="France")
+G.add_node("france", label="Place", name="France")
+G.add_edge("lyon", "france", relationship="located_in")
+```"""
+
+
+def test_an_entity_run_embeds_what_its_commits_write(
+    run: Callable[..., AskResult],
+    store_settings: Settings,
+    facts_file: Path,
+    embeddings_server: _EmbeddingsServer,
+) -> None:
+    port = embeddings_server.server_address[1]
+    memory_settings = store_settings.memory.model_copy(
+        update={"embeddings_base_url": f"http://127.0.0.1:{port}/v1"}
+    )
+    settings = store_settings.model_copy(update={"memory": memory_settings})
+    with open_store(settings.store.db) as store:
+        store.create_entity("atlas")
+    scripted = ScriptedChatModel(
+        script={
+            "decide": [votes("IIIII", "RRRRR")],
+            "define_tool_calls": [inspect_call(facts_file)],
+            "update_graph": [WRITE_CITIES],
+            "query": ["```python\nresult = sorted(G.nodes)\n```"],
+            "math_check": [{"needs_math": False, "reason": "stated"}],
+            "solve": [solution("Lyon")],
+        }
+    )
+    result = run(scripted, entity="atlas", settings=settings)
+    assert result.answer == "Lyon"
+    assert sorted(text for r in embeddings_server.requests for text in r["input"]) == [
+        "France",
+        "Lyon",
+    ]
+    with open_store(settings.store.db) as store:
+        assert [r[1] for r in _rows(store, "atlas")] == ["france", "lyon"]
+
+
+def test_cli_embed_resolve_and_search_use_the_configured_embeddings(
+    store_url: str,
+    tmp_path: Path,
+    embeddings_server: _EmbeddingsServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with open_store(store_url) as store:
+        store.create_entity("fund")
+        session = store.session("fund")
+        session.load_graph()
+        session.commit(
+            Changeset(added_nodes=(_org("a", "Microsoft"), _org("b", "Microsft"))),
+            _provenance(),
+        )
+    port = embeddings_server.server_address[1]
+    config = tmp_path / "config.toml"
+    config.write_text(
+        "[memory]\n"
+        f'embeddings_base_url = "http://127.0.0.1:{port}/v1"\n'
+        'embeddings = "local-embed"\n'
+        "embedding_similarity = 0.7\n"  # the trigram cosine of the two spellings is 0.74
+    )
+    base = ("--config", str(config))
+    db = ("--db", store_url)
+
+    code = main([*base, "memory", "embed", "--entity", "fund", "--json", *db])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert json.loads(out) == {"embedded": 2, "unchanged": 0}
+    assert [r["model"] for r in embeddings_server.requests] == ["local-embed"]
+
+    code = main([*base, "memory", "search", "--entity", "fund", "Microsoft", "--json", *db])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert [row["id"] for row in json.loads(out)] == ["a"]
+    assert embeddings_server.requests[-1]["input"] == ["Microsoft"]  # the query
+
+    code = main([*base, "memory", "resolve", "--entity", "fund", "--json", *db])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    [merge] = json.loads(out)["merges"]
+    assert merge["aliases"] == ["b"] and "embeddings agree" in merge["reason"]
+
+    # Without the settings the same graph only gets a suggestion, and `embed` refuses.
+    (tmp_path / "none.toml").write_text("")
+    code = main(
+        [
+            "--config",
+            str(tmp_path / "none.toml"),
+            "memory",
+            "resolve",
+            "--entity",
+            "fund",
+            "--json",
+            *db,
+        ]
+    )
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert json.loads(out)["merges"] == []
+    code = main(
+        ["--config", str(tmp_path / "none.toml"), "memory", "embed", "--entity", "fund", *db]
+    )
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert err.strip().splitlines() == [
+        'kgot: error: embeddings are off: set [memory] embeddings = "provider:model" or '
+        "[memory] embeddings_base_url in the config file (see docs/memory.md)"
+    ]
+
+
+def test_cli_embed_reports_a_failing_endpoint_in_one_line(
+    store_url: str,
+    tmp_path: Path,
+    embeddings_server: _EmbeddingsServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with open_store(store_url) as store:
+        store.create_entity("fund")
+        session = store.session("fund")
+        session.load_graph()
+        session.commit(Changeset(added_nodes=(_org("a", "Microsoft"),)), _provenance())
+    embeddings_server.status = 400
+    config = tmp_path / "config.toml"
+    port = embeddings_server.server_address[1]
+    config.write_text(f'[memory]\nembeddings_base_url = "http://127.0.0.1:{port}/v1"\n')
+    code = main(["--config", str(config), "memory", "embed", "--entity", "fund", "--db", store_url])
+    _, err = capsys.readouterr()
+    assert code == 1
+    [line] = err.strip().splitlines()
+    assert line.startswith("kgot: error: the embedding model 'text-embedding-3-small' failed:")
