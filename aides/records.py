@@ -381,6 +381,23 @@ def claim_item(store: Store, item_row_id: int, owner: str, now: datetime, cycle_
         return bool(result.rowcount)
 
 
+def release_item(store: Store, item_row_id: int, *, status: str, attempts: int) -> None:
+    """Give a claimed item back as it was before the claim (its attempt not counted)."""
+    table = TABLES.aide_items
+    with _write(store) as connection:
+        connection.execute(
+            update(table)
+            .where(table.c.id == item_row_id)
+            .values(
+                status=status,
+                attempts=attempts,
+                lease_owner=None,
+                lease_expires_at=None,
+                updated_at=utcnow(),
+            )
+        )
+
+
 def finish_item(
     store: Store,
     item_row_id: int,

@@ -28,7 +28,13 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from kgot.aides import records
-from kgot.errors import KgotError
+from kgot.errors import (
+    ConfigError,
+    KgotError,
+    ModelError,
+    SandboxUnavailableError,
+    StoreError,
+)
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -287,7 +293,12 @@ class Aide:
                     break
                 if not records.claim_item(self.store, row.id, owner, now, report.cycle_id):
                     continue  # another worker took it
-                outcome, ingested = await self._ingest_one(ingestor, row, now)
+                try:
+                    outcome, ingested = await self._ingest_one(ingestor, row, now)
+                except _CycleHalt as halt:
+                    report.stop_reason = f"{halt}; the item waits for the next cycle"
+                    log.warning("%s: %s", self.name, report.stop_reason)
+                    break
                 report.items.append(outcome)
                 if ingested is not None and not ingested.already_committed:
                     reports.append(ingested)
@@ -342,6 +353,11 @@ class Aide:
                 title=row.title or None,
                 result_key=f"aide {self.row.id}/item {row.id}",
             )
+        except (ModelError, ConfigError, SandboxUnavailableError, StoreError) as error:
+            # Not the item's fault (the endpoint, the sandbox, the database): it waits, with
+            # the attempt given back, and the cycle stops instead of failing every item.
+            records.release_item(self.store, row.id, status=row.status, attempts=row.attempts)
+            raise _CycleHalt(f"{type(error).__name__}: {_one_line(error)}") from error
         except KgotError as error:
             outcome.reason = _one_line(error)
         else:
@@ -435,6 +451,10 @@ class Aide:
                 "report": report.to_json(),
             },
         )
+
+
+class _CycleHalt(Exception):
+    """Ingestion cannot go on this cycle (the model endpoint, the sandbox or the store)."""
 
 
 @dataclass

@@ -117,6 +117,26 @@ def test_a_failing_item_is_retried_a_bounded_number_of_times_with_its_reason(
     assert reports[-1].backlog == 0
 
 
+def test_an_unreachable_model_stops_the_cycle_without_using_up_the_items_attempts(
+    tmp_path: Path, store: Store, settings: Settings
+) -> None:
+    from kgot.config import load_settings
+
+    settings = load_settings(
+        {"store.db": settings.store.db, "llm.model": "scripted", "llm.max_retries": 0}
+    )
+    down = model(update_graph=[{"$error": "connection"}])
+    aide = create_aide(store, "offline", "acme", settings=settings, models=_both(down))
+    aide.add_source("dir", str(inbox(tmp_path / "inbox", ["acme.md", "globex.md"])))
+
+    report = aide.run_cycle()
+
+    assert (report.ingested, report.failed, report.backlog) == (0, 0, 2)
+    assert "ModelError" in (report.stop_reason or "") and "waits" in (report.stop_reason or "")
+    assert len(down.calls_for("update_graph")) == 1  # the second item was not tried
+    assert {(row.status, row.attempts) for row in records.items(store, aide.row)} == {("new", 0)}
+
+
 def test_one_bad_source_never_stops_the_others(
     tmp_path: Path, store: Store, settings: Settings
 ) -> None:
