@@ -225,22 +225,50 @@ class Ingestor:
             UsageError: empty text, or a confidence outside 0–1.
             ConfigError, LLMError: the model cannot be used (nothing was written).
         """
-        ctx = self._context()
         text = text.strip()
         if not text:
             raise UsageError("the text to ingest is empty; pass a file with content or text")
         if confidence is not None and not 0 <= confidence <= 1:
             raise UsageError(f"confidence must be within 0..1, not {confidence}")
+        parts = split_text(text, self.settings.tools.max_output_chars)
+        base = result_key or f"{self.run_id}/{uuid.uuid4()}"
         report = IngestReport(entity=self.entity, source_ref=source_ref)
+        for number, part in enumerate(parts, 1):
+            key = base if len(parts) == 1 else f"{base}/part {number}"
+            shown = (
+                title if len(parts) == 1 else f"{title or 'text'}, part {number} of {len(parts)}"
+            )
+            done = await self._ingest_part(
+                part,
+                source_ref=source_ref,
+                title=shown,
+                confidence=confidence,
+                key=key,
+                producer=producer,
+            )
+            _merge(report, done, None if len(parts) == 1 else f"part {number} of {len(parts)}")
+        return report
+
+    async def _ingest_part(
+        self,
+        text: str,
+        *,
+        source_ref: str | None,
+        title: str | None,
+        confidence: float | None,
+        key: str,
+        producer: str,
+    ) -> IngestReport:
+        """Ingest one piece of text under ``key`` (nothing when the key has a commit)."""
+        ctx = self._context()
         assert ctx.session is not None
-        if result_key is not None:
-            earlier = ctx.session.committed(result_key)
-            if earlier is not None:
-                report.version = int(earlier["version"])
-                report.already_committed = True
-                return report
+        report = IngestReport(entity=self.entity, source_ref=source_ref)
+        earlier = ctx.session.committed(key)
+        if earlier is not None:
+            report.version = int(earlier["version"])
+            report.already_committed = True
+            return report
         ctx.settings = _with_trust(self.settings, producer, confidence)
-        key = result_key or f"{self.run_id}/{uuid.uuid4()}"
         result = PendingResult(
             name=producer,
             args={"source_ref": source_ref} if source_ref else {},
@@ -268,6 +296,58 @@ class Ingestor:
                     setattr(report, kind, getattr(report, kind) + int(number))
         report.notes = [note.split(": ", 1)[-1] for note in notes]
         return report
+
+
+def split_text(text: str, limit: int) -> list[str]:
+    """``text`` in pieces of at most ``limit`` characters, cut at paragraph ends, else line
+    ends, else spaces (a write prompt holds one piece, as it holds one capped tool result)."""
+    pieces: list[str] = []
+    rest = text
+    while len(rest) > limit:
+        window = rest[:limit]
+        cut = limit  # no good place in the second half: cut where the piece is full
+        for separator in ("\n\n", "\n", " "):
+            found = window.rfind(separator)
+            if found >= limit // 2:
+                cut = found
+                break
+        pieces.append(rest[:cut].strip())
+        rest = rest[cut:].strip()
+    pieces.append(rest)
+    return [piece for piece in pieces if piece]
+
+
+def _merge(total: IngestReport, part: IngestReport, label: str | None) -> None:
+    """Add one piece's report to the text's."""
+    if part.version is not None:
+        total.version = part.version
+    total.already_committed = (
+        part.already_committed
+        if label is None or label.startswith("part 1 ")
+        else total.already_committed and part.already_committed
+    )
+    for name in (
+        "inserted_nodes",
+        "inserted_edges",
+        "updated_nodes",
+        "merged",
+        "superseded",
+        "notes",
+    ):
+        getattr(total, name).extend(getattr(part, name))
+    for name in (
+        "corroborated",
+        "reinforced",
+        "queued",
+        "llm_calls",
+        "input_tokens",
+        "output_tokens",
+    ):
+        setattr(total, name, getattr(total, name) + getattr(part, name))
+    if total.cost_usd is not None:
+        total.cost_usd = None if part.cost_usd is None else total.cost_usd + part.cost_usd
+    if part.failed is not None and total.failed is None:
+        total.failed = f"{label}: {part.failed}" if label else part.failed
 
 
 def _question(title: str | None, source_ref: str | None) -> str:

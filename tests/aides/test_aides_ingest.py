@@ -168,3 +168,36 @@ def test_kgot_ingest_reads_a_file_or_stdin(
     code = main(["ingest", "--entity", "nowhere", str(note), "--db", url])
     _out, err = capsys.readouterr()
     assert code == 2 and err.count("\n") == 1
+
+
+def test_a_long_text_is_ingested_in_pieces_each_applied_once(
+    store: Store, settings: Settings
+) -> None:
+    from kgot.controller.ingest import split_text
+
+    _seed(store)
+    settings = settings.model_copy(
+        update={"tools": settings.tools.model_copy(update={"max_output_chars": 500})}
+    )
+    towns = ["Bern", "Basel", "Geneva"]
+    text = "\n\n".join(f"{town} is a city in Switzerland. " * 9 for town in towns)
+    assert [len(piece) <= 500 for piece in split_text(text, 500)] == [True] * 3
+
+    def code(call: object) -> str:
+        shown = str(getattr(call, "prompt", "")).split("Tool result:")[-1]
+        [town] = [town for town in towns if town in shown]
+        return f'```python\nG.add_node("{town.lower()}", label="Place", name="{town}")\n```'
+
+    model = ScriptedChatModel(script={"update_graph": [code]})
+    report = ingest_text(
+        store, "atlas", text, model=model, settings=settings, result_key="long note"
+    )
+    again = ingest_text(
+        store, "atlas", text, model=model, settings=settings, result_key="long note"
+    )
+
+    assert report.ok and sorted(report.inserted_nodes) == ["basel", "bern", "geneva"]
+    assert "part 2 of 3" in model.calls_for("update_graph")[1].prompt
+    assert again.already_committed and len(model.calls_for("update_graph")) == 3
+    keys = {c["result_key"] for c in store.session("atlas").commits()}
+    assert {"long note/part 1", "long note/part 2", "long note/part 3"} <= keys
