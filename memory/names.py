@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 __all__ = [
@@ -219,10 +219,11 @@ class NormalName:
     numbers: frozenset[str]
     acronym_like: bool
     initials: frozenset[str]
+    # The words as a set, made once: resolution compares it with thousands of other names.
+    word_set: frozenset[str] = field(init=False, compare=False, repr=False)
 
-    @property
-    def word_set(self) -> frozenset[str]:
-        return frozenset(self.words)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "word_set", frozenset(self.words))
 
 
 @lru_cache(maxsize=65536)

@@ -169,6 +169,8 @@ class _Snapshot:
     identity: dict[str, tuple[str, ...]]
     # (source, relationship) -> its edges, for functional edges
     outgoing: dict[tuple[str, str], set[tuple[str, str, str]]] = field(default_factory=dict)
+    # merged-away id -> the node it was merged into (read with the facts: no query per id)
+    merged: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for ident, fact in self.edges.items():
@@ -191,7 +193,26 @@ class _Snapshot:
             (Node(node_id, fact.label, fact.properties) for node_id, fact in nodes.items()),
             identity,
         )
-        return cls(int(graph.graph.get("kgot_version", 0)), nodes, edges, index, identity)
+        return cls(
+            int(graph.graph.get("kgot_version", 0)),
+            nodes,
+            edges,
+            index,
+            identity,
+            merged=session.merged_ids(),
+        )
+
+    def canonical(self, node_id: str) -> str | None:
+        """The current node ``node_id`` is or was merged into (following later merges), or
+        None (never seen, removed, or its canonical node is gone)."""
+        seen: set[str] = set()
+        current: str | None = node_id
+        while current is not None and current not in seen:
+            if current in self.nodes:
+                return current
+            seen.add(current)
+            current = self.merged.get(current)
+        return None
 
     def out_edges(self, source: str, relationship: str) -> list[tuple[str, str, str]]:
         return sorted(self.outgoing.get((source, relationship), ()))
@@ -307,19 +328,13 @@ class _Rewrite:
         self.notes: list[str] = []
         self.close_reasons: dict[FactKey, str] = {}
         self.suggestions: list[QueuedSuggestion] = []
-        self._canonical: dict[str, str | None] = {}
 
     # -- ids
 
     def canonical(self, node_id: str) -> str | None:
         """The current node ``node_id`` stands for: itself when current, the node it was
         merged into when merged away, else None."""
-        if node_id in self.snapshot.nodes:
-            return node_id
-        if node_id not in self._canonical:
-            found = self.session.canonical_id(node_id)
-            self._canonical[node_id] = found if found in self.snapshot.nodes else None
-        return self._canonical[node_id]
+        return self.snapshot.canonical(node_id)
 
     def end(self, node_id: str, added: set[str]) -> str:
         if node_id in self.redirect:

@@ -602,6 +602,24 @@ class EntitySession:
             self._entity_version(connection)
             return upkeep_store.canonical_id(connection, self._entity_id, node_id)
 
+    def canonical_ids(self, node_ids: Iterable[str]) -> dict[str, str | None]:
+        """:meth:`canonical_id` of each of ``node_ids``, read together (a write's ids in one
+        query)."""
+        ids = list(node_ids)
+        if not ids:
+            return {}
+        with self._read() as connection:
+            self._entity_version(connection)
+            return upkeep_store.canonical_ids(connection, self._entity_id, ids)
+
+    def merged_ids(self) -> dict[str, str]:
+        """Node ids merged away, each with the node it was merged into (follow the map: that
+        node may have been merged since, or be gone). A merged-away id written again as a new
+        node is current again and also a key here; check the current graph first."""
+        with self._read() as connection:
+            self._entity_version(connection)
+            return upkeep_store.merged_ids(connection, self._entity_id)
+
     def close_facts(self, keys: Iterable[FactKey], reason: str, provenance: Provenance) -> int:
         """Close the current facts ``keys`` name (a node's current edges with it) for
         ``reason`` (``expired``, ``pruned``, …) in one commit, without writing new versions;

@@ -666,25 +666,88 @@ def _link_superseded(connection: Connection, table: Any, links: list[dict[str, i
         )
 
 
+# A chain of merges longer than this is a cycle (merges only ever point at current nodes).
+_MAX_MERGE_HOPS = 64
+
+
 def canonical_id(connection: Connection, entity_id: int, node_id: str) -> str | None:
     """Follow merges from ``node_id`` to the current node it is (or was merged into)."""
-    seen: set[str] = set()
+    return canonical_ids(connection, entity_id, [node_id])[node_id]
+
+
+def canonical_ids(
+    connection: Connection, entity_id: int, node_ids: Iterable[str]
+) -> dict[str, str | None]:
+    """:func:`canonical_id` of many ids, one query per hop of the longest merge chain (for a
+    write's ids, usually one query: most ids are new or current)."""
     now = utc_now()
-    current: str | None = node_id
-    while current is not None and current not in seen:
-        seen.add(current)
-        row = connection.execute(
-            select(_nodes.c.valid_to_version, _nodes.c.canonical_id, _nodes.c.expires_at)
-            .where(_nodes.c.entity_id == entity_id, _nodes.c.node_id == current)
-            .order_by(_nodes.c.valid_from_version.desc(), _nodes.c.row_id.desc())
-            .limit(1)
-        ).first()
-        if row is None:
-            return None
-        if row.valid_to_version is None:
-            return current if _alive(row, now) else None
-        current = row.canonical_id  # None: removed or closed for another reason
-    return None
+    result: dict[str, str | None] = {}
+    pending: dict[str, list[str]] = {node_id: [node_id] for node_id in dict.fromkeys(node_ids)}
+    for _hop in range(_MAX_MERGE_HOPS):
+        if not pending:
+            break
+        latest = _latest_node_rows(connection, entity_id, pending)
+        following: dict[str, list[str]] = {}
+        for node_id, origins in pending.items():
+            row = latest.get(node_id)
+            target: str | None = None
+            if row is not None and row.valid_to_version is None:
+                target = node_id if _alive(row, now) else None
+            elif row is not None and row.canonical_id is not None:
+                following.setdefault(row.canonical_id, []).extend(origins)
+                continue  # merged away: follow it (None: removed or closed otherwise)
+            for origin in origins:
+                result[origin] = target
+        pending = following
+    for origins in pending.values():  # a cycle: no current node at its end
+        for origin in origins:
+            result[origin] = None
+    return result
+
+
+def merged_ids(connection: Connection, entity_id: int) -> dict[str, str]:
+    """Every node id whose latest row was closed by a merge, with the node it was merged
+    into (which may itself have been merged since: follow the map)."""
+    latest: dict[str, tuple[int, int, str]] = {}
+    for row in connection.execute(
+        select(
+            _nodes.c.node_id, _nodes.c.valid_from_version, _nodes.c.row_id, _nodes.c.canonical_id
+        ).where(
+            _nodes.c.entity_id == entity_id,
+            _nodes.c.closed_reason == "merged",
+            _nodes.c.canonical_id.is_not(None),
+        )
+    ):
+        order = (row.valid_from_version, row.row_id)
+        kept = latest.get(row.node_id)
+        if kept is None or order > kept[:2]:
+            latest[row.node_id] = (*order, row.canonical_id)
+    return {node_id: found[2] for node_id, found in latest.items()}
+
+
+def _latest_node_rows(
+    connection: Connection, entity_id: int, node_ids: Iterable[str]
+) -> dict[str, Any]:
+    """The newest row of each of ``node_ids`` that has one."""
+    latest: dict[str, Any] = {}
+    for chunk in chunks(sorted(node_ids)):
+        for row in connection.execute(
+            select(
+                _nodes.c.node_id,
+                _nodes.c.valid_from_version,
+                _nodes.c.row_id,
+                _nodes.c.valid_to_version,
+                _nodes.c.canonical_id,
+                _nodes.c.expires_at,
+            ).where(_nodes.c.entity_id == entity_id, _nodes.c.node_id.in_(chunk))
+        ):
+            kept = latest.get(row.node_id)
+            if kept is None or (row.valid_from_version, row.row_id) > (
+                kept.valid_from_version,
+                kept.row_id,
+            ):
+                latest[row.node_id] = row
+    return latest
 
 
 # ---------------------------------------------------------------------------- fact use

@@ -519,3 +519,32 @@ def test_the_documented_starter_settings_are_the_seeded_ones(sqlite_url: str) ->
             f"{upkeep.rank_weight:g}",
         ]
     assert documented == seeded
+
+
+def test_merged_ids_and_canonical_ids_follow_chains_of_merges(store: Store) -> None:
+    store.create_entity("chain")
+    session = store.session("chain")
+    provenance = Provenance(run_id="", step="test")
+    session.commit(
+        Changeset(
+            added_nodes=tuple(
+                Node(node_id, "Organization", {"name": f"Acme {node_id}"})
+                for node_id in ("a", "b", "c", "gone")
+            )
+        ),
+        provenance,
+    )
+    session.merge_nodes("b", ["a"], provenance, properties={"name": "Acme b"})
+    session.refresh()
+    session.merge_nodes("c", ["b"], provenance, properties={"name": "Acme c"})
+    session.refresh()
+    session.commit(Changeset(removed_nodes=("gone",)), provenance)
+    assert session.merged_ids() == {"a": "b", "b": "c"}
+    assert session.canonical_ids(["a", "b", "c", "gone", "never"]) == {
+        "a": "c",
+        "b": "c",
+        "c": "c",
+        "gone": None,
+        "never": None,
+    }
+    assert session.canonical_id("a") == "c"
