@@ -174,13 +174,16 @@ def delete_aide(store: Store, aide: AideRow) -> None:
 
 
 def claim_worker(store: Store, aide: AideRow, owner: str) -> None:
-    """Make ``owner`` the aide's one worker, unless another live process is it.
+    """Make ``owner`` the aide's one worker on SQLite, unless another live process is it
+    (PostgreSQL serves any number of workers).
 
     Raises:
         UsageError: another process on this machine runs the aide.
     """
     from kgot.persistence.owner import owner_state
 
+    if not store.target.is_sqlite:
+        return  # PostgreSQL: any number of workers share the aide's items (claim_next)
     aides = TABLES.aides
     with _write(store) as connection:
         current = connection.execute(select(aides.c.worker).where(aides.c.id == aide.id)).scalar()
@@ -194,6 +197,8 @@ def claim_worker(store: Store, aide: AideRow, owner: str) -> None:
 
 
 def release_worker(store: Store, aide: AideRow, owner: str) -> None:
+    if not store.target.is_sqlite:
+        return
     aides = TABLES.aides
     with _write(store) as connection:
         connection.execute(
@@ -289,8 +294,8 @@ def record_poll(
             if item.item_id in seen:
                 continue
             seen.add(item.item_id)
-            connection.execute(
-                insert(table).values(
+            result = connection.execute(
+                _insert_new(connection, table).values(
                     entity_id=aide.entity_id,
                     aide_id=aide.id,
                     source_id=source_id,
@@ -305,7 +310,7 @@ def record_poll(
                     updated_at=now,
                 )
             )
-            added += 1
+            added += result.first() is not None  # no row back: another worker recorded it
         failures = source_table.c.failures + 1 if error else 0
         connection.execute(
             update(source_table)
@@ -313,6 +318,18 @@ def record_poll(
             .values(cursor=dict(cursor), last_error=error, failures=failures, polled_at=now)
         )
     return added
+
+
+def _insert_new(connection: Connection, table: Any) -> Any:
+    """An insert that skips an item another worker recorded at the same moment (the unique
+    item id per aide decides), instead of failing the poll."""
+    if connection.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        return pg_insert(table).on_conflict_do_nothing().returning(table.c.id)
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+    return sqlite_insert(table).on_conflict_do_nothing().returning(table.c.id)
 
 
 def reclaim_abandoned(store: Store, aide: AideRow, now: datetime) -> int:
@@ -361,14 +378,38 @@ def pending_items(store: Store, aide: AideRow, limit: int | None) -> list[Any]:
         return list(connection.execute(query))
 
 
-def claim_item(store: Store, item_row_id: int, owner: str, now: datetime, cycle_id: int) -> bool:
-    """Mark the item ``ingesting`` for ``owner`` (one attempt more); False when another worker
-    took it meanwhile."""
+def claim_next(store: Store, aide: AideRow, owner: str, now: datetime, cycle_id: int) -> Any:
+    """Claim the oldest pending item this cycle has not worked on yet (status ``ingesting``,
+    a lease for ``owner``, one attempt more) and return its row as it was before the claim;
+    ``None`` when there is none.
+
+    On PostgreSQL the row is locked with ``FOR UPDATE SKIP LOCKED``: workers claiming at the
+    same moment each get a different item and never wait for each other. SQLite has one
+    writer at a time, so the read and the update in one write transaction are enough.
+    """
     table = TABLES.aide_items
+    query = (
+        select(table)
+        .where(
+            table.c.aide_id == aide.id,
+            or_(
+                table.c.status == "new",
+                (table.c.status == "failed") & (table.c.attempts < MAX_ATTEMPTS),
+            ),
+            or_(table.c.cycle_id.is_(None), table.c.cycle_id != cycle_id),
+        )
+        .order_by(table.c.id)
+        .limit(1)
+    )
+    if not store.target.is_sqlite:
+        query = query.with_for_update(skip_locked=True)
     with _write(store) as connection:
-        result = connection.execute(
+        row = connection.execute(query).first()
+        if row is None:
+            return None
+        connection.execute(
             update(table)
-            .where(table.c.id == item_row_id, table.c.status.in_(("new", "failed")))
+            .where(table.c.id == row.id)
             .values(
                 status="ingesting",
                 attempts=table.c.attempts + 1,
@@ -378,7 +419,7 @@ def claim_item(store: Store, item_row_id: int, owner: str, now: datetime, cycle_
                 updated_at=now,
             )
         )
-        return bool(result.rowcount)
+        return row
 
 
 def release_item(store: Store, item_row_id: int, *, status: str, attempts: int) -> None:

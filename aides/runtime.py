@@ -6,7 +6,8 @@ memory, so a cycle that is killed is finished by the next one:
 
 1. **Poll** each source (:mod:`kgot.aides.sources`); its new items and cursor are recorded in
    one transaction. A failing source is reported and polled again next cycle; the others go on.
-2. **Ingest** each pending item (new, or failed with attempts left), oldest first: claim it,
+2. **Ingest** each pending item (new, or failed with attempts left), oldest first: claim it
+   (on PostgreSQL with ``FOR UPDATE SKIP LOCKED``, so several workers share an aide),
    ingest its text through the controller's INSERT path (:class:`kgot.controller.ingest.
    Ingestor`) with the result key ``aide <id>/item <id>``, and mark it done with the commit's
    version. An item whose commit landed before a crash is found by that key when it is claimed
@@ -212,12 +213,11 @@ class Aide:
         try:
             report.reclaimed = records.reclaim_abandoned(self.store, self.row, now)
             await self._poll(report, now)
-            pending = records.pending_items(self.store, self.row, max_items)
             reports: list[IngestReport] = []
-            if pending:
+            if records.pending_items(self.store, self.row, 1):
                 await self._ingest(
                     report,
-                    pending,
+                    max_items,
                     reports,
                     now=now,
                     owner=owner,
@@ -267,7 +267,7 @@ class Aide:
     async def _ingest(
         self,
         report: CycleReport,
-        pending: list[Any],
+        max_items: int | None,
         reports: list[IngestReport],
         *,
         now: datetime,
@@ -282,7 +282,8 @@ class Aide:
         async with Ingestor(
             self.store, self.entity, self.settings, models=self.models, run_id=run_id
         ) as ingestor:
-            for row in pending:
+            claimed = 0
+            while max_items is None or claimed < max_items:
                 if should_stop():
                     report.stop_reason = "asked to stop; the rest waits for the next run"
                     break
@@ -291,8 +292,10 @@ class Aide:
                 if over:
                     report.stop_reason = over
                     break
-                if not records.claim_item(self.store, row.id, owner, now, report.cycle_id):
-                    continue  # another worker took it
+                row = records.claim_next(self.store, self.row, owner, now, report.cycle_id)
+                if row is None:
+                    break  # nothing left (other workers may hold the rest)
+                claimed += 1
                 try:
                     outcome, ingested = await self._ingest_one(ingestor, row, now)
                 except _CycleHalt as halt:

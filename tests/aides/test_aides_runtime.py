@@ -216,6 +216,9 @@ def test_one_worker_per_aide_and_a_dead_workers_claim_is_ignored(
     here = current_owner()
     records.claim_worker(store, aide.row, here)
 
+    if not store.target.is_sqlite:  # PostgreSQL serves any number of workers
+        records.claim_worker(store, aide.row, "another process")
+        return
     with pytest.raises(UsageError, match="already being run by process"):
         records.claim_worker(store, aide.row, "another process")
 
