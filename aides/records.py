@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 PROGRAMS = ("digest",)
 MAX_ATTEMPTS = 3  # ingestions of one item (across cycles) before it is given up
 LEASE = timedelta(minutes=15)  # an item claimed longer ago than this is claimed again
+UPKEEP_EVERY = timedelta(hours=1)  # upkeep of an entity no cycle wrote to
 REDELIVER_CYCLES = 10  # digests of this many recent cycles are delivered again if not yet
 MAX_DELIVERIES = 10  # tries of one delivery (each with the output's own retries) at most
 
@@ -517,6 +518,18 @@ def cycles(store: Store, aide: AideRow, limit: int = 10) -> list[Any]:
                 .limit(limit)
             )
         )
+
+
+def upkeep_due(store: Store, aide: AideRow, now: datetime) -> bool:
+    """Whether no cycle of the aide ran the upkeep pass in the last :data:`UPKEEP_EVERY`."""
+    table = TABLES.aide_cycles
+    with _read(store) as connection:
+        rows = connection.execute(
+            select(table.c.started_at, table.c.report)
+            .where(table.c.aide_id == aide.id, table.c.started_at > now - UPKEEP_EVERY)
+            .order_by(table.c.id.desc())
+        ).all()
+    return not any(isinstance(row.report, dict) and row.report.get("upkeep") for row in rows)
 
 
 def cost_since(store: Store, aide: AideRow, since: datetime) -> float:

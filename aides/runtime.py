@@ -12,7 +12,9 @@ memory, so a cycle that is killed is finished by the next one:
    Ingestor`) with the result key ``aide <id>/item <id>``, and mark it done with the commit's
    version. An item whose commit landed before a crash is found by that key when it is claimed
    again, and is marked done without a second ingestion.
-3. **Upkeep**: the memory's upkeep pass on the entity (expiry, pruning, promotion, merges).
+3. **Upkeep**: the memory's upkeep pass on the entity (expiry, pruning, promotion, merges),
+   after a cycle that ingested something, else at most once per :data:`records.UPKEEP_EVERY`
+   (a pass reads the whole graph: seconds at 10,000 nodes).
 4. **Program**: ``digest`` briefs on the facts this cycle changed (:mod:`kgot.aides.programs`).
 5. **Deliver** the digest to each output (:mod:`kgot.aides.outputs`), once per output and
    cycle: the delivery log's key is unique per output.
@@ -224,7 +226,8 @@ class Aide:
                     budget=_Budget(max_cost_usd, max_cost_usd_day, self._day_cost(now)),
                     should_stop=should_stop or (lambda: False),
                 )
-            report.upkeep = await asyncio.to_thread(self._upkeep, now)
+            if report.ingested or records.upkeep_due(self.store, self.row, now):
+                report.upkeep = await asyncio.to_thread(self._upkeep, now)
             if report.digest is not None:  # kept before delivery: a crash does not lose it
                 records.finish_cycle(self.store, cycle_id, {"report": report.to_json()})
             await self._deliver(report, now)
