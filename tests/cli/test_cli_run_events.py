@@ -41,9 +41,7 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 
 @pytest.fixture
-def kgot(
-    monkeypatch: pytest.MonkeyPatch, db: str, capsys: pytest.CaptureFixture[str]
-) -> Kgot:
+def kgot(monkeypatch: pytest.MonkeyPatch, db: str, capsys: pytest.CaptureFixture[str]) -> Kgot:
     monkeypatch.setenv("KGOT_DB", db)
     monkeypatch.setenv("COLUMNS", "80")
 
