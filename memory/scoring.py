@@ -5,10 +5,12 @@ here reads a store. Search, the upkeep pass and the prompt views all score facts
 module, so they agree on what "fresh", "weak" and "relevant" mean.
 
 * **Freshness** is a true half-life: ``0.5 ** (age_days / half_life_days)``; a type without a
-  half-life (``half_life_days: null``) is evergreen and always 1. A fact's age runs from the
-  latest of its own temporal properties (``published_at``, ``occurred_at``, … — any property its
-  type declares with ``format: date`` or ``date-time``, and the usual names when the type
-  declares none), its last reinforcement and its creation.
+  half-life (``half_life_days: null``) is evergreen and always 1. A fact's age runs from its own
+  time when it has one: the latest of its temporal properties (``published_at``,
+  ``occurred_at``, … — any property its type declares with ``format: date`` or ``date-time``,
+  and the usual names when the type declares none). A news item published a year ago is a year
+  old even if it was written into the graph today or re-stated since. A fact without a time of
+  its own ages from its last reinforcement (a re-statement by a source), else its creation.
 * **Retention** adds what use earned: a fact's strength (+0.10 per retrieval into a used answer,
   +0.20 per positive feedback, capped at 1; :class:`kgot.persistence.FactUse`) closes that share
   of the gap between its freshness and 1. ``retention = freshness + strength · (1 − freshness)``.
@@ -32,6 +34,7 @@ __all__ = [
     "SECONDS_PER_DAY",
     "ScoreParts",
     "Weights",
+    "age_anchor",
     "age_days",
     "fact_freshness",
     "freshness",
@@ -150,6 +153,19 @@ def age_days(now: datetime, instants: Iterable[datetime | None]) -> float | None
     return (now - latest).total_seconds() / SECONDS_PER_DAY
 
 
+def age_anchor(properties: Mapping[str, Any], temporal: Iterable[str]) -> datetime | None:
+    """The instant a fact's age runs from (module docstring): the latest of its ``temporal``
+    properties that parse, else ``_reinforced_at``, else ``_created_at``; ``None`` when it has
+    none of them."""
+    own = [parse_instant(properties.get(name)) for name in temporal if name in properties]
+    latest = max((instant for instant in own if instant is not None), default=None)
+    if latest is not None:
+        return latest
+    return parse_instant(properties.get("_reinforced_at")) or parse_instant(
+        properties.get("_created_at")
+    )
+
+
 def fact_freshness(
     properties: Mapping[str, Any],
     *,
@@ -157,15 +173,9 @@ def fact_freshness(
     half_life_days: float | None,
     temporal: Iterable[str] = CONVENTIONAL_TEMPORAL,
 ) -> tuple[float, float | None]:
-    """``(freshness, age in days)`` of a fact as ``load_graph(include_meta=True)`` gives it:
-    its age runs from the latest of its temporal properties, ``_reinforced_at`` and
-    ``_created_at``. A fact with no instant at all counts as new."""
-    instants = [parse_instant(properties.get(name)) for name in temporal]
-    instants += [
-        parse_instant(properties.get("_reinforced_at")),
-        parse_instant(properties.get("_created_at")),
-    ]
-    age = age_days(now, instants)
+    """``(freshness, age in days)`` of a fact as ``load_graph(include_meta=True)`` gives it
+    (its age from :func:`age_anchor`). A fact with no instant at all counts as new."""
+    age = age_days(now, [age_anchor(properties, temporal)])
     return freshness(age or 0.0, half_life_days), age
 
 

@@ -633,11 +633,7 @@ class _Builder:
         temporal = self.temporal.get((kind, label))
         if temporal is None:
             temporal = self.temporal[(kind, label)] = _temporal(self.catalog, kind, label)
-        # The same instants scoring.fact_freshness takes the latest of.
-        instants = [scoring.parse_instant(data[name]) for name in temporal if name in data]
-        instants.append(scoring.parse_instant(data.get("_reinforced_at")))
-        instants.append(scoring.parse_instant(data.get("_created_at")))
-        return max((i for i in instants if i is not None), default=None)
+        return scoring.age_anchor(data, temporal)  # as scoring.fact_freshness ages it
 
     def _add(self, fact: _Fact, kind: str, label: str) -> int:
         position = len(self.facts)

@@ -439,3 +439,15 @@ def test_cli_bad_input_is_one_line_exit_2(
         assert err.startswith("kgot: error: ") and message in err, (args, err)
     with open_store(store_url) as store:
         assert store.session("fund").fact_use([("node", "apple")]) == before
+
+
+def test_a_fact_ages_from_its_own_date_not_from_when_it_was_written() -> None:
+    written = "2026-06-01T00:00:00Z"
+    now = scoring.parse_instant("2026-06-02T00:00:00Z")
+    assert now is not None
+    old_news = {"published_at": "2025-06-01", "_created_at": written, "_reinforced_at": written}
+    fresh, age = scoring.fact_freshness(old_news, now=now, half_life_days=7)
+    assert age is not None and 365 < age < 367 and fresh < 1e-10
+    undated = {"_created_at": "2026-05-01T00:00:00Z", "_reinforced_at": written}
+    fresh, age = scoring.fact_freshness(undated, now=now, half_life_days=7)
+    assert age == 1.0 and fresh == 0.5 ** (1 / 7)
