@@ -17,7 +17,7 @@ import typer
 
 from kgot.cli.common import print_json, printable, settings_from
 from kgot.cli.store_cmd import DbOption, JsonOption, opened_store
-from kgot.errors import UsageError
+from kgot.errors import ConfigError, KgotError, UsageError
 
 if TYPE_CHECKING:
     from kgot.aides.runtime import Aide
@@ -164,15 +164,25 @@ def run(
         claim_worker(aide.store, aide.row, owner)
         try:
             while True:
-                report = aide.run_cycle(
-                    max_items=max_items,
-                    max_cost_usd=max_cost_usd,
-                    max_cost_usd_day=max_cost_usd_day,
-                    should_stop=stop.is_set,
-                )
-                if as_json:
-                    sys.stdout.write(json.dumps(report.to_json(), default=str) + "\n")
-                    sys.stdout.flush()
+                try:
+                    report = aide.run_cycle(
+                        max_items=max_items,
+                        max_cost_usd=max_cost_usd,
+                        max_cost_usd_day=max_cost_usd_day,
+                        should_stop=stop.is_set,
+                    )
+                except (UsageError, ConfigError):
+                    raise
+                except KgotError as error:
+                    if schedule is None:
+                        raise
+                    # On a schedule a failed cycle (the database or the network away for a
+                    # while) is recorded and logged; the next one runs at its time.
+                    logging.getLogger("kgot.aides").error("cycle failed: %s", error)
+                else:
+                    if as_json:
+                        sys.stdout.write(json.dumps(report.to_json(), default=str) + "\n")
+                        sys.stdout.flush()
                 if schedule is None or stop.is_set():
                     break
                 wait = (schedule(datetime.now(UTC)) - datetime.now(UTC)).total_seconds()
