@@ -1,10 +1,11 @@
 """What an aide does after ingesting: its program. One ships here, ``digest``.
 
 ``digest`` briefs the user on what changed in the entity's graph this cycle: the facts the
-cycle's ingestions inserted, changed or superseded are read back from the store (the current
-ones, with their ids) and shown to the planning model, which writes a short digest citing them
-as ``[node:ID]`` / ``[edge:SOURCE->TARGET]``. Citations of facts that were not shown are
-dropped from the list of cited facts, so a digest never points at a fact the graph lacks.
+cycle's ingestions inserted, changed or superseded are read back from the graph the cycle
+wrote to (the current ones, with their ids) and shown to the planning model, which writes a
+short digest citing them as ``[node:ID]`` / ``[edge:SOURCE->TARGET]``. Citations of facts
+that were not shown are dropped from the list of cited facts, so a digest never points at a
+fact the graph lacks.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import HumanMessage, SystemMessage
 
 if TYPE_CHECKING:
+    import networkx as nx
+
     from kgot.controller.ingest import IngestReport
-    from kgot.persistence import EntitySession
 
 MAX_FACTS = 80  # facts shown to the model per digest
 MAX_VALUE_CHARS = 200
@@ -47,7 +49,7 @@ class Digest:
         return {"digest": self.text, "facts": self.facts}
 
 
-def changed_facts(session: EntitySession, reports: Sequence[IngestReport]) -> list[tuple[str, str]]:
+def changed_facts(graph: nx.MultiDiGraph, reports: Sequence[IngestReport]) -> list[tuple[str, str]]:
     """The current facts the reports name, as ``(fact id, one line)``, at most
     :data:`MAX_FACTS`: the nodes inserted, changed or superseded, then the edges that touch
     them (an inserted edge always touches a node it was written with or landed on)."""
@@ -63,7 +65,6 @@ def changed_facts(session: EntitySession, reports: Sequence[IngestReport]) -> li
         if (match := _EDGE.match(edge))
         for end in (match.group(1), match.group(3))
     ]
-    graph = session.load_graph()
     lines: list[tuple[str, str]] = []
     for node_id in wanted:
         if node_id not in graph:

@@ -316,8 +316,7 @@ class Aide:
                     outcome.reason or outcome.summary,
                 )
             if reports:
-                session = self.store.session(self.entity)
-                facts = await asyncio.to_thread(changed_facts, session, reports)
+                facts = changed_facts(ingestor.graph(), reports)
                 titles = [item.title for item in report.items if item.status == "done"]
                 made = await digest(ingestor.planning, facts, entity=self.entity, titles=titles)
                 if made is not None:

@@ -188,6 +188,11 @@ class Ingestor:
         ingestion in the same session (an aide's program); its requests join :attr:`ledger`."""
         return self._context().planning
 
+    def graph(self) -> Any:
+        """A copy of the entity's graph as this session holds it (its own writes applied;
+        other writers' since the last ingestion not yet): a ``networkx.MultiDiGraph``."""
+        return self._context().backend.to_networkx()
+
     @property
     def ledger(self) -> Any:
         """Every model request made so far (:class:`kgot.llm.UsageLedger`)."""
