@@ -267,10 +267,12 @@ class Memory:
         canonical, aliases = ordered[0], ordered[1:]
         nodes = {n: _node(n, graph.nodes[n]) for n in ordered}
         label = nodes[canonical].label
+        upkeep = _Upkeep(self.session.type_catalog())
+        _refuse_identity_conflict(suggestion_id, self.entity, nodes, upkeep.identity(label))
         properties = merged_properties(
             nodes[canonical],
             [nodes[a] for a in aliases],
-            aliases_allowed=_Upkeep(self.session.type_catalog()).allows_aliases(label),
+            aliases_allowed=upkeep.allows_aliases(label),
         )
         self.session.merge_nodes(
             canonical, aliases, Provenance(run_id="", step=ACCEPT_STEP), properties=properties
@@ -473,6 +475,36 @@ class Memory:
 def _node(node_id: str, data: Mapping[str, Any]) -> Node:
     plain = {k: v for k, v in data.items() if not k.startswith("_") and k != "label"}
     return Node(node_id, str(data.get("label", "")), plain)
+
+
+def _refuse_identity_conflict(
+    suggestion_id: int, entity: str, nodes: Mapping[str, Node], identity: Sequence[str]
+) -> None:
+    """Refuse a merge of nodes with different non-empty values of an identity property: they
+    are two things (the suggestion was queued before the values were set), and the merge
+    would silently drop the aliases' values from the current graph.
+
+    Raises:
+        UsageError: two of ``nodes`` differ on an identity property.
+    """
+    from kgot.memory.resolution import _identity_value
+
+    for prop in identity:
+        holders: dict[str, str] = {}  # comparable value -> the first node holding it
+        for node_id, node in nodes.items():
+            value = _identity_value(node.properties.get(prop))
+            if value is not None:
+                holders.setdefault(value, node_id)
+        if len(holders) > 1:
+            shown = ", ".join(
+                f"{node_id} has {nodes[node_id].properties.get(prop)!r}"
+                for node_id in holders.values()
+            )
+            raise UsageError(
+                f"suggestion {suggestion_id} would merge nodes whose identity property "
+                f"{prop!r} differs ({shown}), so they are different things; reject it with: "
+                f"kgot memory reject --entity {entity} {suggestion_id}"
+            )
 
 
 def _evidence(graph: nx.MultiDiGraph) -> dict[str, float]:

@@ -262,3 +262,33 @@ def test_used_and_feedback_count_only_the_callers_entity(
         a_use = memory.session.fact_use([("node", "apple")])[("node", "apple")]
         b_use = store.session("b").fact_use([("node", "apple")])[("node", "apple")]
     assert a_use.uses == 2 and b_use.uses == 1
+
+
+def test_accepting_a_merge_of_nodes_whose_identity_now_differs_is_refused(
+    store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A merge queued while two nodes had no symbol, accepted after each got a different one:
+    identity says they are two things, so the accept is refused and nothing is written (the
+    merge would otherwise drop one node's symbol from the current graph)."""
+    kept, _ = _seed(store_url, "a")
+    with open_store(store_url) as store:
+        session = store.session("a")
+        session.load_graph()
+        session.commit(
+            Changeset(
+                changed_nodes=(
+                    _company("meta", "Meta", symbol="META"),
+                    _company("meta_fin", "Meta Financial Group", symbol="CASH"),
+                )
+            ),
+            Provenance(run_id="later", step="later", source_ref="file:two"),
+        )
+    before = _snapshot(store_url, "a")
+
+    code = main(["memory", "accept", "--entity", "a", str(kept), "--db", store_url])
+    _, err = capsys.readouterr()
+
+    assert code == 2
+    assert err.startswith("kgot: error: suggestion ") and err.count("\n") == 1, err
+    assert "symbol" in err and "reject" in err
+    assert _snapshot(store_url, "a") == before
