@@ -322,7 +322,7 @@ def perf(
     only: Annotated[
         list[str] | None,
         typer.Option(
-            help="Only this area: controller, harness, memory, sandbox, store, tools, views "
+            help="Only this area: aides, controller, harness, memory, sandbox, store, tools, views "
             "(repeatable)."
         ),
     ] = None,
