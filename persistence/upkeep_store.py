@@ -928,7 +928,14 @@ def get_suggestion(
 ) -> Suggestion:
     table = TABLES.suggestions
     row = None
-    if isinstance(suggestion_id, int) and not isinstance(suggestion_id, bool):
+    # Ids are 32-bit on PostgreSQL (serial) and 64-bit on SQLite: a larger number names no
+    # suggestion, and binding it would fail as an internal error instead of "no suggestion".
+    largest = 2**31 if connection.dialect.name == "postgresql" else 2**63
+    if (
+        isinstance(suggestion_id, int)
+        and not isinstance(suggestion_id, bool)
+        and -largest <= suggestion_id < largest
+    ):
         # Scoped by entity: another entity's id reads exactly like an unknown one.
         row = connection.execute(
             select(table).where(table.c.id == suggestion_id, table.c.entity_id == entity_id)

@@ -292,3 +292,24 @@ def test_accepting_a_merge_of_nodes_whose_identity_now_differs_is_refused(
     assert err.startswith("kgot: error: suggestion ") and err.count("\n") == 1, err
     assert "symbol" in err and "reject" in err
     assert _snapshot(store_url, "a") == before
+
+
+@pytest.mark.parametrize("verb", ["accept", "reject"])
+@pytest.mark.parametrize("number", [2**31, 2**63, 10**30])
+def test_a_suggestion_id_beyond_any_stored_one_is_unknown(
+    store_url: str, capsys: pytest.CaptureFixture[str], verb: str, number: int
+) -> None:
+    """An id too large for the database's integers reads as an unknown id (exit 2), not an
+    internal error."""
+    _seed(store_url, "a")
+    before = _snapshot(store_url, "a")
+
+    code = main(["memory", verb, "--entity", "a", str(number), "--db", store_url])
+    _, err = capsys.readouterr()
+
+    assert (code, err) == (
+        2,
+        f"kgot: error: no suggestion {number} in entity 'a' (list them with "
+        "`kgot memory suggestions --entity a`)\n",
+    )
+    assert _snapshot(store_url, "a") == before
