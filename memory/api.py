@@ -295,6 +295,14 @@ class Memory:
                 )
             node = _node(node_id, graph.nodes[node_id])
             prop = str(payload["property"])
+            if node.properties.get(prop) != payload.get("old"):
+                # A later write replaced the value the suggestion weighed: taking the queued
+                # one now would overwrite a newer fact nobody compared it with.
+                raise UsageError(
+                    f"suggestion {suggestion_id} is out of date: {node_id}.{prop} is now "
+                    f"{node.properties.get(prop)!r}, not {payload.get('old')!r}; reject it "
+                    f"with: kgot memory reject --entity {self.entity} {suggestion_id}"
+                )
             properties = {**node.properties, prop: payload["new"], **meta}
             self.session.commit(
                 Changeset(changed_nodes=(Node(node_id, node.label, properties),)),
@@ -319,6 +327,19 @@ class Memory:
             {**dict(new.get("properties") or {}), **meta},
         )
         present = graph.has_edge(*old_ident)
+        holders = sorted(
+            other
+            for _, other, key, data in graph.out_edges(source, keys=True, data=True)
+            if data.get("relationship") == relationship and (source, other, key) != old_ident
+        )
+        if holders:
+            # A later edge replaced the one the suggestion weighed: adding the queued one
+            # would leave two current edges of a relationship that allows one.
+            raise UsageError(
+                f"suggestion {suggestion_id} is out of date: {source} -{relationship}-> is "
+                f"now {', '.join(holders)}, not {old_ident[1]}; reject it with: kgot memory "
+                f"reject --entity {self.entity} {suggestion_id}"
+            )
         self.session.commit(
             Changeset(
                 added_edges=(edge,),

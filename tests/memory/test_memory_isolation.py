@@ -313,3 +313,56 @@ def test_a_suggestion_id_beyond_any_stored_one_is_unknown(
         "`kgot memory suggestions --entity a`)\n",
     )
     assert _snapshot(store_url, "a") == before
+
+
+def _trusted(confidence: float, source: str) -> Provenance:
+    return Provenance(run_id="r", step="s", source_ref=source, confidence=confidence)
+
+
+def _stale_contradiction(store_url: str, fact: str) -> int:
+    """A low-trust value queued as a contradiction, then superseded by a trusted write: the
+    suggestion's "old" value is no longer the current one. Returns the suggestion's id."""
+    with open_store(store_url) as store:
+        store.create_entity("c", types=UPKEEP_TYPES)
+        memory = open_memory(store, "c")
+        memory.session.load_graph()
+        places = tuple(Node(p, "Place", {"name": p.title()}) for p in ("cup", "aus", "ny"))
+        if fact == "node":
+            writes = [
+                Changeset(added_nodes=(_company("apple", "Apple", ceo="Tim Cook"),)),
+                Changeset(changed_nodes=(_company("apple", "Apple", ceo="Low Trust"),)),
+                Changeset(changed_nodes=(_company("apple", "Apple", ceo="New Boss"),)),
+            ]
+        else:
+            writes = [
+                Changeset(
+                    added_nodes=(_company("apple", "Apple"), *places),
+                    added_edges=(Edge("apple", "cup", "headquartered_in"),),
+                ),
+                Changeset(added_edges=(Edge("apple", "aus", "headquartered_in"),)),
+                Changeset(added_edges=(Edge("apple", "ny", "headquartered_in"),)),
+            ]
+        memory.commit(writes[0], _trusted(0.9, "file:a"))
+        memory.commit(writes[1], _trusted(0.5, "web:b"))
+        [queued] = memory.suggestions()
+        memory.commit(writes[2], _trusted(0.95, "file:c"))
+        return queued.id
+
+
+@pytest.mark.parametrize("fact", ["node", "edge"])
+def test_accepting_a_contradiction_whose_old_value_was_superseded_is_refused(
+    store_url: str, capsys: pytest.CaptureFixture[str], fact: str
+) -> None:
+    """Accepting "take the low-trust value over the old one" after a trusted write replaced the
+    old one would overwrite the newer value (node) or leave two current edges of a functional
+    relationship (edge): refused in one line, nothing written, the suggestion still open."""
+    suggestion = _stale_contradiction(store_url, fact)
+    before = _snapshot(store_url, "c")
+
+    code = main(["memory", "accept", "--entity", "c", str(suggestion), "--db", store_url])
+    _, err = capsys.readouterr()
+
+    assert code == 2, err
+    assert err.startswith(f"kgot: error: suggestion {suggestion} ") and err.count("\n") == 1
+    assert "reject" in err
+    assert _snapshot(store_url, "c") == before
