@@ -226,7 +226,8 @@ class Memory:
             done = self._accept_contradiction(suggestion_id, payload)
         else:
             raise UsageError(f"suggestion {suggestion_id} has an unknown kind {row.kind!r}")
-        self.session.decide_suggestion(suggestion_id, True)
+        # The write above marked the suggestion accepted in its own transaction (decides=):
+        # a reject from another process in between refuses the write instead.
         return done
 
     def reject(self, suggestion_id: int) -> str:
@@ -258,6 +259,7 @@ class Memory:
                 f"entity {self.entity!r}; reject it instead"
             )
         if len(ends) < 2:
+            self.session.decide_suggestion(suggestion_id, True)
             return f"accepted suggestion {suggestion_id}: the nodes were already merged"
         evidence = _evidence(graph)
         ordered = sorted(
@@ -275,7 +277,11 @@ class Memory:
             aliases_allowed=upkeep.allows_aliases(label),
         )
         self.session.merge_nodes(
-            canonical, aliases, Provenance(run_id="", step=ACCEPT_STEP), properties=properties
+            canonical,
+            aliases,
+            Provenance(run_id="", step=ACCEPT_STEP),
+            properties=properties,
+            decides=suggestion_id,
         )
         return f"accepted suggestion {suggestion_id}: merged {', '.join(aliases)} into {canonical}"
 
@@ -308,6 +314,7 @@ class Memory:
                 Changeset(changed_nodes=(Node(node_id, node.label, properties),)),
                 provenance,
                 close_reasons={("node", node_id): "contradicted"},
+                decides=suggestion_id,
             )
             return (
                 f"accepted suggestion {suggestion_id}: {node_id}.{prop} is now "
@@ -347,6 +354,7 @@ class Memory:
             ),
             provenance,
             close_reasons={("edge", *old_ident): "contradicted"} if present else None,
+            decides=suggestion_id,
         )
         return (
             f"accepted suggestion {suggestion_id}: {source} -{relationship}-> is now {target} "

@@ -346,6 +346,7 @@ class EntitySession:
         *,
         base: int | None = None,
         close_reasons: Mapping[FactKey, str] | None = None,
+        decides: int | None = None,
     ) -> int:
         """Write ``changeset`` atomically and return the entity's new version (the view's
         version when there was nothing to write).
@@ -367,6 +368,9 @@ class EntitySession:
                 replaces them) or ``removed``; keys of facts the change does not close are
                 ignored. A removed edge closed as ``contradicted`` is ``superseded_by`` the
                 edge this change adds from the same source with the same relationship.
+            decides: an open suggestion this change carries out: marked accepted in the same
+                transaction, so a suggestion decided meanwhile (by another process) refuses
+                the change instead of being applied twice or after a rejection.
 
         A ``provenance.result_key`` the entity already has a commit for writes nothing and
         returns that commit's version: the work it names was applied once already (the
@@ -377,10 +381,13 @@ class EntitySession:
             CommitConflictError: another writer changed facts this change was based on;
                 nothing was written (see :meth:`refresh`).
             EntityNotFoundError: the entity was deleted.
-            UsageError: a close reason or fact key is malformed.
+            UsageError: a close reason or fact key is malformed, or ``decides`` names no
+                open suggestion of this entity (nothing was written).
         """
         reasons = checked_reasons(close_reasons)
         if changeset.is_empty:
+            if decides is not None:
+                self.decide_suggestion(decides, True)
             return self.version if base is None else base
         with self._lock:
             view = self._view if base is None else View(base)
@@ -392,7 +399,9 @@ class EntitySession:
                 )
                 if problems:
                     raise ChangesetError(self._problems(changeset, catalog, view, problems))
-                outcome = self._write(changeset, provenance, catalog, view, reasons)
+                outcome = self._write(
+                    changeset, provenance, catalog, view, reasons, decides=decides
+                )
                 if outcome is not None:
                     break
             else:
@@ -417,6 +426,8 @@ class EntitySession:
         catalog: TypeCatalog,
         view: View,
         close_reasons: Mapping[FactKey, str],
+        *,
+        decides: int | None = None,
     ) -> tuple[int | None, Plan | None] | None:
         """Lock the entity, plan and write; ``None`` when a type the changeset uses changed
         since ``catalog`` was validated against (the caller validates again); no plan when the
@@ -436,6 +447,8 @@ class EntitySession:
                 raise ChangesetError(capped(plan.problems) + capped(plan.conflicts))
             if plan.conflicts:
                 raise CommitConflictError(capped(plan.conflicts), version)
+            if decides is not None:
+                upkeep_store.decide(connection, self._entity_id, self.entity, decides, True)
             if plan.is_noop:
                 return None, plan
             planner.execute(plan, version + 1, changeset.summary())
@@ -544,9 +557,11 @@ class EntitySession:
         *,
         properties: Mapping[str, Any],
         base: int | None = None,
+        decides: int | None = None,
     ) -> int:
         """Merge nodes that are one real thing into ``canonical_id``, in one commit; return
-        the new version.
+        the new version. ``decides``: an open merge suggestion this merge carries out, marked
+        accepted in the same transaction (see :meth:`commit`).
 
         The alias nodes close as ``merged`` with ``canonical_id`` set (history keeps them, and
         :meth:`canonical_id` leads from their ids to the canonical node); each of their current
@@ -592,6 +607,8 @@ class EntitySession:
                     properties=properties,
                     content_problems=problems,
                 )
+                if decides is not None:
+                    upkeep_store.decide(connection, self._entity_id, self.entity, decides, True)
         self._context.note_rows_written(written)
         return new_version
 

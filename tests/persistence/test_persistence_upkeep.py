@@ -548,3 +548,38 @@ def test_merged_ids_and_canonical_ids_follow_chains_of_merges(store: Store) -> N
         "never": None,
     }
     assert session.canonical_id("a") == "c"
+
+
+def test_a_write_that_carries_out_a_suggestion_decides_it_in_the_same_transaction(
+    store: Store,
+) -> None:
+    store.create_entity("queue")
+    session = store.session("queue")
+    provenance = Provenance(run_id="", step="test")
+    session.commit(
+        Changeset(
+            added_nodes=(
+                Node("a", "Organization", {"name": "Acme"}),
+                Node("b", "Organization", {"name": "Acme Corp"}),
+            )
+        ),
+        provenance,
+    )
+    merge = session.suggest("merge", {"nodes": ["a", "b"]}, 0.8)
+    change = session.suggest("contradiction", {"node": "a"}, 0.5)
+    session.decide_suggestion(merge, False)  # rejected by someone else meanwhile
+    version = session.version
+    with pytest.raises(UsageError, match="already rejected"):
+        session.merge_nodes("a", ["b"], provenance, properties={"name": "Acme"}, decides=merge)
+    assert store.session("queue").version == version and session.canonical_id("b") == "b"
+
+    renamed = Changeset(changed_nodes=(Node("a", "Organization", {"name": "Acme Inc"}),))
+    new_version = session.commit(renamed, provenance, decides=change)
+    assert new_version == version + 1 and session.suggestion(change).status == "accepted"
+    with pytest.raises(UsageError, match="already accepted"):
+        session.commit(
+            Changeset(changed_nodes=(Node("a", "Organization", {"name": "Acme SA"}),)),
+            provenance,
+            decides=change,
+        )
+    assert store.session("queue").load_graph().nodes["a"]["name"] == "Acme Inc"
