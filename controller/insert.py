@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.runtime import Runtime
 
+from kgot.controller.aliases import canonical_code
 from kgot.controller.codeblocks import extract_code
 from kgot.controller.context import RunContext, canonical_call
 from kgot.controller.events import (
@@ -323,7 +324,7 @@ async def _apply_code(
     from kgot.memory import prepare_changeset
 
     for conflicts in range(_CONFLICT_RETRIES + 1):
-        changeset = await ctx.backend.apropose(code)
+        changeset = await ctx.backend.apropose(await canonical_code(ctx, code))
         if ctx.session is None:
             if not changeset.is_empty:
                 ctx.backend.apply(changeset)

@@ -7,6 +7,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.runtime import Runtime
 
+from kgot.controller.aliases import canonical_code
 from kgot.controller.codeblocks import extract_code
 from kgot.controller.context import RunContext
 from kgot.controller.events import Code, CodeFailed, Math, StepFailed, excerpt
@@ -76,7 +77,7 @@ async def _run_query(
         attempt = f"{generation}.{fix}"
         ctx.emit(Code(iteration=iteration, purpose="query", attempt=attempt, code=code))
         try:
-            result = await ctx.backend.aquery(code)
+            result = await ctx.backend.aquery(await canonical_code(ctx, code))
         except QueryError as error:
             ctx.emit(
                 CodeFailed(iteration=iteration, purpose="query", attempt=attempt, error=str(error))

@@ -631,8 +631,8 @@ class EntitySession:
 
     def merged_ids(self) -> dict[str, str]:
         """Node ids merged away, each with the node it was merged into (follow the map: that
-        node may have been merged since, or be gone). A merged-away id written again as a new
-        node is current again and also a key here; check the current graph first."""
+        node may have been merged since, or be gone). An id written again after its merge is
+        not listed."""
         with self._read() as connection:
             self._entity_version(connection)
             return upkeep_store.merged_ids(connection, self._entity_id)

@@ -722,7 +722,15 @@ def merged_ids(connection: Connection, entity_id: int) -> dict[str, str]:
         kept = latest.get(row.node_id)
         if kept is None or order > kept[:2]:
             latest[row.node_id] = (*order, row.canonical_id)
-    return {node_id: found[2] for node_id, found in latest.items()}
+    # An id written again after its merge (a new node, maybe removed since) is not an alias.
+    newest = _latest_node_rows(connection, entity_id, latest)
+    return {
+        node_id: found[2]
+        for node_id, found in latest.items()
+        if node_id in newest
+        and newest[node_id].valid_from_version == found[0]
+        and newest[node_id].row_id == found[1]
+    }
 
 
 def _latest_node_rows(
