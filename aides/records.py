@@ -18,13 +18,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, delete, func, insert, or_, select, update
 
 from kgot.errors import EntityNotFoundError, UsageError
 from kgot.persistence.schema import TABLES
+from kgot.persistence.timeutil import as_utc, utc_now
 
 if TYPE_CHECKING:
     from kgot.aides.sources import SourceItem
@@ -62,17 +63,6 @@ def _read(store: Store) -> Iterator[Connection]:
         yield connection
 
 
-def utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
-def aware(moment: datetime | None) -> datetime | None:
-    """SQLite gives naive datetimes back; every stored time is UTC."""
-    if moment is None or moment.tzinfo is not None:
-        return moment
-    return moment.replace(tzinfo=UTC)
-
-
 # ---------------------------------------------------------------------------- aides
 
 
@@ -92,7 +82,7 @@ def create_aide(
     if program not in PROGRAMS:
         raise UsageError(f"unknown program {program!r}; use one of: {', '.join(PROGRAMS)}")
     aides, entities = TABLES.aides, TABLES.entities
-    now = utcnow()
+    now = utc_now()
     with _write(store) as connection:
         entity_id = connection.execute(
             select(entities.c.id).where(entities.c.name == entity)
@@ -154,7 +144,7 @@ def _aide_rows(connection: Connection, name: str | None) -> list[AideRow]:
             program=row.program,
             settings=dict(row.settings or {}),
             worker=row.worker,
-            created_at=aware(row.created_at) or utcnow(),
+            created_at=as_utc(row.created_at) or utc_now(),
         )
         for row in connection.execute(query)
     ]
@@ -223,7 +213,7 @@ def add_source(store: Store, aide: AideRow, kind: str, spec: Mapping[str, Any]) 
                 kind=kind,
                 spec=dict(spec),
                 cursor={},
-                created_at=utcnow(),
+                created_at=utc_now(),
             )
         )
         return _new_id(result)
@@ -249,7 +239,7 @@ def add_output(store: Store, aide: AideRow, kind: str, spec: Mapping[str, Any]) 
                 aide_id=aide.id,
                 kind=kind,
                 spec=dict(spec),
-                created_at=utcnow(),
+                created_at=utc_now(),
             )
         )
         return _new_id(result)
@@ -348,7 +338,8 @@ def reclaim_abandoned(store: Store, aide: AideRow, now: datetime) -> int:
         stale = [
             row.id
             for row in rows
-            if owner_state(row.lease_owner) == "gone" or (aware(row.lease_expires_at) or now) <= now
+            if owner_state(row.lease_owner) == "gone"
+            or (as_utc(row.lease_expires_at) or now) <= now
         ]
         if stale:
             connection.execute(
@@ -435,7 +426,7 @@ def release_item(store: Store, item_row_id: int, *, status: str, attempts: int) 
                 attempts=attempts,
                 lease_owner=None,
                 lease_expires_at=None,
-                updated_at=utcnow(),
+                updated_at=utc_now(),
             )
         )
 
@@ -572,7 +563,7 @@ def recent_digests(
             .limit(limit)
         ).all()
     made = [
-        (row.id, aware(row.started_at), row.report["digest"])
+        (row.id, as_utc(row.started_at), row.report["digest"])
         for row in rows
         if isinstance(row.report, dict) and row.report.get("digest")
     ]

@@ -38,6 +38,7 @@ from kgot.errors import (
     SandboxUnavailableError,
     StoreError,
 )
+from kgot.persistence.timeutil import as_utc
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -401,7 +402,7 @@ class Aide:
 
         recent = records.recent_digests(self.store, self.row, records.REDELIVER_CYCLES)
         for output in records.outputs(self.store, self.row):
-            added = records.aware(output.created_at)
+            added = as_utc(output.created_at)
             for cycle_id, started, digest in recent:
                 if added is not None and started is not None and started < added:
                     continue  # made before this output existed
