@@ -55,6 +55,7 @@ from rapidfuzz.distance import Levenshtein
 
 from kgot.graph_model import Node
 from kgot.memory.names import NormalName, is_organisation_type, normalize_name
+from kgot.memory.scoring import parse_instant
 
 __all__ = [
     "Match",
@@ -821,14 +822,7 @@ _NEVER = datetime.max.replace(tzinfo=UTC)
 
 def _as_datetime(value: datetime | str | None) -> datetime:
     """Unknown times sort last; naive times are taken as UTC."""
-    if value is None:
-        return _NEVER
-    if isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value)
-        except ValueError:
-            return _NEVER
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    return parse_instant(value) or _NEVER
 
 
 # --------------------------------------------------------------------------------------------

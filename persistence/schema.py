@@ -346,7 +346,7 @@ def _v4_aide_tables(metadata: MetaData, entities: Table) -> dict[str, Table]:
         Column("polled_at", Timestamp, nullable=True),
         Column("created_at", Timestamp, nullable=False),
     )
-    statuses = ", ".join(f"'{status}'" for status in AIDE_ITEM_STATUSES)
+    statuses = _sql_list(AIDE_ITEM_STATUSES)
     items = owned(
         "aide_items",
         Column("source_id", ForeignKey(sources.c.id, ondelete="CASCADE"), nullable=True),
@@ -466,8 +466,8 @@ def _v2_tables(metadata: MetaData, entities: Table) -> tuple[Table, Table, Table
         CheckConstraint("kind IN ('node', 'edge')", name="kgot_fact_use_kind"),
         CheckConstraint("strength >= 0 AND strength <= 1", name="kgot_fact_use_strength"),
     )
-    suggestion_kinds = ", ".join(f"'{kind}'" for kind in SUGGESTION_KINDS)
-    statuses = ", ".join(f"'{status}'" for status in SUGGESTION_STATUSES)
+    suggestion_kinds = _sql_list(SUGGESTION_KINDS)
+    statuses = _sql_list(SUGGESTION_STATUSES)
     suggestions = Table(
         f"{PREFIX}suggestions",
         metadata,
@@ -528,8 +528,13 @@ def _closed_reason(table: str, version: int) -> list[Any]:
     ]
 
 
+def _sql_list(values: tuple[str, ...]) -> str:
+    """``values`` as the quoted list of a CHECK constraint's ``IN (…)``."""
+    return ", ".join(f"'{value}'" for value in values)
+
+
 def closed_reason_check() -> str:
-    reasons = ", ".join(f"'{reason}'" for reason in CLOSE_REASONS)
+    reasons = _sql_list(CLOSE_REASONS)
     return f"closed_reason IS NULL OR closed_reason IN ({reasons})"
 
 
@@ -558,7 +563,7 @@ def _fact_columns() -> list[Column]:
 
 
 def _checks(table: str) -> list[CheckConstraint]:
-    kinds = ", ".join(f"'{kind}'" for kind in SOURCE_KINDS)
+    kinds = _sql_list(SOURCE_KINDS)
     return [
         CheckConstraint("confidence >= 0 AND confidence <= 1", name=f"kgot_{table}_confidence"),
         CheckConstraint(f"source_kind IN ({kinds})", name=f"kgot_{table}_source_kind"),
