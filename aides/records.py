@@ -201,19 +201,34 @@ def release_worker(store: Store, aide: AideRow, owner: str) -> None:
 
 
 def add_source(store: Store, aide: AideRow, kind: str, spec: Mapping[str, Any]) -> int:
-    table = TABLES.aide_sources
+    return _add_part(
+        store, aide, TABLES.aide_sources, part="source", kind=kind, spec=spec, cursor={}
+    )
+
+
+def _add_part(
+    store: Store,
+    aide: AideRow,
+    table: Any,
+    *,
+    part: str,
+    kind: str,
+    spec: Mapping[str, Any],
+    **values: Any,
+) -> int:
+    """Add a source or an output to ``aide``, refusing one equal to a part it has."""
     with _write(store) as connection:
         for row in connection.execute(select(table).where(table.c.aide_id == aide.id)):
             if row.kind == kind and dict(row.spec) == dict(spec):
-                raise UsageError(f"aide {aide.name!r} has this {kind} source already")
+                raise UsageError(f"aide {aide.name!r} has this {kind} {part} already")
         result = connection.execute(
             insert(table).values(
                 entity_id=aide.entity_id,
                 aide_id=aide.id,
                 kind=kind,
                 spec=dict(spec),
-                cursor={},
                 created_at=utc_now(),
+                **values,
             )
         )
         return _new_id(result)
@@ -228,21 +243,7 @@ def sources(store: Store, aide: AideRow) -> list[Any]:
 
 
 def add_output(store: Store, aide: AideRow, kind: str, spec: Mapping[str, Any]) -> int:
-    table = TABLES.aide_outputs
-    with _write(store) as connection:
-        for row in connection.execute(select(table).where(table.c.aide_id == aide.id)):
-            if row.kind == kind and dict(row.spec) == dict(spec):
-                raise UsageError(f"aide {aide.name!r} has this {kind} output already")
-        result = connection.execute(
-            insert(table).values(
-                entity_id=aide.entity_id,
-                aide_id=aide.id,
-                kind=kind,
-                spec=dict(spec),
-                created_at=utc_now(),
-            )
-        )
-        return _new_id(result)
+    return _add_part(store, aide, TABLES.aide_outputs, part="output", kind=kind, spec=spec)
 
 
 def outputs(store: Store, aide: AideRow) -> list[Any]:
