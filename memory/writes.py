@@ -80,6 +80,9 @@ class PreparedChangeset:
     close_reasons: dict[FactKey, str] = field(default_factory=dict)
     suggestions: tuple[QueuedSuggestion, ...] = ()
     default_confidence: float = DEFAULT_CONFIDENCE
+    # id in the original changeset -> the existing node its write landed on (a duplicate, or
+    # an id merged away), for callers that report what became of each node
+    redirects: dict[str, str] = field(default_factory=dict)
 
     def queue(self, session: EntitySession) -> list[int]:
         """File the suggestions in ``session``'s entity; their ids (a suggestion already open
@@ -428,6 +431,7 @@ class _Rewrite:
             self.close_reasons,
             tuple(self.suggestions),
             self.default_confidence,
+            dict(self.redirect),
         )
 
     # -- nodes
