@@ -24,6 +24,7 @@ from kgot.cli import (
     config_cmd,
     graph_cmd,
     ingest_cmd,
+    mcp_cmd,
     memory_cmd,
     sandbox_cmd,
     store_cmd,
@@ -74,6 +75,7 @@ app.add_typer(store_cmd.types_app, name="types")
 app.add_typer(memory_cmd.app, name="memory")
 app.command("ingest")(ingest_cmd.ingest)
 app.add_typer(aide_cmd.app, name="aide")
+app.add_typer(mcp_cmd.app, name="mcp")
 
 
 def _version(value: bool) -> None:

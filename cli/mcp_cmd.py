@@ -1,0 +1,165 @@
+"""`kgot mcp …`: serve entity graphs to MCP clients, and manage the HTTP transport's tokens
+(docs/mcp.md)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kgot.cli.common import print_json, settings_from
+from kgot.cli.store_cmd import DbOption, JsonOption, opened_store
+from kgot.errors import UsageError
+
+app = typer.Typer(
+    help="Serve entity graphs over the Model Context Protocol; manage its tokens.",
+    no_args_is_help=True,
+)
+token_app = typer.Typer(
+    help="Bearer tokens of `kgot mcp serve --http` (the file keeps only their hashes).",
+    no_args_is_help=True,
+)
+app.add_typer(token_app, name="token")
+
+TokensOption = Annotated[
+    Path,
+    typer.Option(
+        "--tokens", help="The tokens file (TOML; created by `token add`).", show_default=False
+    ),
+]
+
+
+@app.command("serve")
+def serve(
+    ctx: typer.Context,
+    entity: Annotated[
+        str | None,
+        typer.Option("--entity", "-e", help="stdio: the one entity served.", show_default=False),
+    ] = None,
+    http: Annotated[
+        str | None,
+        typer.Option(
+            "--http",
+            metavar="HOST:PORT",
+            help="Serve Streamable HTTP at http://HOST:PORT/mcp instead of stdio (needs --tokens).",
+            show_default=False,
+        ),
+    ] = None,
+    tokens: Annotated[
+        Path | None,
+        typer.Option("--tokens", help="HTTP: the tokens file.", show_default=False),
+    ] = None,
+    label: Annotated[
+        str,
+        typer.Option("--label", help="stdio: who writes (provenance mcp:LABEL)."),
+    ] = "stdio",
+    allow_query: Annotated[
+        bool,
+        typer.Option(
+            "--allow-query",
+            help="Offer the raw query tool (sandboxed, one entity) to admin-scoped clients.",
+        ),
+    ] = False,
+    ask_max_cost_usd: Annotated[
+        float,
+        typer.Option("--ask-max-cost-usd", min=0.0001, help="Cost cap of one ask run (USD)."),
+    ] = 1.0,
+    ask_max_llm_calls: Annotated[
+        int,
+        typer.Option("--ask-max-llm-calls", min=1, help="Model requests cap of one ask run."),
+    ] = 200,
+    db: DbOption = None,
+) -> None:
+    """Serve over stdio (--entity E) or Streamable HTTP (--http HOST:PORT --tokens FILE)."""
+    from kgot.mcp_server.asking import AskLimits
+    from kgot.mcp_server.serving import (
+        ServeOptions,
+        parse_address,
+        require_sdk,
+        serve_http,
+        serve_stdio,
+    )
+
+    require_sdk()
+    options = ServeOptions(
+        allow_query=allow_query,
+        limits=AskLimits(max_cost_usd=ask_max_cost_usd, max_llm_calls=ask_max_llm_calls),
+    )
+    settings = settings_from(ctx, {"store.db": db})
+    if http is None:
+        if entity is None:
+            raise UsageError("give --entity NAME for stdio, or --http HOST:PORT --tokens FILE")
+        if tokens is not None:
+            raise UsageError("--tokens belongs to --http; stdio serves the --entity given")
+        with opened_store(ctx, db, entity=entity) as store:
+            serve_stdio(store, settings, entity, options, label=label)
+        return
+    if entity is not None:
+        raise UsageError("over --http the tokens grant the entities; drop --entity")
+    if tokens is None:
+        raise UsageError("--http needs --tokens FILE (create tokens with `kgot mcp token add`)")
+    address = parse_address(http)
+    with opened_store(ctx, db) as store:
+        serve_http(store, settings, address, tokens.expanduser(), options)
+
+
+@token_app.command("add")
+def token_add(
+    label: Annotated[str, typer.Argument(help="Who holds the token, e.g. claude-desktop.")],
+    tokens: TokensOption,
+    entity: Annotated[
+        list[str],
+        typer.Option(
+            "--entity", "-e", help="An entity it may use (repeatable, or a,b).", show_default=False
+        ),
+    ],
+    scope: Annotated[
+        str, typer.Option("--scope", help="read, write, ask, admin (comma-separated).")
+    ] = "read",
+    as_json: JsonOption = False,
+) -> None:
+    """Make a token; it is printed once, only its hash is stored."""
+    from kgot.mcp_server.tokens import add_token
+
+    names = [part for value in entity for part in value.split(",")]
+    token, record = add_token(tokens.expanduser(), label, names, [scope])
+    if as_json:
+        print_json({"token": token, **record.to_json()})
+        return
+    typer.echo(token)
+    sys.stderr.write(
+        f"kgot: token {label!r} for {', '.join(record.entities)} "
+        f"({', '.join(record.scopes)}) added to {tokens}; it is shown only now\n"
+    )
+
+
+@token_app.command("list")
+def token_list(tokens: TokensOption, as_json: JsonOption = False) -> None:
+    """List the tokens: label, entities, scopes, creation time (never the tokens)."""
+    from kgot.mcp_server.tokens import read_token_file
+
+    records = read_token_file(tokens.expanduser()).records
+    if as_json:
+        print_json([record.to_json() for record in records])
+        return
+    if not records:
+        typer.echo(f"no tokens in {tokens}")
+    for record in records:
+        typer.echo(
+            f"{record.label}  entities={','.join(record.entities)}  "
+            f"scopes={','.join(record.scopes)}  created={record.created_at or '?'}"
+        )
+
+
+@token_app.command("revoke")
+def token_revoke(
+    label: Annotated[str, typer.Argument(help="The token's label.")],
+    tokens: TokensOption,
+) -> None:
+    """Remove a token; a running server refuses it from its next request."""
+    from kgot.mcp_server.tokens import revoke_token
+
+    revoke_token(tokens.expanduser(), label)
+    typer.echo(f"revoked token {label!r}")

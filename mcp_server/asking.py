@@ -1,0 +1,209 @@
+"""The model-backed tools: ``ask`` (the KGoT loop on an entity, with progress and a cap) and
+``remember`` (the ingestion primitive: a text becomes facts).
+
+``ask`` runs :func:`kgot.controller.ask_async` on the entity with the server's store. Each
+finished step of the loop becomes an MCP progress notification (its name, the round, model
+calls and cost so far). Two caps bound a run: its model cost in USD (needs known prices:
+``[llm.prices]``) and its number of model requests (works with any model). They are checked at
+every step's end, so a run stops at the first step end at or past a cap: one step's requests
+may overshoot it. A stopped run is recorded as interrupted; ``kgot ask --resume RUN_ID``
+continues it.
+
+``remember`` runs the controller's ingestion (:class:`kgot.controller.ingest.Ingestor`, what the
+aide runtime and ``kgot ingest`` use) with the run id ``mcp:<label>``; its budget is the size of
+the text (the fix-code retries bound the requests per piece).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kgot.errors import UsageError
+from kgot.mcp_server.models import AskOut, RememberOut
+
+if TYPE_CHECKING:
+    from kgot.config import Settings
+    from kgot.persistence import Store
+
+__all__ = ["AskLimits", "Progress", "ask", "remember"]
+
+Progress = Callable[[float, float | None, str], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class AskLimits:
+    """The server's caps on one ``ask`` run (a call may lower the cost cap, never raise it)."""
+
+    max_cost_usd: float = 1.0
+    max_llm_calls: int = 200
+    max_question_chars: int = 4_000
+    remember_max_chars: int = 50_000
+
+
+class _Caps:
+    """Totals of a running ask, from its ``step_finished`` events."""
+
+    def __init__(self, max_cost_usd: float, max_llm_calls: int) -> None:
+        self.max_cost_usd = max_cost_usd
+        self.max_llm_calls = max_llm_calls
+        self.cost = 0.0
+        self.cost_known = True
+        self.calls = 0
+        self.steps = 0
+        self.stopped_by: str | None = None
+
+    def add(self, usage: Any) -> None:
+        self.steps += 1
+        self.calls += int(usage.get("llm_calls") or 0)
+        cost = usage.get("cost_usd")
+        if cost is None:
+            self.cost_known = False
+        else:
+            self.cost += float(cost)
+        if self.cost_known and self.cost >= self.max_cost_usd:
+            self.stopped_by = f"max_cost_usd {self.max_cost_usd:g} (spent ${self.cost:.4f})"
+        elif self.calls >= self.max_llm_calls:
+            self.stopped_by = f"max_llm_calls {self.max_llm_calls} ({self.calls} requests)"
+
+    def line(self, step: str, iteration: int) -> str:
+        cost = f"${self.cost:.4f}" if self.cost_known else "cost unknown"
+        return f"{step} done (round {iteration}; {self.calls} model requests, {cost})"
+
+
+async def ask(
+    store: Store,
+    settings: Settings,
+    entity: str,
+    question: str,
+    *,
+    limits: AskLimits,
+    max_cost_usd: float | None,
+    progress: Progress,
+) -> AskOut:
+    """Answer ``question`` with the KGoT loop on ``entity`` (module docstring).
+
+    Raises:
+        UsageError: an empty or too long question, a negative cap.
+        KgotError: the run could not start (no model, no sandbox, …).
+    """
+    from kgot.controller import ask_async
+    from kgot.controller.events import StepFinished
+
+    question = question.strip()
+    if not question:
+        raise UsageError("the question is empty")
+    if len(question) > limits.max_question_chars:
+        raise UsageError(
+            f"the question has {len(question)} characters; at most {limits.max_question_chars}"
+        )
+    if max_cost_usd is not None and max_cost_usd <= 0:
+        raise UsageError(f"max_cost_usd must be above 0, not {max_cost_usd}")
+    cap = min(max_cost_usd, limits.max_cost_usd) if max_cost_usd else limits.max_cost_usd
+    caps = _Caps(cap, limits.max_llm_calls)
+    notes: asyncio.Queue[str | None] = asyncio.Queue()
+    loop = asyncio.get_running_loop()
+    run_id = f"mcp-{uuid.uuid4()}"
+    running: asyncio.Task[Any] | None = None
+
+    def on_event(event: Any) -> None:
+        if not isinstance(event, StepFinished):
+            return
+        caps.add(event.usage)
+        loop.call_soon_threadsafe(notes.put_nowait, caps.line(event.step, event.iteration))
+        if caps.stopped_by is not None and running is not None:
+            loop.call_soon_threadsafe(running.cancel)
+
+    running = asyncio.ensure_future(
+        ask_async(
+            question,
+            settings=settings,
+            entity=entity,
+            store=store,
+            run_id=run_id,
+            on_event=on_event,
+        )
+    )
+    running.add_done_callback(lambda _task: notes.put_nowait(None))
+    try:
+        while (line := await notes.get()) is not None:
+            await progress(float(caps.steps), None, line)
+        result = await running
+    except asyncio.CancelledError:
+        if caps.stopped_by is None or not running.cancelled():
+            running.cancel()
+            raise  # the client cancelled the call: the run is interrupted, resumable
+        return AskOut(
+            entity=entity,
+            run_id=run_id,
+            status="stopped",
+            answer="",
+            error=f"stopped at the cap {caps.stopped_by}; continue with kgot ask --resume {run_id}",
+            llm_calls=caps.calls,
+            cost_usd=caps.cost if caps.cost_known else None,
+            stopped_by=caps.stopped_by,
+        )
+    finally:
+        if not running.done():
+            running.cancel()
+            with contextlib.suppress(BaseException):
+                await running
+    return AskOut(
+        entity=entity,
+        run_id=result.run_id,
+        status=result.status,
+        answer=result.answer,
+        error=result.error,
+        iterations=result.iterations,
+        llm_calls=result.llm_calls,
+        cost_usd=result.cost_usd,
+    )
+
+
+async def remember(
+    store: Store,
+    settings: Settings,
+    entity: str,
+    text: str,
+    *,
+    label: str,
+    source_ref: str | None,
+    limits: AskLimits,
+) -> RememberOut:
+    """Ingest ``text`` into ``entity``'s graph (module docstring).
+
+    Raises:
+        UsageError: an empty or too long text.
+        KgotError: no model, no sandbox, …
+    """
+    from kgot.controller.ingest import Ingestor
+
+    if not text.strip():
+        raise UsageError("the text to remember is empty")
+    if len(text) > limits.remember_max_chars:
+        raise UsageError(
+            f"the text has {len(text)} characters; remember takes at most "
+            f"{limits.remember_max_chars} per call (split it)"
+        )
+    async with Ingestor(store, entity, settings, run_id=f"mcp:{label}") as ingestor:
+        report = await ingestor.ingest(text, source_ref=source_ref or f"mcp:{label}")
+    return RememberOut(
+        entity=entity,
+        ok=report.ok,
+        version=report.version,
+        inserted_nodes=report.inserted_nodes,
+        inserted_edges=report.inserted_edges,
+        updated_nodes=report.updated_nodes,
+        merged=report.merged,
+        corroborated=report.corroborated,
+        superseded=report.superseded,
+        queued=report.queued,
+        notes=report.notes,
+        failed=report.failed,
+        llm_calls=report.llm_calls,
+        cost_usd=report.cost_usd,
+    )

@@ -1,0 +1,233 @@
+"""The typed inputs and outputs of the MCP tools (their JSON Schemas are what clients see)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+JsonValue = Any
+
+# ---------------------------------------------------------------------------- inputs
+
+
+class NodeIn(BaseModel):
+    """A node to save, node-link style."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1, max_length=200, description="The node's id, e.g. 'acme'.")
+    label: str = Field(min_length=1, description="Its type (see list_types), e.g. 'Organization'.")
+    properties: dict[str, JsonValue] = Field(
+        default_factory=dict,
+        description="Property values checked against the type's JSON Schema, e.g. "
+        '{"name": "Acme Corp"}; _confidence (0-1) sets this fact\'s own trust.',
+    )
+
+
+class EdgeIn(BaseModel):
+    """An edge to save, node-link style."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: str = Field(min_length=1, description="The source node's id.")
+    target: str = Field(min_length=1, description="The target node's id.")
+    relationship: str = Field(min_length=1, description="Its type, e.g. 'located_in'.")
+    key: str | None = Field(
+        default=None, description="Tells parallel edges apart (default: the relationship)."
+    )
+    properties: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------- outputs
+
+
+class SearchHitOut(BaseModel):
+    id: str = Field(description="A node's id, or an edge as 'source -[key]-> target'.")
+    kind: Literal["node", "edge"]
+    label: str = Field(description="The node's type or the edge's relationship.")
+    name: str
+    score: float
+    relevance: float
+    rank_weight: float
+    confidence: float
+    freshness: float
+
+
+class SearchOut(BaseModel):
+    entity: str
+    hits: list[SearchHitOut]
+
+
+class FactProvenance(BaseModel):
+    confidence: float | None = None
+    source_kind: str | None = None
+    source_ref: str | None = None
+    run_id: str | None = Field(default=None, description="Who wrote it: a run, mcp:<label>, …")
+    step: str | None = None
+    created_at: str | None = None
+    updated_at: str | None = None
+    corroborations: int | None = Field(
+        default=None, description="Distinct sources that stated this fact."
+    )
+    version: int | None = Field(default=None, description="The graph version it was written at.")
+    sources: list[dict[str, JsonValue]] = Field(default_factory=list)
+
+
+class EdgeOut(BaseModel):
+    id: str = Field(description="'source -[key]-> target'.")
+    source: str
+    target: str
+    relationship: str
+    key: str
+    properties: dict[str, JsonValue]
+    provenance: FactProvenance
+
+
+class NodeOut(BaseModel):
+    entity: str
+    id: str = Field(description="The node's id (the canonical one when an alias was asked).")
+    requested_id: str = Field(description="The id asked for; an alias when it differs from id.")
+    label: str
+    properties: dict[str, JsonValue]
+    provenance: FactProvenance
+    edges_out: list[EdgeOut]
+    edges_in: list[EdgeOut]
+    edges_out_total: int
+    edges_in_total: int
+
+
+class TraverseNode(BaseModel):
+    id: str
+    label: str
+    name: str
+    depth: int
+
+
+class TraverseEdge(BaseModel):
+    id: str
+    source: str
+    target: str
+    relationship: str
+
+
+class TraverseOut(BaseModel):
+    entity: str
+    start: str
+    nodes: list[TraverseNode]
+    edges: list[TraverseEdge]
+    truncated: bool = Field(description="Stopped at max_nodes or max_edges; go deeper from a node.")
+
+
+class Landing(BaseModel):
+    id: str = Field(description="The id given in the call.")
+    into: str = Field(description="The existing node the write landed on.")
+
+
+class SaveOut(BaseModel):
+    entity: str
+    written: bool = Field(description="False: nothing was written (see violations).")
+    version: int | None = Field(default=None, description="The entity's version after the write.")
+    inserted: list[str] = Field(default_factory=list, description="Facts new to the graph.")
+    updated: list[str] = Field(default_factory=list, description="Nodes with changed properties.")
+    merged: list[Landing] = Field(
+        default_factory=list,
+        description="Nodes that were an existing node (a duplicate, an alias).",
+    )
+    corroborated: list[str] = Field(
+        default_factory=list, description="Facts the graph held already, stated again."
+    )
+    superseded: list[str] = Field(
+        default_factory=list, description="Facts closed as contradicted by a new value."
+    )
+    queued: int = Field(default=0, description="Suggestions filed for a person to review.")
+    notes: list[str] = Field(default_factory=list)
+    violations: list[str] = Field(default_factory=list)
+
+
+class RememberOut(BaseModel):
+    entity: str
+    ok: bool
+    version: int | None = None
+    inserted_nodes: list[str] = Field(default_factory=list)
+    inserted_edges: list[str] = Field(default_factory=list)
+    updated_nodes: list[str] = Field(default_factory=list)
+    merged: list[str] = Field(default_factory=list)
+    corroborated: int = 0
+    superseded: list[str] = Field(default_factory=list)
+    queued: int = 0
+    notes: list[str] = Field(default_factory=list)
+    failed: str | None = None
+    llm_calls: int = 0
+    cost_usd: float | None = None
+
+
+class VerdictOut(BaseModel):
+    verdict: Literal["corroborated", "contradicted", "mixed", "inconclusive"]
+    supporting: list[str]
+    contradicting: list[str]
+    confidence: float
+    claim: dict[str, JsonValue] | None
+    subject_id: str | None
+    candidates: list[str]
+    superseded: list[dict[str, JsonValue]]
+    notes: list[str]
+
+
+class TypesOut(BaseModel):
+    entity: str
+    node_types: list[dict[str, JsonValue]]
+    edge_types: list[dict[str, JsonValue]]
+
+
+class TypeOut(BaseModel):
+    entity: str
+    created: dict[str, JsonValue]
+    summary: str
+
+
+class HistoryVersion(BaseModel):
+    properties: dict[str, JsonValue]
+    type: str
+    valid_from_version: int
+    valid_to_version: int | None
+    closed_reason: str | None
+    superseded_at: str | None
+    canonical_id: str | None = None
+    provenance: FactProvenance
+
+
+class HistoryOut(BaseModel):
+    entity: str
+    fact: str
+    current_id: str | None = Field(
+        description="The node the fact is now (an alias leads to its canonical node); null when "
+        "it is not current."
+    )
+    versions: list[HistoryVersion]
+
+
+class AskOut(BaseModel):
+    entity: str
+    run_id: str
+    status: str = Field(
+        description="answered, forced, failed, interrupted, or stopped (the cap was reached)."
+    )
+    answer: str
+    error: str | None = None
+    iterations: int = 0
+    llm_calls: int = 0
+    cost_usd: float | None = None
+    stopped_by: str | None = Field(default=None, description="Which cap stopped the run.")
+
+
+class QueryOut(BaseModel):
+    entity: str
+    value: JsonValue
+    truncated: bool
+
+
+class AdvisorOut(BaseModel):
+    entity: str
+    user: str
+    result: dict[str, JsonValue]

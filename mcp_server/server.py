@@ -1,0 +1,560 @@
+"""The MCP server: kgot's tools and resources on the SDK's ``MCPServer`` (mcp 2.x).
+
+Every handler finds the client's grant first (:meth:`KgotMCP.grant`: the fixed one of a stdio
+server, else the one the bearer token of the HTTP request maps to), checks the scope, then
+reaches the entity through :class:`~kgot.mcp_server.access.Tenancy`, which answers an entity
+outside the grant exactly as one that does not exist. Store work runs in worker threads; a
+kgot error becomes an error result whose text says what to change (the SDK prefixes it with
+``Error executing tool NAME:``), any other exception a generic one (details stay in the
+server's log).
+
+This module imports the SDK; nothing else of kgot imports this module but the CLI and the
+benchmark, so kgot works without the ``mcp`` extra.
+"""
+
+# No `from __future__ import annotations` here: the SDK reads the tools' annotations at
+# registration, and the models they name must be real objects, not strings.
+
+import contextlib
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+import anyio.to_thread
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field
+
+from kgot.config import Settings
+from kgot.errors import KgotError
+from kgot.mcp_server import advisor, graph_reads, writes
+from kgot.mcp_server.access import AccessError, Tenancy
+from kgot.mcp_server.asking import AskLimits
+from kgot.mcp_server.asking import ask as run_ask
+from kgot.mcp_server.asking import remember as run_remember
+from kgot.mcp_server.graph_reads import GraphCache
+from kgot.mcp_server.handlers import EntityArg, client_errors, in_thread
+from kgot.mcp_server.models import (
+    AskOut,
+    EdgeIn,
+    HistoryOut,
+    NodeIn,
+    NodeOut,
+    QueryOut,
+    RememberOut,
+    SaveOut,
+    SearchHitOut,
+    SearchOut,
+    TraverseOut,
+    TypeOut,
+    TypesOut,
+    VerdictOut,
+)
+from kgot.mcp_server.tokens import Grant
+from kgot.version import __version__
+
+__all__ = ["KgotMCP", "build_server"]
+
+log = logging.getLogger(__name__)
+
+_READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+_INSTRUCTIONS = (
+    "kgot keeps a typed, persistent knowledge graph per entity. Search it with search_memory, "
+    "read nodes with get_node and traverse, check claims with verify_claim, record facts with "
+    "save_facts (types: list_types, propose_type) or remember (free text), and ask questions "
+    "the KGoT loop answers with ask."
+)
+
+
+@dataclass
+class KgotMCP:
+    """What the handlers share: the store's tenancy, settings, caps and options."""
+
+    tenancy: Tenancy
+    settings: Settings
+    limits: AskLimits = field(default_factory=AskLimits)
+    fixed_grant: Grant | None = None  # stdio: the tenant fixed on the command line
+    allow_query: bool = False
+    graphs: GraphCache = field(default_factory=GraphCache)
+    _sandbox: Any = None
+
+    def grant(self, ctx: Context) -> Grant:
+        """The calling client's grant.
+
+        Raises:
+            ToolError: an HTTP request without a verified token (the transport refuses those
+                before any handler runs; this is a second lock).
+        """
+        if self.fixed_grant is not None:
+            return self.fixed_grant
+        request = ctx.request_context.request
+        user = request.scope.get("user") if request is not None else None
+        token = getattr(user, "access_token", None)
+        entities = (token.claims or {}).get("entities") if token is not None else None
+        if token is None or not isinstance(entities, list | tuple):
+            raise ToolError("not authenticated: send Authorization: Bearer <token>")
+        return Grant(token.client_id, tuple(entities), frozenset(token.scopes))
+
+    def allowed(self, ctx: Context, scope: str, what: str) -> Grant:
+        """The calling client's grant, if it has ``scope`` (else a tool error saying so)."""
+        with client_errors():
+            grant = self.grant(ctx)
+            self.tenancy.require(grant, scope, what)
+            return grant
+
+    def sandbox(self) -> Any:
+        """The sandbox of the query tool, opened on first use."""
+        if self._sandbox is None:
+            from kgot.sandbox import open_sandbox
+
+            self._sandbox = open_sandbox(self.settings.sandbox.model_copy(update={"pool_size": 0}))
+        return self._sandbox
+
+    def close(self) -> None:
+        if self._sandbox is not None:
+            self._sandbox.close()
+            self._sandbox = None
+
+
+def build_server(
+    app: KgotMCP, *, token_verifier: Any = None, auth: AuthSettings | None = None
+) -> MCPServer:
+    """The MCP server with every tool and resource bound to ``app``; over HTTP, ``auth`` and
+    ``token_verifier`` make the transport refuse requests without a known bearer token."""
+    server: MCPServer = MCPServer(
+        "kgot",
+        version=__version__,
+        instructions=_INSTRUCTIONS,
+        log_level="WARNING",
+        token_verifier=token_verifier,
+        auth=auth,
+    )
+    _reading_tools(server, app)
+    _writing_tools(server, app)
+    _model_tools(server, app)
+    _resources(server, app)
+    if app.allow_query:
+        _query_tool(server, app)
+    advisor.register(server, app)
+    return server
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+def _reading_tools(server: MCPServer, app: KgotMCP) -> None:
+    tenancy = app.tenancy
+
+    @server.tool(annotations=_READ)
+    async def search_memory(
+        query: Annotated[str, Field(description="Words to look for, e.g. 'acme headquarters'.")],
+        ctx: Context,
+        entity: EntityArg = None,
+        limit: Annotated[int, Field(ge=1, le=50, description="Hits to return.")] = 10,
+        type: Annotated[
+            str | None, Field(description="Only facts of this node type or relationship.")
+        ] = None,
+        min_confidence: Annotated[
+            float | None, Field(ge=0, le=1, description="Only facts at least this trusted.")
+        ] = None,
+        as_of: Annotated[
+            str | None,
+            Field(
+                description="ISO date or date-time at which freshness is measured (default: "
+                "now); reproducible scores."
+            ),
+        ] = None,
+    ) -> SearchOut:
+        """Search the entity's current facts (nodes and edges), best first, ranked by
+        relevance, type weight, confidence and freshness. Superseded, merged-away and expired
+        facts never appear."""
+        grant = app.allowed(ctx, "read", "search_memory")
+        moment = _instant(as_of)
+
+        def work() -> SearchOut:
+            memory = tenancy.memory(grant, entity)
+            hits = memory.search(
+                query, limit=limit, type=type, min_confidence=min_confidence, now=moment
+            )
+            rows = [SearchHitOut.model_validate(hit.to_dict()) for hit in hits]
+            return SearchOut(entity=memory.entity, hits=rows)
+
+        return await in_thread(work)
+
+    @server.tool(annotations=_READ)
+    async def get_node(
+        id: Annotated[str, Field(description="A node id; an id merged away leads to its node.")],
+        ctx: Context,
+        entity: EntityArg = None,
+    ) -> NodeOut:
+        """A node with its properties, provenance (confidence, source, who wrote it, when) and
+        its edges in and out (at most 100 each way)."""
+        grant = app.allowed(ctx, "read", "get_node")
+        return await in_thread(
+            lambda: tenancy.run(
+                grant, entity, lambda s: graph_reads.get_node(s, app.graphs.get(s), id)
+            )
+        )
+
+    @server.tool(annotations=_READ)
+    async def traverse(
+        start: Annotated[str, Field(description="The node id to start from.")],
+        ctx: Context,
+        entity: EntityArg = None,
+        depth: Annotated[int, Field(ge=1, le=graph_reads.MAX_DEPTH)] = 1,
+        max_nodes: Annotated[int, Field(ge=1, le=graph_reads.MAX_TRAVERSE_NODES)] = 50,
+        relationships: Annotated[
+            list[str] | None, Field(description="Follow only these relationships.")
+        ] = None,
+        direction: Literal["out", "in", "both"] = "both",
+    ) -> TraverseOut:
+        """The neighbourhood of a node, breadth first, bounded by depth (at most 3) and size
+        (at most 200 nodes, 500 edges); truncated says a bound was hit."""
+        grant = app.allowed(ctx, "read", "traverse")
+        return await in_thread(
+            lambda: tenancy.run(
+                grant,
+                entity,
+                lambda s: graph_reads.traverse(
+                    s,
+                    app.graphs.get(s),
+                    start,
+                    depth=depth,
+                    max_nodes=max_nodes,
+                    relationships=relationships,
+                    direction=direction,
+                ),
+            )
+        )
+
+    @server.tool(annotations=_READ)
+    async def verify_claim(
+        subject: Annotated[str, Field(description="The node the claim is about: id or name.")],
+        ctx: Context,
+        entity: EntityArg = None,
+        property: Annotated[str | None, Field(description="A property claim: its name.")] = None,
+        value: Annotated[
+            str | int | float | bool | None, Field(description="A property claim: the value.")
+        ] = None,
+        relation: Annotated[
+            str | None, Field(description="A relation claim: the relationship.")
+        ] = None,
+        object: Annotated[
+            str | None, Field(description="A relation claim: the target's id or name.")
+        ] = None,
+    ) -> VerdictOut:
+        """Check a claim against the entity's graph without a model: subject plus property
+        and value, or relation and object. The verdict is corroborated, contradicted, mixed or
+        inconclusive, with the facts behind it and values that held once."""
+        grant = app.allowed(ctx, "read", "verify_claim")
+
+        def work() -> VerdictOut:
+            verdict = tenancy.memory(grant, entity).verify_claim(
+                subject, property=property, value=value, relation=relation, object=object
+            )
+            return VerdictOut.model_validate(verdict.to_json())
+
+        return await in_thread(work)
+
+    @server.tool(annotations=_READ)
+    async def list_types(ctx: Context, entity: EntityArg = None) -> TypesOut:
+        """The node and edge types the entity's facts must follow: JSON Schemas of their
+        properties, descriptions, examples and memory settings."""
+        grant = app.allowed(ctx, "read", "list_types")
+        return await in_thread(lambda: tenancy.run(grant, entity, graph_reads.list_types))
+
+    @server.tool(annotations=_READ)
+    async def history(
+        fact: Annotated[
+            str,
+            Field(description="A node id, or an edge as 'source -[key]-> target'."),
+        ],
+        ctx: Context,
+        entity: EntityArg = None,
+    ) -> HistoryOut:
+        """Every stored version of a fact, oldest first: its values, when each held, why it
+        closed (changed, contradicted, merged, expired, …) and its provenance."""
+        grant = app.allowed(ctx, "read", "history")
+        return await in_thread(
+            lambda: tenancy.run(grant, entity, lambda s: graph_reads.history(s, fact))
+        )
+
+
+# ---------------------------------------------------------------------------- writing
+
+
+def _writing_tools(server: MCPServer, app: KgotMCP) -> None:
+    tenancy = app.tenancy
+
+    @server.tool()
+    async def save_facts(
+        nodes: Annotated[list[NodeIn], Field(max_length=writes.MAX_SAVE_NODES)],
+        ctx: Context,
+        edges: Annotated[list[EdgeIn], Field(max_length=writes.MAX_SAVE_EDGES)] = [],  # noqa: B006
+        entity: EntityArg = None,
+        source_ref: Annotated[
+            str | None, Field(description="Where the facts come from (URL, document).")
+        ] = None,
+        confidence: Annotated[
+            float | None,
+            Field(ge=0, le=1, description="Trust of facts that set no _confidence."),
+        ] = None,
+    ) -> Annotated[CallToolResult, SaveOut]:
+        """Save nodes and edges (node-link objects) as one change: type-checked against the
+        entity's types, duplicates landed on the existing node, a node id that exists is
+        updated, single-valued facts superseded, committed with provenance mcp:<client>.
+        Returns what was inserted, updated, merged, corroborated and superseded. A violation
+        writes nothing and returns the violations."""
+        grant = app.allowed(ctx, "write", "save_facts")
+        trust = app.settings.memory.trust_for("mcp")
+
+        def work() -> SaveOut:
+            memory = tenancy.memory(grant, entity)
+            with tenancy.write_lock(memory.entity):
+                return writes.save_facts(
+                    memory,
+                    nodes,
+                    edges,
+                    label=grant.label,
+                    trust=trust,
+                    source_ref=source_ref,
+                    confidence=confidence,
+                )
+
+        result = await in_thread(work)
+        data = result.model_dump(mode="json")
+        if result.written:
+            text = json.dumps(data, ensure_ascii=False, indent=2)
+            return CallToolResult(
+                content=[TextContent(type="text", text=text)], structured_content=data
+            )
+        listed = "\n".join(f"- {problem}" for problem in result.violations)
+        text = (
+            f"nothing was written to entity {result.entity!r}; fix these and call save_facts "
+            f"again (list_types shows the types):\n{listed}"
+        )
+        return CallToolResult(
+            content=[TextContent(type="text", text=text)], structured_content=data, is_error=True
+        )
+
+    @server.tool()
+    async def propose_type(
+        kind: Literal["node", "edge"],
+        name: Annotated[
+            str, Field(description="PascalCase node label or snake_case relationship.")
+        ],
+        description: Annotated[str, Field(description="What the type means, when to use it.")],
+        justification: Annotated[
+            str, Field(description="Why none of the existing types (list_types) fits.")
+        ],
+        ctx: Context,
+        entity: EntityArg = None,
+        properties: Annotated[
+            dict[str, Any] | None,
+            Field(description="JSON Schema (Draft 2020-12) of the properties object."),
+        ] = None,
+        example: Annotated[
+            dict[str, Any] | None, Field(description="Example properties that fit the schema.")
+        ] = None,
+        identity: Annotated[
+            list[str] | None, Field(description="Node types: properties identifying one thing.")
+        ] = None,
+        functional: Annotated[
+            list[str] | bool | None,
+            Field(
+                description="Node types: single-valued properties; edge types: true when a "
+                "source has at most one current edge of it."
+            ),
+        ] = None,
+        source_types: Annotated[list[str] | None, Field(description="Edge types: from.")] = None,
+        target_types: Annotated[list[str] | None, Field(description="Edge types: to.")] = None,
+        half_life_days: Annotated[float | None, Field(gt=0)] = None,
+        ttl_days: Annotated[float | None, Field(gt=0)] = None,
+        rank_weight: Annotated[float | None, Field(ge=0, le=1)] = None,
+    ) -> TypeOut:
+        """Add a node or edge type to the entity when no existing type fits, under the same
+        rules as the agent's type tools: a new name, a valid schema, a fitting example and a
+        justification."""
+        grant = app.allowed(ctx, "write", "propose_type")
+        spec = {
+            "kind": kind,
+            "name": name,
+            "description": description,
+            "justification": justification,
+            "properties": properties,
+            "example": example,
+            "identity": identity,
+            "functional": functional,
+            "source_types": source_types,
+            "target_types": target_types,
+            "half_life_days": half_life_days,
+            "ttl_days": ttl_days,
+            "rank_weight": rank_weight,
+        }
+        return await in_thread(
+            lambda: tenancy.run(
+                grant, entity, lambda s: writes.propose_type(s, spec, label=grant.label)
+            )
+        )
+
+
+# ---------------------------------------------------------------------------- models
+
+
+def _model_tools(server: MCPServer, app: KgotMCP) -> None:
+    tenancy = app.tenancy
+
+    @server.tool()
+    async def remember(
+        text: Annotated[str, Field(description="What to remember: notes, a message, a page.")],
+        ctx: Context,
+        entity: EntityArg = None,
+        source_ref: Annotated[
+            str | None, Field(description="Where the text came from (kept on its facts).")
+        ] = None,
+    ) -> RememberOut:
+        """Extract the knowledge a text states into the entity's graph (a model writes graph
+        code, run in the sandbox, checked against the types, committed). Returns what was
+        inserted, merged, corroborated and superseded, and what it cost."""
+        grant = app.allowed(ctx, "write", "remember")
+        name = await in_thread(lambda: tenancy.session(grant, entity).entity)
+        with client_errors():
+            return await run_remember(
+                tenancy.store,
+                app.settings,
+                name,
+                text,
+                label=grant.label,
+                source_ref=source_ref,
+                limits=app.limits,
+            )
+
+    @server.tool()
+    async def ask(
+        question: Annotated[str, Field(description="The question to answer.")],
+        ctx: Context,
+        entity: EntityArg = None,
+        max_cost_usd: Annotated[
+            float | None,
+            Field(
+                gt=0,
+                description="Stop the run once its model cost reaches this (at most "
+                "the server's cap).",
+            ),
+        ] = None,
+    ) -> AskOut:
+        """Answer a question with the KGoT loop on the entity's graph: it gathers what is
+        missing with tools, writes it to the graph and answers from it. Long-running: progress
+        notifications name each step; the run stops at the cost or request cap."""
+        grant = app.allowed(ctx, "ask", "ask")
+        name = await in_thread(lambda: tenancy.session(grant, entity).entity)
+
+        async def progress(done: float, total: float | None, message: str) -> None:
+            with contextlib.suppress(Exception):  # a client gone quiet must not stop the run
+                await ctx.report_progress(done, total, message)
+
+        with client_errors():
+            return await run_ask(
+                tenancy.store,
+                app.settings,
+                name,
+                question,
+                limits=app.limits,
+                max_cost_usd=max_cost_usd,
+                progress=progress,
+            )
+
+
+# ---------------------------------------------------------------------------- query
+
+
+def _query_tool(server: MCPServer, app: KgotMCP) -> None:
+    tenancy = app.tenancy
+
+    @server.tool(annotations=_READ)
+    async def query(
+        code: Annotated[
+            str,
+            Field(
+                description="A read query in the configured backend's language (Python on "
+                "NetworkX: set `result`; or SPARQL)."
+            ),
+        ],
+        ctx: Context,
+        entity: EntityArg = None,
+        max_items: Annotated[int, Field(ge=1, le=20_000)] = 1_000,
+    ) -> QueryOut:
+        """Run a raw read query in the sandbox on this entity's graph only (admin scope)."""
+        grant = app.allowed(ctx, "admin", "query")
+
+        def work() -> QueryOut:
+            from kgot.errors import StepFailure, UsageError
+            from kgot.graph_backends import open_backend
+
+            session = tenancy.session(grant, entity)
+            graph = session.load_graph(track=False)
+            backend = open_backend(app.settings.controller.backend, app.sandbox(), graph)
+            try:
+                result = backend.query(code, max_items=max_items)
+            except StepFailure as failure:
+                raise UsageError(f"the query failed: {failure}") from None
+            return QueryOut(entity=session.entity, value=result.value, truncated=result.truncated)
+
+        return await in_thread(work)
+
+
+# ---------------------------------------------------------------------------- resources
+
+
+def _resources(server: MCPServer, app: KgotMCP) -> None:
+    tenancy = app.tenancy
+
+    async def read(ctx: Context, name: str, work: Callable[[Any], Any]) -> str:
+        try:
+            grant = app.allowed(ctx, "read", "reading resources")
+            found = await anyio.to_thread.run_sync(lambda: tenancy.run(grant, name, work))
+        except (AccessError, ToolError) as refused:
+            raise ResourceNotFoundError(str(refused)) from None
+        except KgotError as error:
+            raise ResourceNotFoundError(str(error)) from None
+        data = found.model_dump(mode="json") if hasattr(found, "model_dump") else found
+        return json.dumps(data, ensure_ascii=False, indent=2)
+
+    @server.resource(
+        "kgot://entities/{name}/stats",
+        mime_type="application/json",
+        description="Node and edge counts of an entity, per type, and its version.",
+    )
+    async def entity_stats(name: str, ctx: Context) -> str:
+        return await read(ctx, name, graph_reads.stats)
+
+    @server.resource(
+        "kgot://entities/{name}/types",
+        mime_type="application/json",
+        description="The node and edge types of an entity.",
+    )
+    async def entity_types(name: str, ctx: Context) -> str:
+        return await read(ctx, name, graph_reads.list_types)
+
+    @server.resource(
+        "kgot://entities/{name}/nodes/{node_id}",
+        mime_type="application/json",
+        description="A node with its properties, provenance and edges (percent-encode the id).",
+    )
+    async def entity_node(name: str, node_id: str, ctx: Context) -> str:
+        return await read(ctx, name, lambda s: graph_reads.get_node(s, app.graphs.get(s), node_id))
+
+
+def _instant(text: str | None) -> Any:
+    if text is None:
+        return None
+    from kgot.memory.scoring import parse_instant
+
+    moment = parse_instant(text)
+    if moment is None:
+        raise ToolError(f"as_of must be an ISO date or date-time such as 2026-03-01, not {text!r}")
+    return moment
