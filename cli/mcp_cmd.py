@@ -98,9 +98,9 @@ def serve(
         return
     if entity is not None:
         raise UsageError("over --http the tokens grant the entities; drop --entity")
+    address = parse_address(http)
     if tokens is None:
         raise UsageError("--http needs --tokens FILE (create tokens with `kgot mcp token add`)")
-    address = parse_address(http)
     with opened_store(ctx, db) as store:
         serve_http(store, settings, address, tokens.expanduser(), options)
 
