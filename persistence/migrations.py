@@ -32,6 +32,7 @@ from sqlalchemy import Connection, Engine, MetaData, func, insert, select, text,
 from kgot.errors import StoreError
 from kgot.persistence.engine import read_transaction, write_transaction
 from kgot.persistence.schema import (
+    ADVISOR_TABLES,
     AIDE_TABLES,
     SCHEMA_VERSION,
     TABLES,
@@ -135,6 +136,13 @@ def _v4_aides(connection: Connection) -> None:
         getattr(added, name).create(connection)
 
 
+def _v5_advisor(connection: Connection) -> None:
+    """Add the investment advisor's tables (kgot.aides.advisor); nothing else changes."""
+    added = define_tables(MetaData(), version=5)
+    for name in ADVISOR_TABLES:
+        getattr(added, name).create(connection)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -153,6 +161,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         4,
         "aides: sources, items, cycles, outputs and the delivery log, scoped by entity",
         _v4_aides,
+    ),
+    Migration(
+        5,
+        "advisor: users, positions, watchlists, briefings, alerts and prices, scoped by entity",
+        _v5_advisor,
     ),
 )
 LATEST = MIGRATIONS[-1].version

@@ -25,6 +25,9 @@ without a migration that loses data:
   in order within the run, going with its run (and the run's entity) when that is deleted.
 * Aides (``kgot.aides``) keep their sources, items, cycles, outputs and delivery log in
   ``kgot_aide_*`` tables (migration 4), every row scoped by its entity and its aide.
+* The investment advisor (``kgot.aides.advisor``) keeps its users' data outside the graph in
+  ``kgot_advisor_*`` tables (migration 5): profiles, positions, watchlists, briefings, alerts
+  and the price cache, every row scoped by its entity and its aide.
 * Types are versioned the same way: a change writes version *n+1* and retires version *n*
   (``retired_at``); ``entity_id IS NULL`` marks a global type.
 * Properties, schemas and examples are JSON *text* on both databases (``json``, not ``jsonb``,
@@ -71,7 +74,7 @@ CLOSE_REASONS = ("changed", "removed", "contradicted", "merged", "expired", "pru
 SUGGESTION_KINDS = ("merge", "contradiction")
 SUGGESTION_STATUSES = ("open", "accepted", "rejected")
 # The schema version `define_tables` describes by default: the last migration's.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # Facts and types: JSON text on both databases (see above). Run options and totals are only
 # stored and shown, never compared, so JSONB's rewriting does them no harm.
@@ -283,6 +286,9 @@ def define_tables(metadata: MetaData, *, version: int = SCHEMA_VERSION) -> Simpl
     if version >= 4:
         for name, table in _v4_aide_tables(metadata, entities).items():
             setattr(tables, name, table)
+    if version >= 5:
+        for name, table in _v5_advisor_tables(metadata, entities, tables.aides).items():
+            setattr(tables, name, table)
     return tables
 
 
@@ -416,6 +422,128 @@ def _v4_aide_tables(metadata: MetaData, entities: Table) -> dict[str, Table]:
         "aide_cycles": cycles,
         "aide_outputs": outputs,
         "aide_deliveries": deliveries,
+    }
+
+
+RISK_LEVELS = ("conservative", "moderate", "aggressive")
+# The advisor tables in creation order (a table's parents first).
+ADVISOR_TABLES = (
+    "advisor_users",
+    "advisor_positions",
+    "advisor_watchlist",
+    "advisor_briefings",
+    "advisor_alerts",
+    "advisor_prices",
+)
+
+
+def _v5_advisor_tables(metadata: MetaData, entities: Table, aides: Table) -> dict[str, Table]:
+    """The tables migration 5 adds: the investment advisor's users and what it made for them
+    (kgot.aides.advisor). User data lives here, never in the graph.
+
+    Every row carries its entity and its aide (deleting either deletes the rows); a user's
+    rows carry the user. A user's name is unique within the aide, a symbol once per user's
+    positions and watchlist, an alert key once per user (an alert is never made twice), a
+    price once per aide, symbol and day.
+    """
+
+    def owned(name: str, *columns: Any) -> Table:
+        return Table(
+            f"{PREFIX}{name}",
+            metadata,
+            Column("id", Integer, primary_key=True),
+            Column("entity_id", ForeignKey(entities.c.id, ondelete="CASCADE"), nullable=False),
+            Column("aide_id", ForeignKey(aides.c.id, ondelete="CASCADE"), nullable=False),
+            *columns,
+            sqlite_autoincrement=True,  # ids are shown and named in commands: never reused
+        )
+
+    risks = _sql_list(RISK_LEVELS)
+    users = owned(
+        "advisor_users",
+        Column("name", String, nullable=False),
+        Column("risk", String(16), nullable=False),
+        Column("horizon", String(32), nullable=True),
+        Column("goals", JsonValue, nullable=False),  # list of strings
+        Column("preferences", JsonValue, nullable=False),  # list of strings
+        Column("thresholds", JsonValue, nullable=False),  # alert thresholds set for this user
+        Column("created_at", Timestamp, nullable=False),
+        Column("updated_at", Timestamp, nullable=False),
+        CheckConstraint(f"risk IN ({risks})", name="kgot_advisor_users_risk"),
+    )
+    Index(f"{PREFIX}advisor_users_uq", users.c.aide_id, users.c.name, unique=True)
+
+    def of_user(name: str, *columns: Any) -> Table:
+        return owned(
+            name,
+            Column("user_id", ForeignKey(users.c.id, ondelete="CASCADE"), nullable=False),
+            *columns,
+        )
+
+    positions = of_user(
+        "advisor_positions",
+        Column("symbol", String(32), nullable=False),
+        Column("shares", Float, nullable=False),
+        Column("avg_cost", Float, nullable=True),
+        Column("added_at", Timestamp, nullable=False),
+        Column("updated_at", Timestamp, nullable=False),
+        CheckConstraint("shares > 0", name="kgot_advisor_positions_shares"),
+    )
+    Index(f"{PREFIX}advisor_positions_uq", positions.c.user_id, positions.c.symbol, unique=True)
+    watchlist = of_user(
+        "advisor_watchlist",
+        Column("symbol", String(32), nullable=False),
+        Column("added_at", Timestamp, nullable=False),
+    )
+    Index(f"{PREFIX}advisor_watchlist_uq", watchlist.c.user_id, watchlist.c.symbol, unique=True)
+    briefings = of_user(
+        "advisor_briefings",
+        Column("created_at", Timestamp, nullable=False),
+        Column("cycle_id", Integer, nullable=True),  # NULL: asked for outside a cycle
+        Column("budget", Integer, nullable=False),  # the evidence pack's token budget
+        Column("pack_key", String(64), nullable=False),  # sha256 of the pack it was made from
+        Column("text", Text, nullable=False),
+        Column("facts", JsonValue, nullable=False),  # the cited ids, all in the pack
+        Column("pack", JsonValue, nullable=False),  # the ids the pack held
+        Column("usage", JsonValue, nullable=True),
+    )
+    Index(f"{PREFIX}advisor_briefings_recent", briefings.c.user_id, briefings.c.id)
+    alerts = of_user(
+        "advisor_alerts",
+        Column("rule", String(32), nullable=False),
+        # What makes two alerts the same alert (the rule and the facts behind it): unique per
+        # user, so an alert is never made, nor sent, twice.
+        Column("alert_key", Text, nullable=False),
+        Column("severity", String(8), nullable=False),
+        Column("message", Text, nullable=False),
+        Column("facts", JsonValue, nullable=False),
+        Column("cycle_id", Integer, nullable=True),
+        Column("created_at", Timestamp, nullable=False),
+        Column("acked_at", Timestamp, nullable=True),
+    )
+    Index(f"{PREFIX}advisor_alerts_uq", alerts.c.user_id, alerts.c.alert_key, unique=True)
+    prices = owned(
+        "advisor_prices",
+        Column("symbol", String(32), nullable=False),
+        Column("day", String(10), nullable=False),  # YYYY-MM-DD
+        Column("close", Float, nullable=False),
+        Column("open", Float, nullable=True),
+        Column("high", Float, nullable=True),
+        Column("low", Float, nullable=True),
+        Column("volume", Float, nullable=True),
+        Column("provider", String(16), nullable=False),
+        Column("fetched_at", Timestamp, nullable=False),
+    )
+    Index(
+        f"{PREFIX}advisor_prices_uq", prices.c.aide_id, prices.c.symbol, prices.c.day, unique=True
+    )
+    return {
+        "advisor_users": users,
+        "advisor_positions": positions,
+        "advisor_watchlist": watchlist,
+        "advisor_briefings": briefings,
+        "advisor_alerts": alerts,
+        "advisor_prices": prices,
     }
 
 

@@ -1,0 +1,226 @@
+"""A user's holdings as they are typed or exported: ticker symbols, share counts, costs and
+brokerage-style CSV files.
+
+Everything here is pure: it checks input and returns clean values, or raises
+:class:`~kgot.errors.UsageError` with one line naming what is wrong and how to fix it. A CSV
+file is read whole before anything is stored, so a bad row means nothing is imported; every bad
+row is named with its line number, grouped in the one message.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from kgot.errors import UsageError
+
+# A ticker: letters and digits, an optional leading ^ (indexes), and up to two suffixes
+# after . - = or / (BRK.B, BTC-USD, EURUSD=X, RDS/A). The same pattern as Asset.symbol.
+SYMBOL = re.compile(r"^\^?[A-Z0-9]{1,10}([.=/-][A-Z0-9]{1,10}){0,2}$")
+SYMBOL_HINT = "a ticker such as AAPL, BRK.B, BTC-USD or ^GSPC"
+MAX_ROWS = 10_000  # positions in one CSV file
+MAX_ERRORS_SHOWN = 5
+_NUMBER_NOISE = re.compile(r"[\s$€£,_]")
+
+# Column names brokerages use, folded (lower case, non-letters dropped).
+SYMBOL_COLUMNS = ("symbol", "ticker", "instrument", "securitysymbol")
+SHARES_COLUMNS = ("shares", "quantity", "qty", "units", "position")
+COST_COLUMNS = (
+    "avgcost",
+    "averagecost",
+    "averageprice",
+    "avgprice",
+    "costbasispershare",
+    "costpershare",
+    "pricepaid",
+    "unitcost",
+)
+
+
+@dataclass(frozen=True)
+class PositionRow:
+    """One position to store: a symbol, a positive share count and the average cost."""
+
+    symbol: str
+    shares: float
+    avg_cost: float | None = None
+
+
+def parse_symbol(text: str) -> str:
+    """``text`` as a ticker symbol in capitals (``aapl`` → ``AAPL``).
+
+    Raises:
+        UsageError: not a ticker symbol.
+    """
+    symbol = (text or "").strip().upper()
+    if not SYMBOL.match(symbol):
+        raise UsageError(f"{text!r} is not a ticker symbol; give {SYMBOL_HINT}")
+    return symbol
+
+
+def parse_shares(value: str | float, *, where: str = "") -> float:
+    """A positive share count from ``10``, ``12.5`` or ``1,200``.
+
+    Raises:
+        UsageError: not a number, not finite, zero or negative.
+    """
+    number = _number(value)
+    prefix = f"{where}: " if where else ""
+    if number is None:
+        raise UsageError(f"{prefix}shares {value!r} is not a number; give a count such as 10")
+    if number <= 0:
+        raise UsageError(
+            f"{prefix}shares {value!r} is {'zero' if number == 0 else 'negative'}; "
+            "give a positive count (short positions are not supported)"
+        )
+    return number
+
+
+def parse_cost(value: str | float | None, *, where: str = "") -> float | None:
+    """An average cost per share (``150``, ``$1,204.50``), or ``None`` when empty.
+
+    Raises:
+        UsageError: not a number, or negative.
+    """
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    number = _number(value)
+    prefix = f"{where}: " if where else ""
+    if number is None or number < 0:
+        raise UsageError(
+            f"{prefix}average cost {value!r} is not a price; give a number of at least 0 "
+            "such as 150.25"
+        )
+    return number
+
+
+def _number(value: str | float) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        number = float(value)
+    else:
+        text = _NUMBER_NOISE.sub("", str(value))
+        if text.startswith("(") and text.endswith(")"):  # accountants' negative
+            text = "-" + text[1:-1]
+        try:
+            number = float(text)
+        except ValueError:
+            return None
+    return number if math.isfinite(number) else None
+
+
+def read_positions_csv(path: Path) -> list[PositionRow]:
+    """The positions of a brokerage-style CSV file (a header row naming at least the symbol
+    and share columns: ``symbol,shares,avg_cost``, ``Ticker,Quantity,Average Cost``, …;
+    other columns are ignored). A symbol listed twice is refused (which row is right?).
+
+    Raises:
+        UsageError: the file cannot be read, has no usable header, or has bad rows (each
+            named with its line number, in one message); nothing was imported.
+    """
+    try:
+        raw = path.read_bytes()
+    except OSError as error:
+        raise UsageError(f"cannot read {path} ({error.strerror or error})") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        text = raw.decode("latin-1")
+    return parse_positions_csv(text, str(path))
+
+
+def parse_positions_csv(text: str, name: str = "the CSV") -> list[PositionRow]:
+    """:func:`read_positions_csv` on text already read."""
+    lines = text.splitlines()
+    header_at = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if header_at is None:
+        raise UsageError(
+            f"{name} is empty; give a CSV with a header such as symbol,shares,avg_cost"
+        )
+    try:
+        dialect: type[csv.Dialect] | csv.Dialect = csv.Sniffer().sniff(
+            lines[header_at], delimiters=",;\t"
+        )
+    except csv.Error:
+        dialect = csv.excel
+    reader = csv.reader(io.StringIO("\n".join(lines[header_at:])), dialect)
+    header = [_fold(cell) for cell in next(reader)]
+    columns = {
+        "symbol": _column(header, SYMBOL_COLUMNS),
+        "shares": _column(header, SHARES_COLUMNS),
+        "cost": _column(header, COST_COLUMNS),
+    }
+    if columns["symbol"] is None or columns["shares"] is None:
+        raise UsageError(
+            f"{name}: line {header_at + 1} must be a header naming the symbol and share columns "
+            "(e.g. symbol,shares,avg_cost)"
+        )
+    rows: list[PositionRow] = []
+    errors: list[str] = []
+    seen: dict[str, int] = {}
+    for offset, cells in enumerate(reader, start=1):
+        line = header_at + 1 + offset
+        if not any(cell.strip() for cell in cells):
+            continue
+        if len(rows) + len(errors) >= MAX_ROWS:
+            raise UsageError(f"{name} has more than {MAX_ROWS:,} positions; split it")
+        try:
+            row = _row(cells, columns, f"line {line}")
+        except UsageError as error:
+            errors.append(str(error))
+            continue
+        if row.symbol in seen:
+            errors.append(
+                f"line {line}: {row.symbol} is listed again (first on line "
+                f"{seen[row.symbol]}); keep one row per symbol"
+            )
+            continue
+        seen[row.symbol] = line
+        rows.append(row)
+    if errors:
+        shown = "; ".join(errors[:MAX_ERRORS_SHOWN])
+        more = (
+            f"; and {len(errors) - MAX_ERRORS_SHOWN} more" if len(errors) > MAX_ERRORS_SHOWN else ""
+        )
+        count = f"{len(errors)} bad row{'s' if len(errors) > 1 else ''}"
+        raise UsageError(f"{name}: {count}, nothing imported: {shown}{more}")
+    if not rows:
+        raise UsageError(f"{name} holds no positions under its header")
+    return rows
+
+
+def _row(cells: list[str], columns: dict[str, int | None], where: str) -> PositionRow:
+    def cell(key: str) -> str:
+        index = columns[key]
+        return cells[index].strip() if index is not None and index < len(cells) else ""
+
+    raw_symbol = cell("symbol")
+    if not raw_symbol:
+        raise UsageError(f"{where}: the symbol is empty")
+    symbol = raw_symbol.upper()
+    if not SYMBOL.match(symbol):
+        raise UsageError(f"{where}: {raw_symbol!r} is not a ticker symbol ({SYMBOL_HINT})")
+    shares_text = cell("shares")
+    if not shares_text:
+        raise UsageError(f"{where}: the share count of {symbol} is empty")
+    return PositionRow(
+        symbol=symbol,
+        shares=parse_shares(shares_text, where=where),
+        avg_cost=parse_cost(cell("cost"), where=where),
+    )
+
+
+def _fold(name: str) -> str:
+    return re.sub(r"[^a-z]", "", name.strip().lower())
+
+
+def _column(header: list[str], names: tuple[str, ...]) -> int | None:
+    for name in names:
+        if name in header:
+            return header.index(name)
+    return None
