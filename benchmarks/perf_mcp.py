@@ -1,0 +1,160 @@
+"""The MCP server under load (issue 18): ``search_memory`` over Streamable HTTP.
+
+Run: ``python -m kgot.benchmarks.perf_mcp`` (``--quick`` for 2,000 nodes, ``--json`` for JSON
+lines). It builds an entity of 10,000 nodes and 10,000 edges on a temporary SQLite store (the
+population of :mod:`kgot.benchmarks.perf_memory`), starts ``kgot mcp serve --http`` on a
+loopback port in a subprocess with a bearer token, and prints:
+
+* the first ``search_memory`` call (the server builds the entity's search index; paid once per
+  server and again after a write);
+* p50 and p95 of warm ``search_memory`` calls from one client, round trip through the SDK's
+  client (target p95 ≤ 150 ms);
+* requests per second with 8 concurrent clients (each its own MCP session), and their p95.
+
+Client and server share the machine's cores, so the figures include the client's own work.
+Figures only; nothing here asserts a timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import anyio
+
+from kgot.benchmarks.figures import Figure, print_figures
+from kgot.benchmarks.perf_memory import SEED, _ingest, _p95, _queries
+from kgot.memory.evaluation import synthetic_nodes
+from kgot.persistence import open_store
+
+AREA = "mcp"
+LABEL = "Organization"
+CLIENTS = 8
+
+
+def _serve(store_url: str, tokens: Path, port: int) -> object:
+    import subprocess
+
+    command = [
+        sys.executable,
+        "-m",
+        "kgot",
+        "mcp",
+        "serve",
+        "--http",
+        f"127.0.0.1:{port}",
+        "--tokens",
+        str(tokens),
+        "--db",
+        store_url,
+    ]
+    process = subprocess.Popen(
+        command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    assert process.stderr is not None
+    line = process.stderr.readline().decode()  # the server's one line once it listens
+    if "MCP server at" not in line:
+        process.kill()
+        raise RuntimeError(f"the MCP server did not start: {line}{process.stderr.read().decode()}")
+    return process
+
+
+async def _session_calls(url: str, token: str, queries: Sequence[str]) -> list[float]:
+    """Milliseconds per ``search_memory`` call, one MCP session."""
+    import httpx2
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    times: list[float] = []
+    headers = {"Authorization": f"Bearer {token}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(120.0)) as client,
+        streamable_http_client(url, http_client=client) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        for query in queries:
+            started = time.perf_counter()
+            result = await session.call_tool("search_memory", {"query": query, "limit": 10})
+            times.append((time.perf_counter() - started) * 1000)
+            if result.is_error:
+                raise RuntimeError(f"search_memory failed: {result.content}")
+    return times
+
+
+async def _concurrent(url: str, token: str, queries: Sequence[str]) -> tuple[float, list[float]]:
+    """Requests per second of :data:`CLIENTS` sessions searching at once, and all latencies."""
+    share = len(queries) // CLIENTS
+    latencies: list[list[float]] = [[] for _ in range(CLIENTS)]
+
+    async def client(number: int) -> None:
+        mine = queries[number * share : (number + 1) * share]
+        latencies[number] = await _session_calls(url, token, mine)
+
+    started = time.perf_counter()
+    async with anyio.create_task_group() as group:
+        for number in range(CLIENTS):
+            group.start_soon(client, number)
+    seconds = time.perf_counter() - started
+    done = [value for values in latencies for value in values]
+    return len(done) / seconds, done
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def run(quick: bool = False) -> list[Figure]:
+    """The figures at 10,000 nodes (``quick``: 2,000 nodes, fewer queries)."""
+    from kgot.mcp_server.tokens import add_token
+
+    size, count = (2_000, 120) if quick else (10_000, 400)
+    population = synthetic_nodes(size, seed=SEED, label=LABEL)
+    asked = _queries(population, count, SEED + 2)
+    with tempfile.TemporaryDirectory(prefix="kgot-bench-mcp-") as folder:
+        store_url = str(Path(folder) / "kgot.db")
+        with open_store(store_url) as store:
+            store.create_entity("bench")
+            _ingest(store.session("bench"), population, size, SEED)
+        tokens = Path(folder) / "tokens.toml"
+        token, _ = add_token(tokens, "bench", ["bench"], ["read"])
+        port = _free_port()
+        url = f"http://127.0.0.1:{port}/mcp"
+        process = _serve(store_url, tokens, port)
+        try:
+            first = anyio.run(_session_calls, url, token, [str(population[0].properties["name"])])
+            warm = anyio.run(_session_calls, url, token, asked)
+            rate, loaded = anyio.run(_concurrent, url, token, asked)
+        finally:
+            process.terminate()  # type: ignore[attr-defined]
+            process.wait(timeout=30)  # type: ignore[attr-defined]
+    label = f"SQLite, {size:,} nodes / {size:,} edges: search_memory over Streamable HTTP"
+    return [
+        Figure(AREA, f"{label}, first call (index build)", first[0], "ms"),
+        Figure(AREA, f"{label}, warm p50", statistics.median(warm), "ms"),
+        Figure(AREA, f"{label}, warm p95", _p95(warm), "ms", 150.0),
+        Figure(AREA, f"{label}, {CLIENTS} concurrent clients", rate, "requests/s"),
+        Figure(AREA, f"{label}, {CLIENTS} concurrent clients, p95", _p95(loaded), "ms"),
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kgot.benchmarks.perf_mcp")
+    parser.add_argument("--quick", action="store_true", help="2,000 nodes")
+    parser.add_argument("--json", action="store_true", help="JSON lines")
+    args = parser.parse_args(argv)
+    print_figures(run(quick=args.quick), as_json=args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
