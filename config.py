@@ -129,6 +129,11 @@ class SandboxSettings(_Section):
     max_processes: int = Field(64, ge=1, description="processes per job (pids cgroup)")
     pool_size: int = Field(2, ge=0, description="warm workers kept ready (0 = cold start)")
     recycle_after: int = Field(100, ge=1, description="jobs before a worker is replaced")
+    resident_graph: bool = Field(
+        True,
+        description="keep each run's graph in a worker of the run's own between graph jobs "
+        "(false: send the whole graph with every job)",
+    )
     docker_image: str = Field("python:3.11-slim", description="image for `kind = docker`")
     allow_packages: list[str] = Field(
         default_factory=list, description="packages LLM code may install at run time"

@@ -459,6 +459,8 @@ def _services(
     backend = open_backend(
         spec.backend, sandbox, initial, max_property_bytes=settings.store.max_property_bytes
     )
+    stack.callback(backend.close)
+    backend.warm_up()  # its worker starts and takes the graph while the first votes run
     context = ToolContext.from_settings(
         settings,
         sandbox=sandbox,

@@ -8,7 +8,10 @@ after a small change does not re-encode the whole graph.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
+import weakref
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -17,6 +20,7 @@ import networkx as nx
 from kgot.errors import ChangesetError
 from kgot.graph_backends.base import GraphView, QueryLanguage, QueryResult, ViewRequest
 from kgot.graph_backends.jobs.outcome import MAX_ITEMS
+from kgot.graph_backends.resident_graph import ResidentGraph
 from kgot.graph_backends.runner import GraphCodeError, JobSpec, run_job, run_job_async
 from kgot.graph_backends.state import ChangeListener, GraphState
 from kgot.graph_backends.view_lines import LineFormat
@@ -45,6 +49,7 @@ class PropertyGraphBackend:
     language: QueryLanguage
     job_module: str
     code_file: str
+    resident_modules: tuple[str, ...] = ()  # what a resident worker pre-imports for the jobs
 
     def __init__(
         self,
@@ -62,6 +67,9 @@ class PropertyGraphBackend:
         self._serializer = serializer
         self._state = GraphState([self._view, serializer], max_property_bytes=max_property_bytes)
         self._state.load(graph)
+        self.resident: ResidentGraph | None = None
+        self._resident_lock = threading.Lock()
+        self._resident_tried = False
 
     # -- the contract -------------------------------------------------------------------------
 
@@ -74,6 +82,9 @@ class PropertyGraphBackend:
         return _read_result(outcome, max_items)
 
     async def aquery(self, query: str, *, max_items: int | None = None) -> QueryResult:
+        if self._resident_graph() is not None:
+            outcome, _ = await asyncio.to_thread(self._run, "read", query, max_items=max_items)
+            return _read_result(outcome, max_items)
         spec, _ = self._job_spec("read", query, max_items=max_items)
         return _read_result(await run_job_async(self.sandbox, spec), max_items)
 
@@ -81,6 +92,8 @@ class PropertyGraphBackend:
         return self._changeset(*self._run("write", code))
 
     async def apropose(self, code: str) -> Changeset:
+        if self._resident_graph() is not None:
+            return self._changeset(*await asyncio.to_thread(self._run, "write", code))
         spec, version = self._job_spec("write", code)
         return self._changeset(await run_job_async(self.sandbox, spec), version)
 
@@ -103,10 +116,49 @@ class PropertyGraphBackend:
         """Increases with every change; equal versions mean an equal graph."""
         return self._state.version
 
+    def warm_up(self) -> None:
+        """Start this backend's resident worker and send it the graph, in the background:
+        a run calls this as it opens, so both happen while its first votes are with the
+        model. Without it the first job starts the worker."""
+        resident = self._resident_graph()
+        if resident is not None:
+            threading.Thread(
+                target=resident.prime, args=(self._state,), daemon=True, name="kgot-resident"
+            ).start()
+
+    def close(self) -> None:
+        """Stop the resident worker, if one started (the sandbox's close and garbage
+        collection of the backend stop it too)."""
+        if self.resident is not None:
+            self.resident.close()
+
+    def _resident_graph(self) -> ResidentGraph | None:
+        """The worker of this backend's own that holds its graph between jobs, opened on
+        first use; ``None`` where the sandbox keeps no such worker."""
+        with self._resident_lock:
+            if self._resident_tried:
+                return self.resident
+            self._resident_tried = True
+            open_resident = getattr(self.sandbox, "open_resident", None)
+            worker = open_resident(self.resident_modules) if open_resident is not None else None
+            if worker is None:
+                return None
+            resident = ResidentGraph(worker, self.name, self._state.token)
+            with self._state.lock:
+                resident.reset(self._state.graph)
+                self._state.listeners.append(resident)
+            weakref.finalize(self, worker.close)  # a forgotten backend frees its worker
+            self.resident = resident
+            return resident
+
     def _run(
         self, mode: str, text: str, *, max_items: int | None = None, with_graph: bool = True
     ) -> tuple[dict[str, Any], int]:
         """The outcome of a job, and the graph version it ran on."""
+        if with_graph and self._resident_graph() is not None:
+            assert self.resident is not None
+            spec, _ = self._job_spec(mode, text, max_items=max_items, with_graph=False)
+            return self.resident.run(spec, self._state)
         spec, version = self._job_spec(mode, text, max_items=max_items, with_graph=with_graph)
         return run_job(self.sandbox, spec), version
 

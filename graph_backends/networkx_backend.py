@@ -92,6 +92,7 @@ class NetworkXBackend(PropertyGraphBackend):
     language = PYTHON
     job_module = "python_job"
     code_file = "code.py"
+    resident_modules = ("networkx",)
 
     def __init__(
         self,

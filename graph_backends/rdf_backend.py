@@ -131,6 +131,7 @@ class RdfBackend(PropertyGraphBackend):
     language = SPARQL
     job_module = "sparql_job"
     code_file = "query.rq"
+    resident_modules = ("pyoxigraph",)
 
     def __init__(
         self,

@@ -108,11 +108,41 @@ async def run_job_async(sandbox: Sandbox, spec: JobSpec) -> dict[str, Any]:
     return _successful_outcome(await run_async(sandbox, _job(spec)), spec)
 
 
-def _job(spec: JobSpec) -> Job:
+def run_resident_job(sandbox: Sandbox, spec: JobSpec) -> dict[str, Any]:
+    """The outcome of a job on a resident worker (whose zygote holds the bundle and the graph),
+    failures included: a ``resident_stale`` one means the worker must get the graph again.
+    The caller passes the outcome to :func:`successful_outcome`.
+
+    Raises:
+        GraphQueryError, GraphCodeError: the job left no outcome (a limit, a crash).
+    """
+    result = sandbox.run(_job(spec, with_bundle=False))
+    error_type = GraphQueryError if spec.mode in ("read", "check") else GraphCodeError
+    return _parse_outcome(result, error_type)
+
+
+def successful_outcome(outcome: dict[str, Any], spec: JobSpec) -> dict[str, Any]:
+    """``outcome`` when it is a success; else the error it describes, raised (see
+    :func:`run_job`)."""
+    if outcome.get("ok") is True:
+        return outcome
+    error_type = GraphQueryError if spec.mode in ("read", "check") else GraphCodeError
+    summary = str(outcome.get("summary") or "the code failed")
+    detail = str(outcome.get("detail") or summary)
+    if outcome.get("kind") == "violations" and spec.mode == "write":
+        problems = outcome.get("problems")
+        if isinstance(problems, list) and problems:
+            raise ChangesetError([str(p) for p in problems])
+        raise ChangesetError([summary])
+    raise error_type(summary, detail)
+
+
+def _job(spec: JobSpec, *, with_bundle: bool = True) -> Job:
     input_bytes = sum(len(content) for content in spec.files.values())
+    bundle = {"kgotjob.zip": job_bundle()} if with_bundle else {}
     return Job(
         code=_BOOTSTRAP.format(module=spec.module, mode=spec.mode),
-        files={"kgotjob.zip": job_bundle(), **spec.files},
+        files={**bundle, **spec.files},
         limits=Limits(
             timeout_s=spec.timeout_s,
             max_output_bytes=max(_MIN_OUTPUT_BYTES, 4 * input_bytes),
@@ -122,17 +152,7 @@ def _job(spec: JobSpec) -> Job:
 
 def _successful_outcome(result: ExecResult, spec: JobSpec) -> dict[str, Any]:
     error_type = GraphQueryError if spec.mode in ("read", "check") else GraphCodeError
-    outcome = _parse_outcome(result, error_type)
-    if outcome.get("ok") is True:
-        return outcome
-    summary = str(outcome.get("summary") or "the code failed")
-    detail = str(outcome.get("detail") or summary)
-    if outcome.get("kind") == "violations" and spec.mode == "write":
-        problems = outcome.get("problems")
-        if isinstance(problems, list) and problems:
-            raise ChangesetError([str(p) for p in problems])
-        raise ChangesetError([summary])
-    raise error_type(summary, detail)
+    return successful_outcome(_parse_outcome(result, error_type), spec)
 
 
 def _parse_outcome(

@@ -305,6 +305,7 @@ class BwrapLauncher:
         mounts: tuple[Path, ...],
         cgroup: Cgroup | None = None,
         probe: bool = False,
+        resident: bool = False,
     ) -> LaunchPlan:
         """The command that starts one worker (or, with ``probe``, a trivial command inside
         exactly the same sandbox)."""
@@ -366,6 +367,7 @@ class BwrapLauncher:
                 "scratch": list(SCRATCH_DIRS),
                 "env": JOB_ENV,
                 "preload": preload,
+                "resident": resident,
                 "extra_paths": extra_paths,
             }
             command = [sys.executable, "-I", "-B", WORKER_PATH, json.dumps(config)]

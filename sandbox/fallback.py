@@ -145,6 +145,7 @@ class FallbackLauncher:
         preload: list[str],
         mounts: tuple[Path, ...],
         cgroup: Cgroup | None = None,
+        resident: bool = False,
     ) -> LaunchPlan:
         seccomp_fd = os.memfd_create("kgot-seccomp", 0)
         os.write(seccomp_fd, compiled_filter())
@@ -157,6 +158,7 @@ class FallbackLauncher:
             "scratch": list(SCRATCH_DIRS),
             "env": {**JOB_ENV, "KGOT_WORK": self.work},
             "preload": preload,
+            "resident": resident,
             "extra_paths": extra_paths,
             "seccomp_fd": seccomp_fd,
         }

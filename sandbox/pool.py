@@ -26,7 +26,7 @@ from collections.abc import Callable, Generator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kgot.config import SandboxSettings
 from kgot.errors import SandboxUnavailableError
@@ -42,6 +42,9 @@ from kgot.sandbox.common import (
     validate_job,
 )
 from kgot.sandbox.packages import PackageCache, PackageRefused
+
+if TYPE_CHECKING:
+    from kgot.sandbox.resident import ResidentWorker
 
 log = logging.getLogger(__name__)
 
@@ -114,10 +117,15 @@ class Launcher(Protocol):
     userns_per_worker: bool  # each worker is a user namespace of its own
 
     def plan(
-        self, *, preload: list[str], mounts: tuple[Path, ...], cgroup: Cgroup | None = None
+        self,
+        *,
+        preload: list[str],
+        mounts: tuple[Path, ...],
+        cgroup: Cgroup | None = None,
+        resident: bool = False,
     ) -> LaunchPlan:
         """The command for a worker pre-importing ``preload`` with ``mounts`` visible, joining
-        ``cgroup`` before anything else runs."""
+        ``cgroup`` before anything else runs; ``resident`` workers accept state frames."""
         ...
 
 
@@ -208,6 +216,30 @@ class WorkerProcess:
         if self.cgroup is not None:
             self._memory_baseline = self.cgroup.memory_usage()
         return header
+
+    # -- resident state -------------------------------------------------------------------
+
+    def send_state(
+        self, hook: str, request: dict[str, Any], blobs: list[bytes], timeout_s: float
+    ) -> dict[str, Any]:
+        """Hand resident state to the zygote (see :func:`kgot.sandbox.worker._apply_state`);
+        its answer, ``{"ok": True, …}`` or ``{"ok": False, "error": …}``.
+
+        Raises:
+            WorkerCrashed: the worker died or did not answer in time.
+        """
+        frame = wire.encode_frame({"state": {"hook": hook, "request": request}}, blobs)
+        deadline = time.monotonic() + timeout_s
+        self._send(frame, deadline)
+        header, _ = self._receive(deadline, max_total=1 << 20)
+        answer = header.get("state")
+        if not isinstance(answer, dict):
+            raise WorkerCrashed("the worker answered a state update with something else")
+        if answer.get("ok") and self.cgroup is not None:
+            # Jobs may use their memory allowance on top of the state, not inside it.
+            self._memory_baseline = self.cgroup.memory_usage()
+            self._memory_limit = None
+        return answer
 
     # -- jobs -----------------------------------------------------------------------------
 
@@ -488,8 +520,12 @@ class _PoolState:
     busy: set[WorkerProcess] = field(default_factory=set)
     mounted: list[WorkerProcess] = field(default_factory=list)  # at most one idle
     starting: set[WorkerProcess] = field(default_factory=set)  # not ready yet
+    # Runs' own workers (resident graphs): they stop with the pool at the latest.
+    residents: weakref.WeakSet[ResidentWorker] = field(default_factory=weakref.WeakSet)
 
     def stop(self) -> None:
+        for resident in list(self.residents):
+            resident.close()
         with self.cond:
             idle = [*self.idle, *self.mounted]
             self.idle.clear()
@@ -810,19 +846,44 @@ class PooledSandbox:
                 return
         worker.close()
 
+    def open_resident(self, preload: tuple[str, ...]) -> ResidentWorker | None:
+        """A worker of its own for one run's resident state (see
+        :mod:`kgot.sandbox.resident`), pre-importing ``preload`` and the standard library;
+        it starts in the background and stops with the pool at the latest. ``None`` when
+        resident state is off (``sandbox.resident_graph``) or nothing is kept warm
+        (``pool_size`` 0)."""
+        from kgot.sandbox.resident import ResidentWorker
+
+        if not self.settings.resident_graph or self.settings.pool_size == 0:
+            return None
+        modules = list(dict.fromkeys([*STDLIB_PRELOAD, *preload]))
+
+        def start() -> WorkerProcess:
+            return self._start_worker(preload=modules, resident=True)
+
+        resident = ResidentWorker(
+            start, self.settings, nproc_base=self._nproc_base, closed=lambda: self._closed
+        )
+        self._state.residents.add(resident)
+        return resident
+
     def _start_worker(
         self,
         *,
         preload: list[str] | None = None,
         mounts: tuple[Path, ...] = (),
         key: MountKey = (),
+        resident: bool = False,
     ) -> WorkerProcess:
         """Start a worker (serving jobs whose mounts match ``key``) and wait until it is ready."""
         label = re.sub(r"[^a-z0-9]+", "-", self.launcher.name.lower()).strip("-")[:24]
         cgroup = open_cgroup(label) if "cgroup" in self.launcher.process_cap else None
         try:
             plan = self.launcher.plan(
-                preload=self.preload if preload is None else preload, mounts=mounts, cgroup=cgroup
+                preload=self.preload if preload is None else preload,
+                mounts=mounts,
+                cgroup=cgroup,
+                resident=resident,
             )
         except BaseException:
             if cgroup is not None:

@@ -29,6 +29,14 @@ Three kinds of process, so that no job can see another job's data:
 * the **job**, forked from the zygote, with its own limits, no descriptor but its stdio, and an
   ``oom_score_adj`` of 1000 so that a memory overrun kills the job rather than the worker.
 
+A **resident** worker (started with ``"resident": true``, one per run, see
+:mod:`kgot.sandbox.resident`) also accepts *state* frames: the supervisor relays each to the
+zygote over a pipe and the zygote hands it to a hook in kgot's job bundle, which keeps the run's
+graph in the zygote's memory. Jobs forked afterwards start with that graph (a copy-on-write copy
+they cannot write back), so a job ships only the model's code. State is the host's own data,
+never a job's output: what a job computes reaches the zygote only after the host checked it and
+sent it again as state.
+
 The zygote and the supervisor are non-dumpable: a job, running as the same user, cannot open
 their ``/proc`` files (descriptors, memory, environment). A job that kills the supervisor ends
 the worker (the host replaces it); one fork per job keeps a warm job at a few milliseconds.
@@ -39,6 +47,8 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import importlib.abc
+import importlib.util
 import json
 import os
 import resource
@@ -370,6 +380,9 @@ class Zygote:
                 message, fds, _, _ = socket.recv_fds(self.channel, 64, 3)
                 if not message:
                     return  # the supervisor closed its end
+                if message == b"state":
+                    self._tell({"state": _apply_state(fds[0], self.config)})
+                    continue
                 _reap_all()  # stragglers of the last job: they would count against RLIMIT_NPROC
                 pid = os.fork()
                 if pid == 0:  # the job: never returns
@@ -383,6 +396,82 @@ class Zygote:
 
     def _tell(self, message: dict[str, Any]) -> None:
         self.channel.send(json.dumps(message).encode())
+
+
+def _apply_state(fd: int, config: dict[str, Any]) -> dict[str, Any]:
+    """Apply one resident-state frame the host sent (through the supervisor) and close ``fd``.
+
+    Only a worker started as resident accepts state. The frame names a hook,
+    ``"module:function"``, in kgot's job bundle (shipped as ``blobs[0]`` the first time and
+    imported from memory); the hook keeps whatever the host sent in this process, so every job
+    forked afterwards starts with it. No job's code or output ever reaches this function: its
+    input is the host's own data, relayed by the supervisor.
+    """
+    try:
+        with os.fdopen(fd, "rb", closefd=True) as stream:
+            frame = read_frame(stream.fileno())
+        if not config.get("resident"):
+            return {"ok": False, "error": "this worker does not hold resident state"}
+        if frame is None:
+            return {"ok": False, "error": "empty state frame"}
+        header, blobs = frame
+        if blobs and blobs[0]:
+            _BundleFinder.install(blobs[0])
+        module_name, _, function = str(header["hook"]).partition(":")
+        module = __import__(module_name, fromlist=[function])
+        reply = getattr(module, function)(header.get("request", {}), blobs[1:])
+        return {"ok": True, **reply}
+    except BaseException as error:  # the zygote must survive any failure of a state update
+        return {"ok": False, "error": f"{type(error).__name__}: {error}"[:2000]}
+
+
+class _BundleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Serves the modules of a zip held in memory (kgot's job bundle) to ``import``.
+
+    The resident state's code must be importable in the zygote before any job runs, and no
+    file a job can reach may provide it: the bundle arrives over the protocol and never
+    touches the disk.
+    """
+
+    _installed: _BundleFinder | None = None
+
+    def __init__(self, sources: dict[str, str], packages: set[str]) -> None:
+        self.sources = sources
+        self.packages = packages
+
+    @classmethod
+    def install(cls, bundle: bytes) -> None:
+        if cls._installed is not None:
+            return  # one bundle per worker: the code never changes under a live state
+        import io
+        import zipfile
+
+        sources: dict[str, str] = {}
+        packages: set[str] = set()
+        with zipfile.ZipFile(io.BytesIO(bundle)) as archive:
+            for name in archive.namelist():
+                if not name.endswith(".py"):
+                    continue
+                module = name[: -len(".py")].replace("/", ".")
+                if module.endswith(".__init__"):
+                    module = module[: -len(".__init__")]
+                    packages.add(module)
+                sources[module] = archive.read(name).decode("utf-8")
+        finder = cls(sources, packages)
+        sys.meta_path.insert(0, finder)
+        cls._installed = finder
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname not in self.sources:
+            return None
+        return importlib.util.spec_from_loader(fullname, self, is_package=fullname in self.packages)
+
+    def create_module(self, spec: Any) -> None:
+        return None  # the default module object
+
+    def exec_module(self, module: Any) -> None:
+        name = module.__name__
+        exec(compile(self.sources[name], f"<kgot bundle>/{name}", "exec"), module.__dict__)
 
 
 def _reap_all() -> list[tuple[int, int]]:
@@ -448,6 +537,9 @@ class Supervisor:
             frame = read_frame(self.inbox)
             if frame is None:
                 return
+            if "state" in frame[0]:
+                _write_all(self.outbox, encode_frame(self.relay_state(*frame)))
+                continue
             reply, reply_blobs, healthy = self.run_job(*frame)
             _write_all(self.outbox, encode_frame(reply, reply_blobs))
             if not healthy:
@@ -515,6 +607,21 @@ class Supervisor:
             "killed": killed,
         }
         return reply, [streams.buffers[0], streams.buffers[1], *files], healthy
+
+    def relay_state(self, header: dict[str, Any], blobs: list[bytes]) -> dict[str, Any]:
+        """Pass a resident-state frame to the zygote (over a pipe) and return its answer."""
+        state_r, state_w = os.pipe()
+        socket.send_fds(self.channel, [b"state"], [state_r])
+        os.close(state_r)
+        with contextlib.suppress(BrokenPipeError):
+            _write_all(state_w, encode_frame(header["state"], blobs))
+        os.close(state_w)
+        while True:  # skip a late "exited" note of an earlier job
+            message = json.loads(self.channel.recv(1 << 16) or b"{}")
+            if not message:
+                return {"state": {"ok": False, "error": "the zygote is gone"}}
+            if "state" in message:
+                return {"state": message["state"]}
 
     def _exit_status(self, pid: int) -> int | None:
         """The job's wait status, as the zygote (its parent) reaped it."""

@@ -31,6 +31,7 @@ from kgot.graph_model.records import (
     private_copy,
 )
 
+from . import resident
 from .outcome import (
     MAX_ITEMS,
     collector_paused,
@@ -47,19 +48,32 @@ MAX_PRINTED = 200_000
 
 
 def main(mode: str) -> None:
-    """Run ``in/code.py`` in ``mode`` (``read`` or ``write``) and write ``out/result.json``."""
+    """Run ``in/code.py`` in ``mode`` (``read`` or ``write``) and write ``out/result.json``.
+
+    The graph is the resident one when the job was sent for it (``in/resident.json``), else
+    ``in/graph.json`` and ``in/graph_delta.json``.
+    """
     result_path = output_path()
-    with open("in/graph.json", encoding="utf-8") as handle:
-        records = [handle.read()]
-    if os.path.exists("in/graph_delta.json"):
-        with open("in/graph_delta.json", encoding="utf-8") as handle:
-            records.append(handle.read())
     with open("in/code.py", encoding="utf-8") as handle:
         code = handle.read()
     max_items = MAX_ITEMS
     if os.path.exists("in/options.json"):
         with open("in/options.json", encoding="utf-8") as handle:
             max_items = int(json.load(handle).get("max_items", MAX_ITEMS))
+    try:
+        state = resident.expect()
+    except LookupError as error:
+        write_outcome(result_path, failure(resident.STALE, str(error)))
+        return
+    if state is not None:
+        outcome = run_on(mode, state.graph, state.nodes, state.edges, code, max_items=max_items)
+        write_outcome(result_path, outcome)
+        return
+    with open("in/graph.json", encoding="utf-8") as handle:
+        records = [handle.read()]
+    if os.path.exists("in/graph_delta.json"):
+        with open("in/graph_delta.json", encoding="utf-8") as handle:
+            records.append(handle.read())
     write_outcome(result_path, run(mode, records, code, max_items=max_items))
 
 
@@ -85,6 +99,21 @@ def run(
         else:
             graph.add_nodes_from(before_nodes.items())
             graph.add_edges_from((s, t, k, a) for (s, t, k), a in before_edges.items())
+    return run_on(mode, graph, before_nodes, before_edges, code, max_items=max_items)
+
+
+def run_on(
+    mode: str,
+    graph: Any,
+    before_nodes: dict[str, Any],
+    before_edges: dict[Any, Any],
+    code: str,
+    *,
+    max_items: int = MAX_ITEMS,
+) -> dict[str, Any]:
+    """The outcome of running ``code`` on ``graph``, whose attributes are copies of
+    ``before_nodes``/``before_edges`` (what a write is diffed against)."""
+    import networkx as nx
 
     try:
         compiled = compile(code, CODE_FILENAME, "exec")

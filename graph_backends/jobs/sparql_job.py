@@ -28,6 +28,7 @@ from typing import Any
 
 from kgot.graph_model.records import diff_graphs
 
+from . import resident
 from .outcome import (
     MAX_ITEMS,
     collector_paused,
@@ -65,8 +66,13 @@ def main(mode: str) -> None:
     result_path = output_path()
     with open("in/query.rq", encoding="utf-8") as query_file:
         text = query_file.read()
+    try:
+        state = resident.expect() if mode != "check" else None
+    except LookupError as error:
+        write_outcome(result_path, failure(resident.STALE, str(error)))
+        return
     data = b""
-    if mode != "check":
+    if mode != "check" and state is None:
         with open("in/graph.nt", "rb") as graph_file:
             data = graph_file.read()
     options: dict[str, Any] = {}
@@ -78,7 +84,13 @@ def main(mode: str) -> None:
     def work() -> None:
         try:
             outcome.update(
-                run(mode, data, text, max_items=int(options.get("max_items", MAX_ITEMS)))
+                run(
+                    mode,
+                    data,
+                    text,
+                    max_items=int(options.get("max_items", MAX_ITEMS)),
+                    held=state,
+                )
             )
         except Exception as error:  # reported like any failure, not as a missing result
             outcome.update(failure("exception", f"the job failed: {type(error).__name__}: {error}"))
@@ -91,8 +103,16 @@ def main(mode: str) -> None:
     write_outcome(result_path, outcome)
 
 
-def run(mode: str, data: bytes, text: str, *, max_items: int = MAX_ITEMS) -> dict[str, Any]:
-    """The outcome of running ``text`` against the N-Triples graph ``data``."""
+def run(
+    mode: str,
+    data: bytes,
+    text: str,
+    *,
+    max_items: int = MAX_ITEMS,
+    held: resident.Resident | None = None,
+) -> dict[str, Any]:
+    """The outcome of running ``text`` against the N-Triples graph ``data``, or against the
+    resident graph ``held`` (its store is this job's own copy-on-write copy)."""
     import pyoxigraph as ox
 
     expected = "query" if mode in ("read", "check") else "update"
@@ -108,11 +128,16 @@ def run(mode: str, data: bytes, text: str, *, max_items: int = MAX_ITEMS) -> dic
     if mode == "check":
         return {"ok": True, "text": checked.text}
     with collector_paused():
-        store = ox.Store()
-        if data.strip():
-            store.bulk_load(data, ox.RdfFormat.N_TRIPLES)
+        if held is not None:
+            store = held.store
+        else:
+            store = ox.Store()
+            if data.strip():
+                store.bulk_load(data, ox.RdfFormat.N_TRIPLES)
         if mode == "read":
             return _read(store, checked.text, ox, max_items)
+        if held is not None:
+            return _write(store, checked.text, ox, before=held.quads, typed_before=held.typed)
         return _write(store, checked.text, ox)
 
 
@@ -186,15 +211,25 @@ def result_is_empty(value: Any) -> bool:
     return is_empty(value) or (isinstance(value, list) and all(not row for row in value))
 
 
-def _write(store: Any, text: str, ox: Any) -> dict[str, Any]:
+def _write(
+    store: Any,
+    text: str,
+    ox: Any,
+    *,
+    before: set[Any] | None = None,
+    typed_before: set[str] | None = None,
+) -> dict[str, Any]:
     """Run an update on the store and describe what it changed as a checked changeset.
 
     Only the *region* the update touched is decoded — the subjects whose statements changed,
     the source nodes of touched edge descriptions, and every description of a node in the
-    region — so the cost follows the size of the change, not of the graph.
+    region — so the cost follows the size of the change, not of the graph. ``before`` (the
+    store's quads) and ``typed_before`` (its typed nodes) come precomputed from a resident
+    graph.
     """
     default = ox.DefaultGraph()
-    before = set(store.quads_for_pattern(None, None, None, default))
+    if before is None:
+        before = set(store.quads_for_pattern(None, None, None, default))
     try:
         store.update(text, prefixes=PREFIXES)
     except SyntaxError as error:
@@ -206,10 +241,13 @@ def _write(store: Any, text: str, ox: Any) -> dict[str, Any]:
     if not added and not removed:
         return {"ok": True, "changeset": diff_graphs({}, {}, {}, {})[0]}
     region = _region(added | removed, before, after, ox)
-    nodes_after = _typed_nodes(
-        store.quads_for_pattern(None, ox.NamedNode(RDF_TYPE), None, default), ox
-    )
-    nodes_before = (nodes_after - _typed_nodes(added, ox)) | _typed_nodes(removed, ox)
+    if typed_before is None:
+        nodes_after = typed_nodes(
+            store.quads_for_pattern(None, ox.NamedNode(RDF_TYPE), None, default), ox
+        )
+    else:
+        nodes_after = _typed_after(store, typed_before, added, removed, ox)
+    nodes_before = (nodes_after - typed_nodes(added, ox)) | typed_nodes(removed, ox)
     old = decode([q for q in before if q.subject in region], other_nodes=nodes_before)
     new = decode(
         [q for q in after if q.subject in region], old.descriptions, other_nodes=nodes_after
@@ -245,7 +283,24 @@ def _region(delta: set[Any], before: set[Any], after: set[Any], ox: Any) -> set[
     return region
 
 
-def _typed_nodes(quads: Any, ox: Any) -> set[str]:
+def _typed_after(
+    store: Any, typed_before: set[str], added: set[Any], removed: set[Any], ox: Any
+) -> set[str]:
+    """The typed nodes after an update, from those before and what it changed (a node that
+    lost one type statement may keep another)."""
+    untyped = typed_nodes(removed, ox)
+    kind, default = ox.NamedNode(RDF_TYPE), ox.DefaultGraph()
+    kept = {
+        node_id
+        for node_id in untyped
+        if typed_nodes(
+            store.quads_for_pattern(ox.NamedNode(node_iri(node_id)), kind, None, default), ox
+        )
+    }
+    return (typed_before - untyped) | kept | typed_nodes(added, ox)
+
+
+def typed_nodes(quads: Any, ox: Any) -> set[str]:
     """Ids of the nodes given a type by ``quads`` (``node:x a type:…``)."""
     ids = set()
     for quad in quads:

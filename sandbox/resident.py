@@ -1,0 +1,188 @@
+"""A worker of one run's own that keeps state between that run's jobs.
+
+Graph jobs used to rebuild the whole graph in every job: its cost grew with the graph. A
+:class:`ResidentWorker` is one more sandbox of exactly the same kind as the pool's (same
+launcher, seccomp filter, cgroup, limits), started for one run only. Its zygote holds the run's
+graph, sent by the host as *state* (see :mod:`kgot.sandbox.worker`), and every job is forked
+from it, so a job receives only the model's code.
+
+Why a worker of its own: the pool's workers serve every run of the process (the python tool,
+document conversion, other runs' jobs) and must never hold a graph, or a job of one run could
+read another run's graph out of its own memory. A resident worker serves one run's graph jobs
+and is stopped with the run; it is never handed to anyone else, and the state hook refuses a
+second run's state (:mod:`kgot.graph_backends.jobs.resident`).
+
+The worker starts in the background as soon as the run opens, so it is warm (and, once the host
+sends it, loaded) while the first votes are with the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any
+
+from kgot.config import SandboxSettings
+from kgot.errors import SandboxUnavailableError
+from kgot.sandbox.base import ExecResult, Job
+from kgot.sandbox.common import failed_result, resolve_limits, validate_job
+
+if TYPE_CHECKING:
+    from kgot.sandbox.pool import WorkerProcess
+
+log = logging.getLogger(__name__)
+
+
+class StateRefused(Exception):
+    """The worker did not take a state update (it names why); its state is unknown now."""
+
+
+class ResidentWorker:
+    """One dedicated warm worker; thread-safe, one job or state update at a time.
+
+    :attr:`generation` changes whenever the worker was replaced (it died, or a job took it
+    down): whatever state the caller had sent is gone then and must be sent again.
+    """
+
+    def __init__(
+        self,
+        start: Callable[[], WorkerProcess],
+        settings: SandboxSettings,
+        *,
+        nproc_base: Callable[[WorkerProcess], int | None],
+        closed: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self._start = start
+        self._settings = settings
+        self._nproc_base = nproc_base
+        self._pool_closed = closed
+        self._lock = threading.RLock()
+        self._worker: WorkerProcess | None = None
+        self._pending: Future[WorkerProcess] | None = None
+        self._closed = False
+        self.generation = 0
+        self._begin_start()
+
+    @property
+    def name(self) -> str:
+        return "resident"
+
+    # -- state ------------------------------------------------------------------------------
+
+    def set_state(
+        self, hook: str, request: dict[str, Any], blobs: list[bytes], timeout_s: float = 60.0
+    ) -> dict[str, Any]:
+        """Send state to the worker's zygote; the hook's answer.
+
+        Raises:
+            StateRefused: the hook failed (the worker lives on; send a full state next).
+            SandboxUnavailableError: no worker could be started.
+        """
+        from kgot.sandbox.pool import WorkerCrashed
+
+        with self._lock:
+            worker = self._ensure()
+            try:
+                answer = worker.send_state(hook, request, blobs, timeout_s)
+            except WorkerCrashed as why:
+                self._replace(worker)
+                raise StateRefused(f"the resident worker died taking its state ({why})") from None
+            if not answer.get("ok"):
+                raise StateRefused(str(answer.get("error") or "refused"))
+            return answer
+
+    # -- jobs -------------------------------------------------------------------------------
+
+    def run(self, job: Job) -> ExecResult:
+        """Run ``job`` on the worker (forked from its zygote, with the state it holds).
+
+        Raises:
+            SandboxUnavailableError: no worker could be started.
+            ValueError: the job mounts files or installs packages (resident jobs cannot).
+        """
+        from kgot.sandbox.pool import WORKER_DIED, WorkerCrashed, WorkerSilent
+
+        validate_job(job)
+        if job.mounts or job.packages:
+            raise ValueError("a resident worker runs jobs without mounts or packages")
+        limits = resolve_limits(job.limits, self._settings)
+        with self._lock:
+            worker = self._ensure()
+            try:
+                return worker.run(job, limits, self._nproc_base(worker))
+            except WorkerSilent:
+                self._replace(worker)
+                result = failed_result(
+                    f"timed out after {limits.timeout_s:g} s and the sandbox's supervisor did "
+                    "not report: the whole worker was killed"
+                )
+                result.timed_out = True
+                return result
+            except WorkerCrashed as why:
+                self._replace(worker)
+                return failed_result(f"{WORKER_DIED} ({why}); it was replaced")
+            except BaseException:
+                self._replace(worker)  # interrupted mid-job: the worker's state is unknown
+                raise
+
+    async def arun(self, job: Job) -> ExecResult:
+        return await asyncio.to_thread(self.run, job)
+
+    def warm_up(self, *, wait: bool = True) -> None:
+        if wait:
+            with self._lock:
+                self._ensure()
+
+    def close(self) -> None:
+        """Stop the worker (its state goes with it); safe to call twice."""
+        with self._lock:
+            self._closed = True
+            pending, worker = self._pending, self._worker
+            self._pending = self._worker = None
+        if worker is not None:
+            worker.close()
+        if pending is not None:
+            pending.add_done_callback(_close_started)
+
+    # -- mechanics --------------------------------------------------------------------------
+
+    def _begin_start(self) -> None:
+        future: Future[WorkerProcess] = Future()
+
+        def start() -> None:
+            try:
+                future.set_result(self._start())
+            except BaseException as error:  # reported to whoever waits for the worker
+                future.set_exception(error)
+
+        self._pending = future
+        threading.Thread(target=start, daemon=True, name="kgot-resident-start").start()
+
+    def _ensure(self) -> WorkerProcess:
+        if self._closed:
+            raise SandboxUnavailableError("the run's resident sandbox worker was closed")
+        if self._worker is None:
+            if self._pending is None:
+                self._begin_start()
+            assert self._pending is not None
+            pending = self._pending
+            self._pending = None
+            self._worker = pending.result()  # raises the start's SandboxUnavailableError
+        return self._worker
+
+    def _replace(self, worker: WorkerProcess) -> None:
+        """Drop ``worker`` (its state is lost) and start a successor in the background."""
+        worker.kill()
+        worker.close()
+        self._worker = None
+        self.generation += 1
+        if not self._closed and not self._pool_closed():
+            self._begin_start()
+
+
+def _close_started(future: Future[WorkerProcess]) -> None:
+    if future.exception() is None:
+        future.result().close()
