@@ -9,9 +9,14 @@ entity").
 The entry points this bridge calls, each a plain function of the advisor package that returns
 JSON-ready data:
 
-* ``briefing(store, entity, user, *, budget=None)`` — the user's latest briefing (made by the
-  aide's cycles), with the fact ids it cites;
-* ``alerts(store, entity, user, *, since=None)`` — the user's alerts, newest first.
+* ``briefing(store, entity, user, *, budget=None, settings=None)`` — the user's up-to-date
+  briefing citing fact ids (the newest one when its evidence pack is unchanged, else the
+  planning model writes one: one writing call and its citation fixes);
+* ``alerts(store, entity, user, *, since=None)`` — the user's alerts, newest first, each with
+  its rule and facts (no model).
+
+The advisor package takes an entity's name where it takes an advisor's (``kgot.aides.advisor``
+finds the one advisor bound to it).
 """
 
 # No `from __future__ import annotations`: the SDK reads handler annotations at registration.
@@ -86,7 +91,8 @@ def _add_tool(server: MCPServer, app: "KgotMCP", name: str, function: Callable[.
         ) -> AdvisorOut:
             """The user's latest briefing from the entity's advisor, citing fact ids."""
             grant = app.allowed(ctx, "read", "briefing")
-            return await in_thread(lambda: call(grant, entity, user, {"budget": budget}))
+            options = {"budget": budget, "settings": app.settings}
+            return await in_thread(lambda: call(grant, entity, user, options))
 
         server.add_tool(briefing, name="briefing")
     else:
