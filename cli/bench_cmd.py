@@ -322,8 +322,8 @@ def perf(
     only: Annotated[
         list[str] | None,
         typer.Option(
-            help="Only this area: aides, controller, harness, memory, sandbox, store, tools, views "
-            "(repeatable)."
+            help="Only this area: aides, controller, harness, mcp, memory, sandbox, store, tools, "
+            "views (repeatable)."
         ),
     ] = None,
     sandbox: Annotated[
