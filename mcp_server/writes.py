@@ -1,0 +1,184 @@
+"""Writes of the MCP tools: ``save_facts`` (a changeset through the entity's memory) and
+``propose_type`` (the agent's type rules).
+
+``save_facts`` turns node-link objects into one changeset. A node whose id is already a current
+node (or an id merged into one) is an update of it: its properties are laid over the stored
+ones, and the memory's functional rules decide whether a new value supersedes the old. Other
+nodes are added, and the memory lands a duplicate on the node it is. The changeset is committed
+through :meth:`kgot.memory.Memory.commit` (the write-time hook: resolution, merges followed,
+contradiction rules, type checks) with provenance ``mcp:<label>``. A type or structure violation
+writes nothing and comes back as the list of violations.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from kgot.errors import ChangesetError, UsageError
+from kgot.graph_model import Changeset, Edge, Node
+from kgot.mcp_server.models import EdgeIn, Landing, NodeIn, SaveOut, TypeOut
+
+if TYPE_CHECKING:
+    from kgot.config import Trust
+    from kgot.memory import Memory
+    from kgot.persistence import EntitySession
+
+__all__ = ["MAX_SAVE_EDGES", "MAX_SAVE_NODES", "propose_type", "save_facts"]
+
+MAX_SAVE_NODES = 200
+MAX_SAVE_EDGES = 500
+_COUNT = re.compile(r"(\d+) (corroborated|reinforced)\b")
+
+
+def save_facts(
+    memory: Memory,
+    nodes: Sequence[NodeIn],
+    edges: Sequence[EdgeIn],
+    *,
+    label: str,
+    trust: Trust,
+    source_ref: str | None = None,
+    confidence: float | None = None,
+) -> SaveOut:
+    """Commit ``nodes`` and ``edges`` to the memory's entity (module docstring). The caller
+    holds the entity's write lock.
+
+    Raises:
+        UsageError: too many facts, an empty call, a confidence outside 0..1.
+    """
+    from kgot.persistence import CommitConflictError, Provenance
+
+    if not nodes and not edges:
+        raise UsageError("give at least one node or edge to save")
+    if len(nodes) > MAX_SAVE_NODES or len(edges) > MAX_SAVE_EDGES:
+        raise UsageError(
+            f"save at most {MAX_SAVE_NODES} nodes and {MAX_SAVE_EDGES} edges per call "
+            f"(got {len(nodes)} and {len(edges)}); split the call"
+        )
+    if confidence is not None and not 0 <= confidence <= 1:
+        raise UsageError(f"confidence must be within 0..1, not {confidence}")
+    session = memory.session
+    provenance = Provenance(
+        run_id=f"mcp:{label}",
+        step="mcp:save_facts",
+        source_ref=source_ref,
+        source_kind=trust.source_kind,
+        confidence=confidence if confidence is not None else trust.confidence,
+    )
+    for attempt in range(2):
+        session.refresh()  # the view is the current version: another writer's facts are seen
+        changeset = _changeset(session, nodes, edges)
+        try:
+            version, prepared = memory.commit(changeset, provenance)
+        except CommitConflictError:
+            if attempt == 0:
+                continue  # another process wrote the same facts meanwhile: read and try again
+            raise
+        except ChangesetError as violation:
+            return SaveOut(
+                entity=session.entity, written=False, violations=list(violation.problems)
+            )
+        return _report(session, version, prepared)
+    raise AssertionError("unreachable")
+
+
+def _changeset(
+    session: EntitySession, nodes: Sequence[NodeIn], edges: Sequence[EdgeIn]
+) -> Changeset:
+    ids = [node.id for node in nodes]
+    canonical = session.canonical_ids(ids)
+    added: list[Node] = []
+    changed: dict[str, Node] = {}
+    for node in nodes:
+        target = canonical.get(node.id)
+        if target is None:
+            added.append(Node(node.id, node.label, dict(node.properties)))
+            continue
+        stored = _stored_properties(session, target)
+        merged = {**stored, **(changed[target].properties if target in changed else {})}
+        merged.update(node.properties)
+        if target == node.id and merged == stored and target not in changed:
+            added.append(Node(node.id, node.label, dict(node.properties)))  # a re-statement
+        else:
+            changed[target] = Node(target, node.label, merged)
+    return Changeset(
+        added_nodes=tuple(added),
+        changed_nodes=tuple(changed.values()),
+        added_edges=tuple(
+            Edge(e.source, e.target, e.relationship, e.key or "", dict(e.properties)) for e in edges
+        ),
+    )
+
+
+def _stored_properties(session: EntitySession, node_id: str) -> dict[str, Any]:
+    rows = [row for row in session.node_history(node_id) if row.get("valid_to_version") is None]
+    return dict(rows[-1].get("properties") or {}) if rows else {}
+
+
+def _report(session: EntitySession, version: int, prepared: Any) -> SaveOut:
+    """What became of each fact, read back from the store after the commit."""
+    committed: Changeset = prepared.changeset
+    report = SaveOut(entity=session.entity, written=True, version=version)
+    for node in committed.added_nodes:
+        fresh = _written_at(session.node_history(node.id), version)
+        (report.inserted if fresh else report.corroborated).append(node.id)
+    report.updated = [node.id for node in committed.changed_nodes]
+    for edge in committed.added_edges:
+        source, target, key = edge.ident
+        fresh = _written_at(session.edge_history(source, target, key), version)
+        shown = f"{source} -[{key}]-> {target}"
+        (report.inserted if fresh else report.corroborated).append(shown)
+    report.updated += [f"{e.source} -[{e.ident[2]}]-> {e.target}" for e in committed.changed_edges]
+    report.merged = [
+        Landing(id=given, into=into) for given, into in prepared.redirects.items() if given != into
+    ]
+    report.superseded = [
+        _fact_id(key) for key, reason in prepared.close_reasons.items() if reason == "contradicted"
+    ]
+    report.queued = len(prepared.suggestions)
+    report.notes = list(prepared.notes)
+    return report
+
+
+def _written_at(rows: Sequence[Mapping[str, Any]], version: int) -> bool:
+    """Whether the fact's current row was written by the commit at ``version`` (else the
+    commit only counted it as stated again)."""
+    current = [row for row in rows if row.get("valid_to_version") is None]
+    return bool(current) and int(current[-1]["valid_from_version"]) == version
+
+
+def _fact_id(key: Sequence[str]) -> str:
+    if key[0] == "node":
+        return key[1]
+    return f"{key[1]} -[{key[3]}]-> {key[2]}"
+
+
+def propose_type(session: EntitySession, spec: Mapping[str, Any], *, label: str) -> TypeOut:
+    """Store a type scoped to the session's entity under the agent's rules (the same as the
+    type tools of a run: a justification, a new name, a valid schema, a fitting example).
+
+    Raises:
+        UsageError: a broken rule (the message names each one and its JSON path).
+    """
+    from kgot.persistence import TypeRejectedError, TypeSpec
+
+    fields = {k: v for k, v in spec.items() if v is not None}
+    justification = str(fields.pop("justification", "") or "")
+    try:
+        parsed = TypeSpec.from_mapping(fields)
+        created = session.create_type(
+            parsed, created_by="agent", justification=justification, run_id=f"mcp:{label}"
+        )
+    except TypeRejectedError as rejected:
+        raise UsageError(f"{rejected}; fix the definition, or use an existing type") from None
+    return TypeOut(
+        entity=session.entity,
+        created=json.loads(json.dumps(created.to_dict(), default=str)),
+        summary=(
+            f"created {created.kind} type {created.name} (version {created.version}) for entity "
+            f"{session.entity!r}; use it in save_facts from now on"
+        ),
+    )
