@@ -105,3 +105,44 @@ async def digest(
     shown = {fact_id for fact_id, _line in facts}
     cited = [found for found in dict.fromkeys(_CITATION.findall(text)) if found in shown]
     return Digest(text=text, facts=cited, shown=len(facts))
+
+# ---------------------------------------------------------------------------- other programs
+
+# Programs besides ``digest`` live in packages of their own. Each module offers
+# ``on_create(store, aide_row)``, run when an aide is created, and the coroutine
+# ``run_cycle(aide, report, now, exceeded)``, run after upkeep instead of the digest
+# (``exceeded(spent)`` says why the cycle's cost budgets allow no more model calls).
+PROGRAM_MODULES = {"advisor": "kgot.aides.advisor.program"}
+
+
+def _program_module(program: str) -> Any:
+    import importlib
+
+    home = PROGRAM_MODULES.get(program)
+    return importlib.import_module(home) if home is not None else None
+
+
+def on_create(store: Any, aide: Any) -> None:
+    """Set up what ``aide``'s program needs (the advisor's types); an aide whose set-up fails
+    is deleted again."""
+    module = _program_module(aide.program)
+    if module is None:
+        return
+    from kgot.aides.records import delete_aide
+
+    try:
+        module.on_create(store, aide)
+    except BaseException:
+        delete_aide(store, aide)
+        raise
+
+
+async def run_program(
+    aide: Any, report: Any, now: Any, exceeded: Any
+) -> dict[str, Any] | None:
+    """Run ``aide``'s program (other than ``digest``) for this cycle; what it did."""
+    module = _program_module(aide.row.program)
+    if module is None:
+        return None
+    done = await module.run_cycle(aide, report, now, exceeded)
+    return dict(done.to_json())

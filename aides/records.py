@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from kgot.aides.sources import SourceItem
     from kgot.persistence import Store
 
-PROGRAMS = ("digest",)
+PROGRAMS = ("digest", "advisor")  # advisor: kgot.aides.advisor
 MAX_ATTEMPTS = 3  # ingestions of one item (across cycles) before it is given up
 LEASE = timedelta(minutes=15)  # an item claimed longer ago than this is claimed again
 UPKEEP_EVERY = timedelta(hours=1)  # upkeep of an entity no cycle wrote to

@@ -90,6 +90,7 @@ class CycleReport:
     cost_usd: float | None = 0.0
     upkeep: str | None = None
     digest: dict[str, Any] | None = None
+    program: dict[str, Any] | None = None  # what a program other than digest did
     deliveries: list[dict[str, Any]] = field(default_factory=list)
     stop_reason: str | None = None
     backlog: int = 0  # items still pending after the cycle
@@ -229,6 +230,11 @@ class Aide:
                 )
             if report.ingested or records.upkeep_due(self.store, self.row, now):
                 report.upkeep = await asyncio.to_thread(self._upkeep, now)
+            if self.row.program != "digest":
+                from kgot.aides.programs import run_program
+
+                spent = _Budget(max_cost_usd, max_cost_usd_day, self._day_cost(now))
+                report.program = await run_program(self, report, now, spent.exceeded)
             if report.digest is not None:  # kept before delivery: a crash does not lose it
                 records.finish_cycle(self.store, cycle_id, {"report": report.to_json()})
             await self._deliver(report, now)
@@ -316,7 +322,7 @@ class Aide:
                     outcome.status,
                     outcome.reason or outcome.summary,
                 )
-            if reports:
+            if reports and self.row.program == "digest":
                 facts = changed_facts(ingestor.graph(), reports)
                 titles = [item.title for item in report.items if item.status == "done"]
                 made = await digest(ingestor.planning, facts, entity=self.entity, titles=titles)
@@ -536,5 +542,8 @@ def create_aide(
         store.get_entity(entity)
     except EntityNotFoundError:
         store.create_entity(entity)
-    records.create_aide(store, name, entity, program, {})
+    row = records.create_aide(store, name, entity, program, {})
+    from kgot.aides.programs import on_create
+
+    on_create(store, row)
     return open_aide(store, name, settings=settings, models=models)

@@ -1,0 +1,108 @@
+"""The advisor's seed types: installed by `kgot aide create --program advisor` into the aide's
+entity only, and enforced on writes (an Insight's strength and date are checked, with the
+JSON path of what is wrong)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kgot.aides import create_aide
+from kgot.aides.advisor.types import advisor_type_specs
+from kgot.errors import ChangesetError
+from kgot.graph_model import Changeset, Node
+from kgot.persistence import Provenance, Store
+
+NODE_TYPES = {
+    "Asset",
+    "Company",
+    "Sector",
+    "AssetClass",
+    "Institution",
+    "MarketEvent",
+    "News",
+    "Insight",
+}
+EDGE_TYPES = {
+    "issued_by",
+    "in_sector",
+    "belongs_to",
+    "affects",
+    "mentions",
+    "about",
+    "derived_from",
+    "correlated",
+}
+
+
+def test_creating_an_advisor_installs_its_types_in_its_entity_only(store: Store) -> None:
+    store.create_entity("other")
+    create_aide(store, "adv", "markets", program="advisor")
+
+    catalog = store.type_catalog("markets")
+    own = {t.name for t in [*catalog.node_types.values(), *catalog.edge_types.values()] if t.scope}
+    assert own == NODE_TYPES | EDGE_TYPES
+    for name in NODE_TYPES:
+        found = catalog.node_types[name]
+        assert (found.scope, found.created_by, found.version) == ("markets", "system", 1)
+        assert found.spec.description and found.spec.example is not None
+    # Half-lives: news in days, events in weeks, insights in days; categories evergreen.
+    assert catalog.node_types["News"].upkeep.half_life_days == 3
+    assert catalog.node_types["MarketEvent"].upkeep.half_life_days == 21
+    assert catalog.node_types["Insight"].upkeep.half_life_days == 5
+    for evergreen in ("Sector", "AssetClass", "Institution", "Asset", "Company"):
+        assert catalog.node_types[evergreen].upkeep.half_life_days is None
+    assert catalog.node_types["Asset"].upkeep.identity == ("symbol",)
+    assert catalog.node_types["Institution"].upkeep.functional == ("policy_rate",)
+    # The entity's `mentions` (News -> any) shadows the global one (Document -> any) here only.
+    assert catalog.edge_types["mentions"].spec.source_types == ("News",)
+    assert store.type_catalog("other").edge_types["mentions"].spec.source_types == ("Document",)
+    assert "Asset" not in store.type_catalog("other").node_types
+    assert "Asset" not in store.type_catalog().node_types
+
+
+def test_a_second_advisor_on_the_entity_keeps_the_types_it_finds(store: Store) -> None:
+    create_aide(store, "first", "markets", program="advisor")
+    create_aide(store, "second", "markets", program="advisor")
+    catalog = store.type_catalog("markets")
+    assert {t.version for t in catalog.node_types.values() if t.scope} == {1}
+    assert len(advisor_type_specs()) == 16
+
+
+def _write(store: Store, properties: dict[str, object]) -> str:
+    session = store.session("markets")
+    session.load_graph()
+    with pytest.raises(ChangesetError) as refused:
+        session.commit(
+            Changeset(added_nodes=(Node("i1", "Insight", properties),)),
+            Provenance(run_id="t", step="test"),
+        )
+    return str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("change", "path"),
+    [
+        ({"strength": 1.4}, "$.strength"),
+        ({"generated_at": "yesterday"}, "$.generated_at"),
+        ({"type": "observation", "action": "buy"}, "$"),  # actions are for signals only
+    ],
+)
+def test_an_insight_that_breaks_its_schema_is_refused_naming_the_path(
+    store: Store, change: dict[str, object], path: str
+) -> None:
+    create_aide(store, "adv", "markets", program="advisor")
+    good = {
+        "type": "signal",
+        "summary": "beat",
+        "action": "buy",
+        "strength": 0.7,
+        "generated_at": "2026-11-20T08:00:00Z",
+    }
+    session = store.session("markets")
+    session.load_graph()
+    session.commit(  # the valid one is stored
+        Changeset(added_nodes=(Node("ok", "Insight", good),)), Provenance(run_id="t", step="t")
+    )
+    message = _write(store, {**good, **change})
+    assert path in message
+    assert "i1" in message and "Insight" in message
