@@ -444,6 +444,8 @@ def _planning(
             settings = with_options(settings, {}, {"llm": {"model": model}})
     elif model is not None:
         models = {"planning": model, "execution": model}
+    if models and "planning" in models and "execution" not in models:
+        models = {**models, "execution": models["planning"]}  # only planning writes here
     settings = settings or load_settings()
     return build_llm_clients(settings, UsageLedger(), models=models).planning
 

@@ -32,6 +32,14 @@ def commit(
     )
 
 
+def change(store: Store, entity: str, node: Node) -> int:
+    session = store.session(entity)
+    session.load_graph()
+    return session.commit(
+        Changeset(changed_nodes=(node,)), Provenance(run_id="test", step="test", source_ref="b")
+    )
+
+
 def market(store: Store, entity: str, now: datetime = NOW) -> None:
     """Apple (held by alice), TLT in fixed income, Nvidia, Microsoft; events of the last days."""
     nodes = [
