@@ -46,8 +46,8 @@ def _commands(readme: str, port: int) -> list[list[str]]:
     """The README's kgot commands, with the loop over the days unrolled."""
     block = readme.split("```bash", 1)[1].split("```", 1)[0]
     found: list[list[str]] = []
-    for line in block.splitlines():
-        line = line.split("  #", 1)[0].strip()
+    for raw in block.splitlines():
+        line = raw.split("  #", 1)[0].strip()
         loop = re.match(r"for day in ([\d ]+); do (.*); done$", line)
         lines = (
             [loop.group(2).replace("$day", day) for day in loop.group(1).split()]
@@ -56,8 +56,8 @@ def _commands(readme: str, port: int) -> list[list[str]]:
         )
         for command in lines:
             if command.startswith("$K "):
-                command = command.replace("$DB", "--db demo.db").replace("8765", str(port))
-                found.append(["--config", "kgot.toml", *shlex.split(command[3:])])
+                text = command.replace("$DB", "--db demo.db").replace("8765", str(port))
+                found.append(["--config", "kgot.toml", *shlex.split(text[3:])])
     return found
 
 
@@ -100,7 +100,7 @@ def test_the_offline_example_runs_as_documented(
             if kind == "node":
                 assert rest in graph, fact
             elif kind == "edge":
-                source, _, target = rest.partition("-")[0], None, rest.rsplit("->", 1)[1]
+                source, target = rest.split("-", 1)[0], rest.rsplit("->", 1)[1]
                 assert graph.has_edge(source, target), fact
             else:
                 assert kind == "price", fact
