@@ -9,7 +9,9 @@ code an entity run uses for each tool result, driven without the loop around it.
 
 :class:`Ingestor` keeps the sandbox, the models and the entity's in-memory graph open across
 texts (an aide ingests many items per cycle); each :meth:`Ingestor.ingest` catches the graph up
-with other writers first.
+with other writers first. :meth:`Ingestor.retrieve` is the other half of a run without its
+loop: the RETRIEVE path's read pass (:func:`kgot.controller.retrieve.query_graph`) over the
+same graph, for work that reads what was ingested (an aide's digest).
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ from __future__ import annotations
 import contextlib
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kgot.controller.context import RunContext
 from kgot.controller.events import StepFailed, TraceEvent
-from kgot.controller.insert import _integrate
+from kgot.controller.insert import _catch_up, _integrate
+from kgot.controller.retrieve import Retrieval, query_graph
 from kgot.controller.state import PendingResult, RunState
 from kgot.errors import UsageError
 
@@ -202,6 +205,28 @@ class Ingestor:
         if self._ctx is None:
             raise RuntimeError("use the Ingestor inside `async with`")
         return self._ctx
+
+    async def retrieve(
+        self, question: str, *, focus: Sequence[str] = (), max_calls: int | None = None
+    ) -> Retrieval:
+        """Read the entity's graph for ``question`` the way a run's RETRIEVE step does, with
+        no vote before it and no answer after it: the planning model writes a read query
+        against a view of the graph seeded by the question and the ``focus`` texts, the query
+        runs in the sandbox (never in this process), failing queries go back for a fix and
+        empty ones are written anew (``controller.retrieve_retries``,
+        ``controller.fix_code_retries``), with at most ``max_calls`` model calls.
+
+        The graph first catches up with other writers. The calls join :attr:`ledger`.
+
+        Raises:
+            ModelError: the model endpoint failed.
+            SandboxUnavailableError: the sandbox cannot run the query.
+        """
+        ctx = self._context()
+        assert ctx.session is not None
+        self._events.clear()
+        await _catch_up(ctx, 1, reason="other writers committed to this entity")
+        return await query_graph(ctx, question, iteration=1, focus=focus, max_calls=max_calls)
 
     async def ingest(
         self,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
@@ -26,6 +28,30 @@ RETRIEVED_CHARS = 8_000
 MATH_OUTPUT_CHARS = 4_000
 
 
+@dataclass
+class Retrieval:
+    """What one read pass over the graph found (:func:`query_graph`).
+
+    Attributes:
+        text: the first non-empty result as shown in prompts (cut to ``RETRIEVED_CHARS``);
+            ``None`` when every query failed or came back empty.
+        value: that result's JSON-compatible value (``None`` without one).
+        nodes: the entity's nodes the result names by id (entity runs; ``None`` otherwise).
+        queries: the queries written (each with its fixes).
+        llm_calls: the model calls the pass made (queries and fixes).
+    """
+
+    text: str | None = None
+    value: Any = None
+    nodes: list[str] | None = None
+    queries: int = 0
+    llm_calls: int = 0
+
+    @property
+    def found(self) -> bool:
+        return self.text is not None
+
+
 async def retrieve(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     """Write a read query; fix it when it fails, write a new one when it finds nothing.
 
@@ -33,14 +59,47 @@ async def retrieve(state: RunState, runtime: Runtime[RunContext]) -> dict[str, A
     """
     ctx = runtime.context
     iteration = state["iteration"]
+    found = await query_graph(
+        ctx, state["question"], iteration=iteration, focus=state.get("notes", [])[-3:]
+    )
+    if found.found:
+        update: dict[str, Any] = {"retrieved": found.text}
+        if found.nodes is not None:  # the facts an answer from this result uses (solve.py)
+            update["retrieved_nodes"] = found.nodes
+        return update
+    note = f"Round {iteration}: retrieval found nothing after {found.queries} queries."
+    ctx.emit(StepFailed(iteration=iteration, step="retrieve", error=note))
+    if ctx.session is not None:
+        return {"retrieved": None, "retrieved_nodes": [], "notes": [note]}
+    return {"retrieved": None, "notes": [note]}
+
+
+async def query_graph(
+    ctx: RunContext,
+    question: str,
+    *,
+    iteration: int,
+    focus: Sequence[str] = (),
+    max_calls: int | None = None,
+) -> Retrieval:
+    """The RETRIEVE path's read pass: the planning model writes a read query for ``question``
+    against a view of the graph (seeded by the question and the ``focus`` texts), the query runs
+    in the sandbox, a failing one goes back for a fix and an empty one is written anew.
+
+    ``retrieve_retries`` queries are tried, each fixed up to ``fix_code_retries`` times, and at
+    most ``max_calls`` model calls are made in all (``None``: no cap beyond the retries).
+    """
     limits = ctx.settings.controller
     language = ctx.backend.language
-    view = graph_view(ctx, state["question"], focus=state.get("notes", [])[-3:])
+    view = graph_view(ctx, question, focus=focus)
+    calls = _Calls(max_calls)
     tried: list[str] = []
     for generation in range(1, limits.retrieve_retries + 1):
+        if calls.used_up:
+            break
         messages: list[BaseMessage] = render_prompt(
             "query",
-            question=state["question"],
+            question=question,
             language=language.display_name,
             fence=language.fence,
             read_contract=language.read_contract,
@@ -48,29 +107,51 @@ async def retrieve(state: RunState, runtime: Runtime[RunContext]) -> dict[str, A
             graph_view=view,
             attempts=_format_attempts(tried),
         )
-        result, code = await _run_query(ctx, state, messages, generation)
+        result, code = await _run_query(ctx, iteration, messages, generation, calls)
         if result is not None and not result.empty:
-            found: dict[str, Any] = {"retrieved": excerpt(result.text, RETRIEVED_CHARS)}
             lens = fact_lens(ctx)
-            if lens is not None:  # the facts an answer from this result uses (solve.py)
-                found["retrieved_nodes"] = lens.named_nodes(result.value)
-            return found
+            return Retrieval(
+                text=excerpt(result.text, RETRIEVED_CHARS),
+                value=result.value,
+                nodes=lens.named_nodes(result.value) if lens is not None else None,
+                queries=generation,
+                llm_calls=calls.made,
+            )
         outcome = "returned an empty result" if result is not None else "kept failing"
         tried.append(f"```{language.fence}\n{code}\n```\n{outcome}")
-    note = f"Round {iteration}: retrieval found nothing after {len(tried)} queries."
-    ctx.emit(StepFailed(iteration=iteration, step="retrieve", error=note))
-    if ctx.session is not None:
-        return {"retrieved": None, "retrieved_nodes": [], "notes": [note]}
-    return {"retrieved": None, "notes": [note]}
+    return Retrieval(queries=len(tried), llm_calls=calls.made)
+
+
+@dataclass
+class _Calls:
+    """Model calls of one read pass, against an optional cap."""
+
+    limit: int | None
+    made: int = 0
+
+    @property
+    def used_up(self) -> bool:
+        return self.limit is not None and self.made >= self.limit
+
+    def take(self) -> bool:
+        if self.used_up:
+            return False
+        self.made += 1
+        return True
 
 
 async def _run_query(
-    ctx: RunContext, state: RunState, messages: list[BaseMessage], generation: int
+    ctx: RunContext,
+    iteration: int,
+    messages: list[BaseMessage],
+    generation: int,
+    calls: _Calls,
 ) -> tuple[QueryResult | None, str]:
-    iteration = state["iteration"]
     fence = ctx.backend.language.fence
     code = ""
     for fix in range(ctx.settings.controller.fix_code_retries + 1):
+        if not calls.take():
+            break
         step = "query" if fix == 0 else "fix_query"
         reply = await ctx.planning.text(messages, step=step)
         code = extract_code(reply, fence)
