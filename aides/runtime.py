@@ -15,7 +15,8 @@ memory, so a cycle that is killed is finished by the next one:
 3. **Upkeep**: the memory's upkeep pass on the entity (expiry, pruning, promotion, merges),
    after a cycle that ingested something, else at most once per :data:`records.UPKEEP_EVERY`
    (a pass reads the whole graph: seconds at 10,000 nodes).
-4. **Program**: ``digest`` briefs on the facts this cycle changed (:mod:`kgot.aides.programs`).
+4. **Program**: ``digest`` briefs on the facts this cycle changed, a KGoT retrieve over them
+   (:mod:`kgot.aides.programs`).
 5. **Deliver** the digest to each output (:mod:`kgot.aides.outputs`), once per output and
    cycle: the delivery log's key is unique per output.
 """
@@ -285,7 +286,7 @@ class Aide:
         budget: _Budget,
         should_stop: Callable[[], bool],
     ) -> None:
-        from kgot.aides.programs import changed_facts, digest
+        from kgot.aides.programs import digest
         from kgot.controller.ingest import Ingestor
 
         run_id = f"aide {self.name}/cycle {report.cycle_id}"
@@ -323,9 +324,15 @@ class Aide:
                     outcome.reason or outcome.summary,
                 )
             if reports and self.row.program == "digest":
-                facts = changed_facts(ingestor.graph(), reports)
                 titles = [item.title for item in report.items if item.status == "done"]
-                made = await digest(ingestor.planning, facts, entity=self.entity, titles=titles)
+                made = await digest(
+                    ingestor,
+                    reports,
+                    entity=self.entity,
+                    titles=titles,
+                    # A spent cost budget leaves the digest its writing, not the retrieve.
+                    retrieve=budget.exceeded(_spent(ingestor.ledger)) is None,
+                )
                 if made is not None:
                     report.digest = {
                         "aide": self.name,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kgot.cli.main import main
-from kgot.tests.aides.aide_scripts import BROKEN, NOTES, inbox
+from kgot.tests.aides.aide_scripts import BROKEN, NOTES, QUERY, inbox
 
 
 def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -29,7 +29,13 @@ def script(tmp_path: Path) -> Path:
         'G.add_edge("acme", "zurich", relationship="located_in")\n```'
     )
     path.write_text(
-        json.dumps({"update_graph": [code], "digest": ["- Acme is in Zurich [node:acme]"]}),
+        json.dumps(
+            {
+                "update_graph": [code],
+                "query": [QUERY],
+                "digest": ["- Acme is in Zurich [node:acme]"],
+            }
+        ),
         encoding="utf-8",
     )
     return path

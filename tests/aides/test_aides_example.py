@@ -45,4 +45,7 @@ def test_the_offline_example_runs_as_documented(
     ]
     capsys.readouterr()
     assert main(["aide", "status", "demo", "--json", *db]) == 0
-    assert json.loads(capsys.readouterr().out)["items"] == {"done": 2}
+    status = json.loads(capsys.readouterr().out)
+    assert status["items"] == {"done": 2}
+    # Two notes written, one read query over what they changed, one digest.
+    assert status["cycles"][0]["llm_calls"] == 4

@@ -22,13 +22,15 @@ WORKER = textwrap.dedent(
     from kgot.config import load_settings
     from kgot.llm.scripted import ScriptedChatModel
     from kgot.persistence import open_store
+    from kgot.tests.aides.aide_scripts import QUERY
 
     def code(call):
         number = re.search(r"Company (\\d+)", call.prompt.split("Tool result:")[-1]).group(1)
         return (f'```python\\nG.add_node("co{number}", label="Organization", '
                 f'name="Company {number}")\\n```')
 
-    scripted = ScriptedChatModel(script={"update_graph": [code], "digest": ["- new [node:co1]"]})
+    scripted = ScriptedChatModel(script={"update_graph": [code], "query": [QUERY],
+                                         "digest": ["- new [node:co1]"]})
     settings = load_settings({"llm.model": "scripted", "store.db": sys.argv[1]})
     with open_store(sys.argv[1]) as store:
         aide = open_aide(store, "shared", settings=settings,
