@@ -5,9 +5,13 @@ Every write is one transaction; the runtime (:mod:`kgot.aides.runtime`) relies o
 * a poll's new items and the source's new cursor are written together (a crash between the
   two neither loses nor repeats an item);
 * an item is *claimed* (status ``ingesting``, a lease naming this process) before it is
-  ingested, and marked ``done`` with its commit's version after; an item left ``ingesting`` by
-  a process that is gone (or whose lease ran out) is claimed again, and the entity's commit
-  with the item's result key tells whether its facts landed already.
+  ingested, its lease is renewed while the ingestion runs (:func:`renew_lease`), and it is
+  marked ``done`` with its commit's version after; an item left ``ingesting`` by a process
+  that is gone (or whose lease ran out) is claimed again, and the entity's commit with the
+  item's result key tells whether its facts landed already;
+* a lease changes hands only as one conditional update (the owner and expiry read are still
+  the row's), and a worker records an item's end only while it holds its lease, so a worker
+  that lost an item never overwrites what its new owner records.
 
 The store's engine is reached through its transaction helpers (``Store._read`` /
 ``Store._write``): the aide tables are part of the store, read and written beside it.
@@ -33,7 +37,9 @@ if TYPE_CHECKING:
 
 PROGRAMS = ("digest", "advisor")  # advisor: kgot.aides.advisor
 MAX_ATTEMPTS = 3  # ingestions of one item (across cycles) before it is given up
-LEASE = timedelta(minutes=15)  # an item claimed longer ago than this is claimed again
+# An item whose lease ran out is claimed again. The worker renews it every third of it while
+# the item is worked on, so this is how long a stuck or unreachable worker keeps its items.
+LEASE = timedelta(minutes=15)
 UPKEEP_EVERY = timedelta(hours=1)  # upkeep of an entity no cycle wrote to
 REDELIVER_CYCLES = 10  # digests of this many recent cycles are delivered again if not yet
 MAX_DELIVERIES = 10  # tries of one delivery (each with the output's own retries) at most
@@ -337,18 +343,31 @@ def reclaim_abandoned(store: Store, aide: AideRow, now: datetime) -> int:
             )
         ).all()
         stale = [
-            row.id
+            row
             for row in rows
             if owner_state(row.lease_owner) == "gone"
             or (as_utc(row.lease_expires_at) or now) <= now
         ]
-        if stale:
-            connection.execute(
+        reclaimed = 0
+        for row in stale:
+            # Only if the lease is still the one judged stale: a heartbeat that renewed it
+            # meanwhile (its update waits for this row's lock on PostgreSQL, or went first)
+            # keeps the item with its worker.
+            reclaimed += connection.execute(
                 update(table)
-                .where(table.c.id.in_(stale), table.c.status == "ingesting")
+                .where(
+                    table.c.id == row.id,
+                    table.c.status == "ingesting",
+                    _same(table.c.lease_owner, row.lease_owner),
+                    _same(table.c.lease_expires_at, row.lease_expires_at),
+                )
                 .values(status="new", lease_owner=None, lease_expires_at=None, updated_at=now)
-            )
-    return len(stale)
+            ).rowcount
+    return reclaimed
+
+
+def _same(column: Any, value: Any) -> Any:
+    return column.is_(None) if value is None else column == value
 
 
 def pending_items(store: Store, aide: AideRow, limit: int | None) -> list[Any]:
@@ -371,10 +390,18 @@ def pending_items(store: Store, aide: AideRow, limit: int | None) -> list[Any]:
         return list(connection.execute(query))
 
 
-def claim_next(store: Store, aide: AideRow, owner: str, now: datetime, cycle_id: int) -> Any:
+def claim_next(
+    store: Store,
+    aide: AideRow,
+    owner: str,
+    now: datetime,
+    cycle_id: int,
+    *,
+    lease: timedelta = LEASE,
+) -> Any:
     """Claim the oldest pending item this cycle has not worked on yet (status ``ingesting``,
-    a lease for ``owner``, one attempt more) and return its row as it was before the claim;
-    ``None`` when there is none.
+    a lease for ``owner`` until ``now + lease``, one attempt more) and return its row as it
+    was before the claim; ``None`` when there is none.
 
     On PostgreSQL the row is locked with ``FOR UPDATE SKIP LOCKED``: workers claiming at the
     same moment each get a different item and never wait for each other. SQLite has one
@@ -407,7 +434,7 @@ def claim_next(store: Store, aide: AideRow, owner: str, now: datetime, cycle_id:
                 status="ingesting",
                 attempts=table.c.attempts + 1,
                 lease_owner=owner,
-                lease_expires_at=now + LEASE,
+                lease_expires_at=now + lease,
                 cycle_id=cycle_id,
                 updated_at=now,
             )
@@ -415,20 +442,44 @@ def claim_next(store: Store, aide: AideRow, owner: str, now: datetime, cycle_id:
         return row
 
 
-def release_item(store: Store, item_row_id: int, *, status: str, attempts: int) -> None:
-    """Give a claimed item back as it was before the claim (its attempt not counted)."""
+def renew_lease(store: Store, item_row_id: int, owner: str, expires_at: datetime) -> bool:
+    """Extend ``owner``'s lease on a claimed item to ``expires_at``; ``False`` when ``owner``
+    no longer holds it (it was reclaimed, or finished by someone else)."""
     table = TABLES.aide_items
     with _write(store) as connection:
-        connection.execute(
+        renewed = connection.execute(
             update(table)
-            .where(table.c.id == item_row_id)
-            .values(
-                status=status,
-                attempts=attempts,
-                lease_owner=None,
-                lease_expires_at=None,
-                updated_at=utc_now(),
-            )
+            .where(_held_by(table, item_row_id, owner))
+            .values(lease_expires_at=expires_at)
+        ).rowcount
+    return bool(renewed)
+
+
+def _held_by(table: Any, item_row_id: int, owner: str) -> Any:
+    return (
+        (table.c.id == item_row_id)
+        & (table.c.status == "ingesting")
+        & (table.c.lease_owner == owner)
+    )
+
+
+def release_item(store: Store, item_row_id: int, *, owner: str, status: str, attempts: int) -> bool:
+    """Give a claimed item back as it was before the claim (its attempt not counted);
+    ``False`` (nothing changed) when ``owner`` no longer holds its lease."""
+    table = TABLES.aide_items
+    with _write(store) as connection:
+        return bool(
+            connection.execute(
+                update(table)
+                .where(_held_by(table, item_row_id, owner))
+                .values(
+                    status=status,
+                    attempts=attempts,
+                    lease_owner=None,
+                    lease_expires_at=None,
+                    updated_at=utc_now(),
+                )
+            ).rowcount
         )
 
 
@@ -436,13 +487,16 @@ def finish_item(
     store: Store,
     item_row_id: int,
     *,
+    owner: str,
     ok: bool,
     version: int | None,
     reason: str | None,
     report: Mapping[str, Any] | None,
     now: datetime,
-) -> None:
-    """Record how the item's ingestion ended (done: its text is no longer kept)."""
+) -> bool:
+    """Record how the item's ingestion ended (done: its text is no longer kept); ``False``
+    (nothing recorded) when ``owner`` no longer holds its lease: the item's new owner
+    records it."""
     table = TABLES.aide_items
     values: dict[str, Any] = {
         "status": "done" if ok else "failed",
@@ -456,7 +510,11 @@ def finish_item(
     if ok:
         values["text"] = ""
     with _write(store) as connection:
-        connection.execute(update(table).where(table.c.id == item_row_id).values(**values))
+        return bool(
+            connection.execute(
+                update(table).where(_held_by(table, item_row_id, owner)).values(**values)
+            ).rowcount
+        )
 
 
 def items(store: Store, aide: AideRow, status: str | None = None, limit: int = 50) -> list[Any]:

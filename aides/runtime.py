@@ -9,9 +9,10 @@ memory, so a cycle that is killed is finished by the next one:
 2. **Ingest** each pending item (new, or failed with attempts left), oldest first: claim it
    (on PostgreSQL with ``FOR UPDATE SKIP LOCKED``, so several workers share an aide),
    ingest its text through the controller's INSERT path (:class:`kgot.controller.ingest.
-   Ingestor`) with the result key ``aide <id>/item <id>``, and mark it done with the commit's
-   version. An item whose commit landed before a crash is found by that key when it is claimed
-   again, and is marked done without a second ingestion.
+   Ingestor`) with the result key ``aide <id>/item <id>``, renewing the claim's lease every
+   third of it meanwhile, and mark it done with the commit's version. An item whose commit
+   landed before a crash is found by that key when it is claimed again, and is marked done
+   without a second ingestion.
 3. **Upkeep**: the memory's upkeep pass on the entity (expiry, pruning, promotion, merges),
    after a cycle that ingested something, else at most once per :data:`records.UPKEEP_EVERY`
    (a pass reads the whole graph: seconds at 10,000 nodes).
@@ -28,7 +29,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from kgot.aides import records
@@ -59,7 +60,7 @@ class ItemOutcome:
     item_id: str
     title: str
     source_ref: str | None
-    status: str  # done | failed
+    status: str  # done | failed | lost (its lease went to another worker, which records it)
     version: int | None = None
     reason: str | None = None
     summary: str = ""
@@ -104,12 +105,17 @@ class CycleReport:
     def failed(self) -> int:
         return sum(1 for item in self.items if item.status == "failed")
 
+    @property
+    def lost(self) -> int:
+        return sum(1 for item in self.items if item.status == "lost")
+
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["started_at"] = self.started_at.isoformat()
         data["finished_at"] = self.finished_at.isoformat() if self.finished_at else None
         data["ingested"] = self.ingested
         data["failed"] = self.failed
+        data["lost"] = self.lost
         return data
 
     def line(self) -> str:
@@ -124,6 +130,8 @@ class CycleReport:
             cost,
             f"{self.duration_s:.1f} s",
         ]
+        if self.lost:
+            parts.append(f"{self.lost} taken over by another worker")
         if self.backlog:
             parts.append(f"{self.backlog} waiting")
         if self.stop_reason:
@@ -197,6 +205,7 @@ class Aide:
         max_cost_usd: float | None = None,
         max_cost_usd_day: float | None = None,
         should_stop: Callable[[], bool] | None = None,
+        lease: timedelta = records.LEASE,
     ) -> CycleReport:
         """Poll, ingest, upkeep, program, deliver (module docstring).
 
@@ -207,11 +216,17 @@ class Aide:
             max_cost_usd_day: … or once the aide's cost this UTC day reaches this.
             should_stop: asked before each item; ``True`` ends the cycle after the current
                 item (a signal), still recording the cycle and delivering its digest.
+            lease: how long a claim on an item lasts without renewal (renewed every third of
+                it while the item is worked on); after that another worker may take it over.
         """
         from kgot.persistence.owner import current_owner
 
         now = now or datetime.now(UTC)
         started = time.perf_counter()
+
+        def clock() -> datetime:  # the cycle's time as it goes on (leases are set from it)
+            return now + timedelta(seconds=time.perf_counter() - started)
+
         owner = current_owner()
         cycle_id = records.start_cycle(self.store, self.row, now)
         report = CycleReport(aide=self.name, entity=self.entity, cycle_id=cycle_id, started_at=now)
@@ -225,6 +240,8 @@ class Aide:
                     max_items,
                     reports,
                     now=now,
+                    clock=clock,
+                    lease=lease,
                     owner=owner,
                     budget=_Budget(max_cost_usd, max_cost_usd_day, self._day_cost(now)),
                     should_stop=should_stop or (lambda: False),
@@ -282,6 +299,8 @@ class Aide:
         reports: list[IngestReport],
         *,
         now: datetime,
+        clock: Callable[[], datetime],
+        lease: timedelta,
         owner: str,
         budget: _Budget,
         should_stop: Callable[[], bool],
@@ -303,12 +322,16 @@ class Aide:
                 if over:
                     report.stop_reason = over
                     break
-                row = records.claim_next(self.store, self.row, owner, now, report.cycle_id)
+                row = records.claim_next(
+                    self.store, self.row, owner, clock(), report.cycle_id, lease=lease
+                )
                 if row is None:
                     break  # nothing left (other workers may hold the rest)
                 claimed += 1
                 try:
-                    outcome, ingested = await self._ingest_one(ingestor, row, now)
+                    outcome, ingested = await self._ingest_one(
+                        ingestor, row, now, _Claim(owner, lease, clock)
+                    )
                 except _CycleHalt as halt:
                     report.stop_reason = f"{halt}; the item waits for the next cycle"
                     log.warning("%s: %s", self.name, report.stop_reason)
@@ -353,9 +376,10 @@ class Aide:
             report.cost_usd = totals.cost_usd
 
     async def _ingest_one(
-        self, ingestor: Any, row: Any, now: datetime
+        self, ingestor: Any, row: Any, now: datetime, claim: _Claim
     ) -> tuple[ItemOutcome, IngestReport | None]:
-        """Ingest one claimed item and record how it ended."""
+        """Ingest one claimed item, its lease renewed meanwhile, and record how it ended
+        (unless the lease went to another worker: the item is then that worker's to record)."""
         attempts = int(row.attempts) + 1  # the claim counted this one
         outcome = ItemOutcome(
             item_id=row.item_id,
@@ -365,17 +389,21 @@ class Aide:
             attempts=attempts,
         )
         ingested: IngestReport | None = None
+        keeper = _LeaseKeeper(self.store, self.name, row, claim)
         try:
-            ingested = await ingestor.ingest(
-                row.text,
-                source_ref=row.source_ref,
-                title=row.title or None,
-                result_key=f"aide {self.row.id}/item {row.id}",
-            )
+            async with keeper:
+                ingested = await ingestor.ingest(
+                    row.text,
+                    source_ref=row.source_ref,
+                    title=row.title or None,
+                    result_key=f"aide {self.row.id}/item {row.id}",
+                )
         except (ModelError, ConfigError, SandboxUnavailableError, StoreError) as error:
             # Not the item's fault (the endpoint, the sandbox, the database): it waits, with
             # the attempt given back, and the cycle stops instead of failing every item.
-            records.release_item(self.store, row.id, status=row.status, attempts=row.attempts)
+            records.release_item(
+                self.store, row.id, owner=claim.owner, status=row.status, attempts=row.attempts
+            )
             raise _CycleHalt(f"{type(error).__name__}: {_one_line(error)}") from error
         except KgotError as error:
             outcome.reason = _one_line(error)
@@ -388,15 +416,25 @@ class Aide:
                 outcome.reason = ingested.failed
         if outcome.status == "failed" and attempts >= records.MAX_ATTEMPTS:
             outcome.reason = f"{outcome.reason} (gave up after {attempts} attempts)"
-        records.finish_item(
+        recorded = records.finish_item(
             self.store,
             row.id,
+            owner=claim.owner,
             ok=outcome.status == "done",
             version=outcome.version,
             reason=outcome.reason,
             report=ingested.to_json() if ingested is not None else None,
             now=now,
         )
+        if not recorded:
+            # Its lease ran out (this process stalled) and another worker took the item
+            # over. The result key keeps its facts to one commit, whichever landed first;
+            # the item's end is the new owner's to record.
+            outcome.status = "lost"
+            outcome.reason = (
+                "its lease ran out and another worker took it over "
+                f"(this worker's ingestion: {outcome.reason or outcome.summary})"
+            )
         return outcome, ingested
 
     def _upkeep(self, now: datetime) -> str:
@@ -474,6 +512,69 @@ class Aide:
 
 class _CycleHalt(Exception):
     """Ingestion cannot go on this cycle (the model endpoint, the sandbox or the store)."""
+
+
+@dataclass(frozen=True)
+class _Claim:
+    """Whose claims a cycle makes, for how long, and its clock."""
+
+    owner: str
+    lease: timedelta
+    clock: Callable[[], datetime]
+
+
+class _LeaseKeeper:
+    """Renews the lease of the item being ingested every third of the lease, as long as the
+    ingestion runs: a slow item is not taken over by another worker while its own is alive.
+
+    It is a task of the cycle's event loop, not a thread: if the loop stalls, the renewals
+    stop and the item goes to another worker when the lease runs out, as when the process
+    died. A renewal that finds the lease gone (it ran out and was taken over) stops the
+    renewals; a store error is logged and the next beat tries again.
+    """
+
+    def __init__(self, store: Store, aide: str, row: Any, claim: _Claim) -> None:
+        self.store = store
+        self.aide = aide
+        self.row = row
+        self.claim = claim
+        self.lost = False
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> _LeaseKeeper:
+        self._task = asyncio.create_task(self._beat(), name=f"lease of item {self.row.id}")
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _beat(self) -> None:
+        period = self.claim.lease.total_seconds() / 3
+        while True:
+            await asyncio.sleep(period)
+            expires = self.claim.clock() + self.claim.lease
+            try:
+                held = await asyncio.to_thread(
+                    records.renew_lease, self.store, self.row.id, self.claim.owner, expires
+                )
+            except StoreError as error:
+                log.warning(
+                    "%s: item %s: lease not renewed (%s); trying again",
+                    self.aide,
+                    self.row.item_id,
+                    _one_line(error),
+                )
+                continue
+            if not held:
+                self.lost = True
+                log.warning(
+                    "%s: item %s: its lease ran out and another worker took it over",
+                    self.aide,
+                    self.row.item_id,
+                )
+                return
 
 
 @dataclass

@@ -16,6 +16,7 @@ same graph, for work that reads what was ingested (an aide's digest).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
 import uuid
@@ -321,11 +322,36 @@ class Ingestor:
             _describe(report, prepared, version)
         if report.version is not None:
             committed = ctx.session.committed(key)
+            if committed is not None and committed["run_id"] != self.run_id:
+                # Another worker did the same work (it took the item over) and its commit
+                # landed first: the store kept that one and wrote nothing of ours.
+                return await self._taken_over(report, committed)
             if committed is not None:
                 for number, kind in _COUNT.findall(str(committed.get("summary") or "")):
                     setattr(report, kind, getattr(report, kind) + int(number))
         report.notes = [note.split(": ", 1)[-1] for note in notes]
         return report
+
+    async def _taken_over(self, report: IngestReport, committed: Mapping[str, Any]) -> IngestReport:
+        """``report`` as an earlier commit of its key: nothing of this ingestion was written.
+        Its changes were applied to the in-memory graph as if they had been, so the graph is
+        read again from the store (rare: a worker whose item was taken over)."""
+        ctx = self._context()
+        assert ctx.session is not None
+        taken = IngestReport(
+            entity=self.entity,
+            source_ref=report.source_ref,
+            version=int(committed["version"]),
+            already_committed=True,
+            llm_calls=report.llm_calls,
+            input_tokens=report.input_tokens,
+            output_tokens=report.output_tokens,
+            cost_usd=report.cost_usd,
+        )
+        graph = await asyncio.to_thread(ctx.session.load_graph)
+        ctx.backend.load(graph)
+        ctx.fact_lens = None  # read again on first use, from the store
+        return taken
 
 
 def split_text(text: str, limit: int) -> list[str]:
