@@ -45,6 +45,9 @@ class Resident:
     # (source, target) -> edge keys between them: deltas find an edge group without a scan.
     # (dicts as ordered sets: the edges between two nodes keep the host's order)
     pairs: dict[tuple[str, str], dict[str, None]] = field(default_factory=dict)
+    # networkx: which element each container belongs to, and each node's pairs (see .tracked)
+    owners: Any = None
+    incident: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
 
 
 class _Held:
@@ -129,6 +132,7 @@ def _load(key: str, kind: str, version: int, text: str) -> Resident:
         state.pairs.setdefault((source, target), {})[edge_key] = None
     if kind == "networkx":
         state.graph = _networkx_graph(nodes, edges)
+        _index_networkx(state)
     elif kind == "rdf":
         _load_store(state)
     else:
@@ -137,23 +141,36 @@ def _load(key: str, kind: str, version: int, text: str) -> Resident:
 
 
 def _networkx_graph(nodes: dict[str, NodeAttrs], edges: dict[EdgeIdent, NodeAttrs]) -> Any:
-    """A graph whose attribute dicts are copies: the job's code changes them, the diff needs
-    the originals."""
-    import networkx as nx
+    """A tracked graph (see :mod:`.tracked`) whose attribute dicts are copies: the job's code
+    changes them, the diff needs the originals."""
+    from .tracked import MultiDiGraph, TrackedDict
 
-    graph = nx.MultiDiGraph()
+    graph = MultiDiGraph()
     node_table, succ, pred = graph._node, graph._succ, graph._pred
     for node_id, attrs in nodes.items():
-        node_table[node_id] = private_copy(attrs)
-        succ[node_id] = {}
-        pred[node_id] = {}
+        dict.__setitem__(node_table, node_id, TrackedDict(private_copy(attrs)))
+        dict.__setitem__(succ, node_id, TrackedDict())
+        dict.__setitem__(pred, node_id, TrackedDict())
     for (source, target, key), attrs in edges.items():
         keyed = succ[source].get(target)
         if keyed is None:
-            keyed = succ[source][target] = {}
-            pred[target][source] = keyed
-        keyed[key] = private_copy(attrs)
+            keyed = TrackedDict()
+            dict.__setitem__(succ[source], target, keyed)
+            dict.__setitem__(pred[target], source, keyed)
+        dict.__setitem__(keyed, key, TrackedDict(private_copy(attrs)))
     return graph
+
+
+def _index_networkx(state: Resident) -> None:
+    from .tracked import TOUCHED, Owners
+
+    state.owners = Owners()
+    state.owners.index(state.graph)
+    state.incident = {}
+    for source, target in state.pairs:
+        state.incident.setdefault(source, set()).add((source, target))
+        state.incident.setdefault(target, set()).add((source, target))
+    TOUCHED.clear()
 
 
 def _load_store(state: Resident) -> None:
@@ -220,26 +237,52 @@ def _apply_delta(state: Resident, text: str) -> None:
 def _update_graph(
     state: Resident, touched_nodes: set[str], touched_pairs: set[tuple[str, str]]
 ) -> None:
-    graph, nodes, edges = state.graph, state.nodes, state.edges
+    from .tracked import TOUCHED, TrackedDict
+
+    graph, nodes, owners = state.graph, state.nodes, state.owners
     for node_id in touched_nodes:
         if node_id in nodes:
-            if node_id in graph._node:
-                graph._node[node_id] = private_copy(nodes[node_id])
-            else:
+            if node_id not in graph._node:
                 graph.add_node(node_id)
-                graph._node[node_id] = private_copy(nodes[node_id])
+            dict.__setitem__(graph._node, node_id, TrackedDict(private_copy(nodes[node_id])))
+            owners.learn_node(graph, node_id)
         elif node_id in graph._node:
             graph.remove_node(node_id)  # its edges were removed by records of their own
+            owners.deep.discard(node_id)
     for source, target in touched_pairs:
-        keyed = graph._succ.get(source, {}).get(target)
-        if keyed is not None:
-            keyed.clear()
-        for key in state.pairs.get((source, target), ()):
-            graph.add_edge(source, target, key=key)
-            graph._succ[source][target][key] = private_copy(edges[(source, target, key)])
-        if graph._succ.get(source, {}).get(target) == {}:
-            del graph._succ[source][target]
-            del graph._pred[target][source]
+        _update_pair(state, source, target)
+    TOUCHED.clear()  # the host's own changes are the baseline, not a job's
+
+
+def _update_pair(state: Resident, source: str, target: str) -> None:
+    """Make the edges between two nodes those the records say."""
+    from .tracked import TrackedDict
+
+    graph, owners = state.graph, state.owners
+    keyed = graph._succ.get(source, {}).get(target)
+    if keyed is not None:
+        for key in list(keyed):
+            owners.deep.discard((source, target, key))
+        dict.clear(keyed)
+    keys = state.pairs.get((source, target), {})
+    if keys and keyed is None:
+        keyed = TrackedDict()
+        dict.__setitem__(graph._succ[source], target, keyed)
+        dict.__setitem__(graph._pred[target], source, keyed)
+    for key in keys:
+        attrs = state.edges[(source, target, key)]
+        dict.__setitem__(keyed, key, TrackedDict(private_copy(attrs)))
+    if keyed is not None and not keys:
+        dict.__delitem__(graph._succ[source], target)
+        dict.__delitem__(graph._pred[target], source)
+    elif keyed is not None:
+        owners.learn_pair(graph, source, target, keyed)
+    for end in (source, target):
+        incident = state.incident.setdefault(end, set())
+        if keys:
+            incident.add((source, target))
+        else:
+            incident.discard((source, target))
 
 
 def _update_store(

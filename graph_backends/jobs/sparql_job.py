@@ -51,7 +51,7 @@ from .rdf_model import (
     literal_value,
     node_iri,
 )
-from .sparql_guard import check, looks_like_python
+from .sparql_guard import check, keywords, looks_like_python
 
 _POSITION = re.compile(r"error at (\d+):(\d+)")
 # The guard parses with a recursive-descent grammar: deep nesting needs a deep stack. The
@@ -136,9 +136,7 @@ def run(
                 store.bulk_load(data, ox.RdfFormat.N_TRIPLES)
         if mode == "read":
             return _read(store, checked.text, ox, max_items)
-        if held is not None:
-            return _write(store, checked.text, ox, before=held.quads, typed_before=held.typed)
-        return _write(store, checked.text, ox)
+        return _write(store, checked.text, ox, held=held)
 
 
 def engine_syntax(text: str, expected: str, ox: Any) -> tuple[int, int, str] | None:
@@ -211,47 +209,47 @@ def result_is_empty(value: Any) -> bool:
     return is_empty(value) or (isinstance(value, list) and all(not row for row in value))
 
 
-def _write(
-    store: Any,
-    text: str,
-    ox: Any,
-    *,
-    before: set[Any] | None = None,
-    typed_before: set[str] | None = None,
-) -> dict[str, Any]:
+def _write(store: Any, text: str, ox: Any, *, held: Any = None) -> dict[str, Any]:
     """Run an update on the store and describe what it changed as a checked changeset.
 
     Only the *region* the update touched is decoded — the subjects whose statements changed,
     the source nodes of touched edge descriptions, and every description of a node in the
-    region — so the cost follows the size of the change, not of the graph. ``before`` (the
-    store's quads) and ``typed_before`` (its typed nodes) come precomputed from a resident
-    graph.
+    region. On a resident graph (``held``) an update made only of ``INSERT DATA`` and
+    ``DELETE DATA`` is applied statement by statement, so the whole cost follows the size of
+    the change; any other update is compared with the store's statements before it ran
+    (precomputed for a resident graph).
     """
     default = ox.DefaultGraph()
-    if before is None:
-        before = set(store.quads_for_pattern(None, None, None, default))
-    try:
-        store.update(text, prefixes=PREFIXES)
-    except SyntaxError as error:
-        return _syntax_failure(error, text, "update", ox)
-    except (OSError, RuntimeError, ValueError) as error:
-        return failure("exception", f"the update failed: {error}")
-    after = set(store.quads_for_pattern(None, None, None, default))
-    added, removed = after - before, before - after
+    change = _data_change(store, text, ox) if held is not None else None
+    lookup: _SetLookup | _StoreLookup
+    if change is None:
+        before = held.quads if held is not None else None
+        if before is None:
+            before = set(store.quads_for_pattern(None, None, None, default))
+        try:
+            store.update(text, prefixes=PREFIXES)
+        except SyntaxError as error:
+            return _syntax_failure(error, text, "update", ox)
+        except (OSError, RuntimeError, ValueError) as error:
+            return failure("exception", f"the update failed: {error}")
+        after = set(store.quads_for_pattern(None, None, None, default))
+        added, removed = after - before, before - after
+        lookup = _SetLookup(before, after)
+    else:
+        added, removed = change
+        lookup = _StoreLookup(store, added, removed, ox)
     if not added and not removed:
         return {"ok": True, "changeset": diff_graphs({}, {}, {}, {})[0]}
-    region = _region(added | removed, before, after, ox)
-    if typed_before is None:
+    region = _region(added | removed, lookup, ox)
+    if held is None:
         nodes_after = typed_nodes(
             store.quads_for_pattern(None, ox.NamedNode(RDF_TYPE), None, default), ox
         )
     else:
-        nodes_after = _typed_after(store, typed_before, added, removed, ox)
+        nodes_after = _typed_after(store, held.typed, added, removed, ox)
     nodes_before = (nodes_after - typed_nodes(added, ox)) | typed_nodes(removed, ox)
-    old = decode([q for q in before if q.subject in region], other_nodes=nodes_before)
-    new = decode(
-        [q for q in after if q.subject in region], old.descriptions, other_nodes=nodes_after
-    )
+    old = decode(lookup.before_of(region), other_nodes=nodes_before)
+    new = decode(lookup.after_of(region), old.descriptions, other_nodes=nodes_after)
     problems = list(new.problems)
     for node_id in old.nodes.keys() - new.nodes.keys():
         problems += _dangling(store, node_id, region, ox)
@@ -267,19 +265,161 @@ def _write(
     return {"ok": True, "changeset": changes}
 
 
-def _region(delta: set[Any], before: set[Any], after: set[Any], ox: Any) -> set[Any]:
-    """Subjects whose decoding may differ between ``before`` and ``after``."""
+_DATA_WORDS = frozenset({"INSERT", "DELETE", "DATA", "A", "TRUE", "FALSE"})
+
+
+def _data_change(store: Any, text: str, ox: Any) -> tuple[set[Any], set[Any]] | None:
+    """Apply an update made only of ``INSERT DATA`` / ``DELETE DATA`` operations to the store
+    statement by statement; the statements it added and removed. ``None`` (nothing applied)
+    for any other update, or one this cannot follow (blank nodes, a syntax error): the caller
+    runs it whole.
+
+    Each operation's statements are read by running it as ``INSERT DATA`` on an empty store,
+    so the engine parses them exactly as it would have.
+    """
+    body = [(word, at) for word, at in keywords(text) if word not in ("PREFIX", "BASE")]
+    if not body or any(word not in _DATA_WORDS for word, _ in body):
+        return None
+    starts = [i for i, (word, _) in enumerate(body) if word in ("INSERT", "DELETE")]
+    if not starts or starts[0] != 0:
+        return None
+    if any(i + 1 >= len(body) or body[i + 1][0] != "DATA" for i in starts):
+        return None
+    prologue = text[: body[0][1]]
+    bounds = [body[i][1] for i in starts] + [len(text)]
+    statements_of = []
+    scratch = ox.Store()
+    for i, start, end in zip(starts, bounds, bounds[1:], strict=False):
+        word = body[i][0]
+        operation = text[start:end].rstrip().rstrip(";")
+        try:
+            scratch.update(prologue + "INSERT" + operation[len(word) :], prefixes=PREFIXES)
+        except (SyntaxError, OSError, RuntimeError, ValueError):
+            return None  # the whole update runs instead, and reports the error as usual
+        statements = list(scratch)
+        scratch.clear()
+        if any(_has_blank_node(quad, ox) for quad in statements):
+            return None
+        statements_of.append((word, statements))
+    added: set[Any] = set()
+    removed: set[Any] = set()
+    for word, statements in statements_of:
+        if word == "INSERT":
+            _insert(store, statements, added, removed)
+        else:
+            _delete(store, statements, added, removed)
+    return added, removed
+
+
+def _has_blank_node(quad: Any, ox: Any) -> bool:
+    return isinstance(quad.subject, ox.BlankNode) or isinstance(quad.object, ox.BlankNode)
+
+
+def _insert(store: Any, statements: list[Any], added: set[Any], removed: set[Any]) -> None:
+    for quad in statements:
+        if quad in store:
+            continue
+        store.add(quad)
+        if quad in removed:
+            removed.discard(quad)
+        else:
+            added.add(quad)
+
+
+def _delete(store: Any, statements: list[Any], added: set[Any], removed: set[Any]) -> None:
+    for quad in statements:
+        if quad not in store:
+            continue
+        store.remove(quad)
+        if quad in added:
+            added.discard(quad)
+        else:
+            removed.add(quad)
+
+
+class _SetLookup:
+    """The statements before and after an update, as two sets (any update)."""
+
+    def __init__(self, before: set[Any], after: set[Any]) -> None:
+        self.before, self.after = before, after
+        self._descriptions: list[Any] | None = None
+
+    def _all_descriptions(self, ox: Any) -> list[Any]:
+        if self._descriptions is None:
+            source = ox.NamedNode(KG_SOURCE)
+            self._descriptions = [q for q in self.before if q.predicate == source]
+            self._descriptions += [q for q in self.after if q.predicate == source]
+        return self._descriptions
+
+    def sources_of(self, subjects: set[Any], ox: Any) -> list[Any]:
+        return [q for q in self._all_descriptions(ox) if q.subject in subjects]
+
+    def described(self, objects: set[Any], ox: Any) -> list[Any]:
+        return [q for q in self._all_descriptions(ox) if q.object in objects]
+
+    def before_of(self, region: set[Any]) -> list[Any]:
+        return [q for q in self.before if q.subject in region]
+
+    def after_of(self, region: set[Any]) -> list[Any]:
+        return [q for q in self.after if q.subject in region]
+
+
+class _StoreLookup:
+    """The statements before and after a statement-by-statement update, looked up in the
+    store (which holds the after state) and among those the update removed."""
+
+    def __init__(self, store: Any, added: set[Any], removed: set[Any], ox: Any) -> None:
+        self.store, self.added, self.removed, self.ox = store, added, removed, ox
+        self.default = ox.DefaultGraph()
+
+    def _now(self, subject: Any, predicate: Any, obj: Any) -> list[Any]:
+        ox = self.ox
+        if subject is not None and not isinstance(subject, (ox.NamedNode, ox.BlankNode)):
+            return []  # a literal is nobody's subject
+        return list(self.store.quads_for_pattern(subject, predicate, obj, self.default))
+
+    def _gone(self, subject: Any, predicate: Any, obj: Any) -> list[Any]:
+        return [
+            q
+            for q in self.removed
+            if (subject is None or q.subject == subject)
+            and (predicate is None or q.predicate == predicate)
+            and (obj is None or q.object == obj)
+        ]
+
+    def sources_of(self, subjects: set[Any], ox: Any) -> list[Any]:
+        source = ox.NamedNode(KG_SOURCE)
+        return [
+            q for s in subjects for q in (*self._now(s, source, None), *self._gone(s, source, None))
+        ]
+
+    def described(self, objects: set[Any], ox: Any) -> list[Any]:
+        source = ox.NamedNode(KG_SOURCE)
+        return [
+            q for o in objects for q in (*self._now(None, source, o), *self._gone(None, source, o))
+        ]
+
+    def before_of(self, region: set[Any]) -> list[Any]:
+        found: list[Any] = []
+        for subject in region:
+            found += [q for q in self._now(subject, None, None) if q not in self.added]
+            found += self._gone(subject, None, None)
+        return found
+
+    def after_of(self, region: set[Any]) -> list[Any]:
+        return [q for subject in region for q in self._now(subject, None, None)]
+
+
+def _region(delta: set[Any], lookup: _SetLookup | _StoreLookup, ox: Any) -> set[Any]:
+    """Subjects whose decoding may differ between before and after the update."""
     region = {quad.subject for quad in delta}
     for subject in list(region):  # other spellings of a node id: duplicates must be seen
         if isinstance(subject, ox.NamedNode) and subject.value.startswith(NODE):
             canonical = node_iri(decode_local(subject.value[len(NODE) :]))
             if canonical != subject.value:
                 region.add(ox.NamedNode(canonical))
-    source = ox.NamedNode(KG_SOURCE)
-    descriptions = [q for q in before if q.predicate == source]
-    descriptions += [q for q in after if q.predicate == source]
-    region.update(q.object for q in descriptions if q.subject in region)
-    region.update(q.subject for q in descriptions if q.object in region)
+    region.update(q.object for q in lookup.sources_of(set(region), ox))
+    region.update(q.subject for q in lookup.described(set(region), ox))
     return region
 
 
