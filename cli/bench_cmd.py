@@ -322,7 +322,8 @@ def perf(
     only: Annotated[
         list[str] | None,
         typer.Option(
-            help="Only this area: aides, controller, harness, mcp, memory, sandbox, store, tools, "
+            help="Only this area: advisor, aides, controller, harness, mcp, memory, sandbox, store, "
+            "tools, "
             "views (repeatable)."
         ),
     ] = None,

@@ -18,7 +18,9 @@ token budget:
   rank as hop 0.
 * **Budget.** Lines are added best first while the pack's tokens
   (:func:`kgot.graph_model.count_tokens`) stay within the budget; a line that does not fit is
-  skipped and smaller ones after it may still go in. The pack is never over its budget.
+  skipped and smaller ones after it may still go in (until :data:`MAX_MISSES` did not fit).
+  The pack is never over its budget. Lines, token counts, base scores and fact use are
+  computed once per fact and index, so a cycle's later users cost less than its first.
 
 Every item has an id: ``node:ID``, ``edge:SOURCE-KEY->TARGET`` or ``price:SYMBOL``; a briefing
 cites these ids and may cite nothing else. The pack's :attr:`EvidencePack.key` (a hash of its
@@ -52,7 +54,8 @@ if TYPE_CHECKING:
 
 HOP_RELEVANCE = (1.0, 0.7, 0.4)
 MAX_HOPS = 2
-MAX_FANOUT = 60  # edges per direction read from one node while gathering
+MAX_FANOUT = 40  # edges per direction read from one node while gathering
+MAX_MISSES = 200  # lines that did not fit, after which the pack is considered full
 MAX_VALUE_CHARS = 240  # of one fact's properties in its line
 DEFAULT_BUDGET = 1500
 MIN_BUDGET = 100
@@ -165,7 +168,9 @@ class MarketIndex:
         self._types: dict[tuple[str, str], tuple[float, float | None, tuple[str, ...]]] = {}
         self._catalog = catalog
         self._lines: dict[FactKey, str] = {}
+        self._tokens: dict[FactKey, int] = {}
         self._bases: dict[FactKey, float] = {}
+        self._use: dict[FactKey, float] = {}
         self.assets: dict[str, list[str]] = {}  # symbol -> Asset ids
         self.companies: dict[str, list[str]] = {}  # ticker -> Company ids
         for node_id, data in graph.nodes(data=True):
@@ -228,6 +233,21 @@ class MarketIndex:
             self._lines[key] = cached
         return cached
 
+    def tokens(self, key: FactKey) -> int:
+        cached = self._tokens.get(key)
+        if cached is None:
+            cached = self._tokens[key] = count_tokens(self.line(key))
+        return cached
+
+    def strengths(self, keys: Sequence[FactKey]) -> Mapping[FactKey, float]:
+        """The facts' use strength, read once per fact for this index (0 when unused)."""
+        missing = [key for key in keys if key not in self._use]
+        if missing:
+            found = self._strength(missing) if self._strength is not None else {}
+            for key in missing:
+                self._use[key] = float(found.get(key, 0.0))
+        return self._use
+
     def base(self, key: FactKey, strength: float = 0.0) -> float:
         """The fact's ranking score at relevance 0 (ranking is linear in relevance)."""
         cached = self._bases.get(key)
@@ -277,10 +297,18 @@ class MarketIndex:
 
 def _edges_of(graph: nx.MultiDiGraph, node: str) -> list[tuple[str, str, str]]:
     """The node's edges, out and in, each direction capped at the most recently written
-    :data:`MAX_FANOUT` (a graph keeps edges in the order they were added)."""
-    outgoing = [(node, target, key) for target, keys in graph.succ[node].items() for key in keys]
-    incoming = [(source, node, key) for source, keys in graph.pred[node].items() for key in keys]
-    return outgoing[-MAX_FANOUT:] + incoming[-MAX_FANOUT:]
+    :data:`MAX_FANOUT` (a graph keeps neighbours in the order their first edge was added, so
+    the newest come last: read backwards, stop at the cap)."""
+    found: list[tuple[str, str, str]] = []
+    for outgoing, neighbours in ((True, graph.succ[node]), (False, graph.pred[node])):
+        taken = 0
+        for other in reversed(list(neighbours)):
+            for key in neighbours[other]:
+                found.append((node, other, key) if outgoing else (other, node, key))
+                taken += 1
+            if taken >= MAX_FANOUT:
+                break
+    return found
 
 
 def build_pack(
@@ -313,56 +341,19 @@ def build_pack(
     for key in extra:
         if key not in candidates and _present(index, key):
             candidates[key] = (0, 1)
-    strengths: Mapping[FactKey, float] = {}
-    if index._strength is not None and candidates:
-        strengths = index._strength(list(candidates))
-    ranked: list[tuple[int, float, PackItem]] = []
+    strengths = index.strengths(list(candidates))
+    ranked: list[tuple[int, float, str, FactKey | Quote]] = []
     for key, (order, hop) in candidates.items():
         relevance = HOP_RELEVANCE[min(hop, len(HOP_RELEVANCE) - 1)]
         score = 0.6 * relevance + index.base(key, strengths.get(key, 0.0))
-        line = index.line(key)
-        ranked.append(
-            (
-                order,
-                -score,
-                PackItem(
-                    id=index.fact_id(key),
-                    line=line,
-                    group=GROUPS[order],
-                    hop=hop,
-                    score=round(score, 4),
-                    tokens=count_tokens(line),
-                    key=key,
-                ),
-            )
-        )
+        ranked.append((order, -score, index.fact_id(key), key))
     for order, symbols in enumerate((held, watched)):
         for symbol in symbols:
             found = (quotes or {}).get(symbol)
-            if found is None:
-                continue
-            line = f"[{found.fact_id}] {found.line()}"
-            ranked.append(
-                (
-                    order,
-                    -1.0,
-                    PackItem(
-                        id=found.fact_id,
-                        line=line,
-                        group=GROUPS[order],
-                        hop=0,
-                        score=1.0,
-                        tokens=count_tokens(line),
-                    ),
-                )
-            )
-    ranked.sort(key=lambda entry: (entry[0], entry[1], entry[2].id))
-    chosen: list[PackItem] = []
-    used = 0
-    for _order, _score, item in ranked:
-        if used + item.tokens <= budget:
-            chosen.append(item)
-            used += item.tokens
+            if found is not None:
+                ranked.append((order, -1.0, found.fact_id, found))
+    ranked.sort(key=lambda entry: (entry[0], entry[1], entry[2]))
+    chosen, used = _fill(index, ranked, candidates, budget)
     return EvidencePack(
         items=chosen,
         budget=budget,
@@ -370,6 +361,42 @@ def build_pack(
         considered=len(ranked),
         symbols={"holding": tuple(held), "watch": tuple(watched)},
     )
+
+
+def _fill(
+    index: MarketIndex,
+    ranked: Sequence[tuple[int, float, str, Any]],
+    candidates: Mapping[FactKey, tuple[int, int]],
+    budget: int,
+) -> tuple[list[PackItem], int]:
+    """The items that fit ``budget``, best first, and the tokens they take."""
+    chosen: list[PackItem] = []
+    used = 0
+    misses = 0
+    for order, negative, fact_id, what in ranked:
+        if isinstance(what, tuple):
+            line, tokens, key, hop = index.line(what), index.tokens(what), what, candidates[what][1]
+        else:
+            line = f"[{fact_id}] {what.line()}"
+            tokens, key, hop = count_tokens(line), None, 0
+        if used + tokens > budget:
+            misses += 1
+            if misses >= MAX_MISSES or budget - used < 4:
+                break  # full: no line is that small
+            continue
+        chosen.append(
+            PackItem(
+                id=fact_id,
+                line=line,
+                group=GROUPS[order],
+                hop=hop,
+                score=round(-negative, 4),
+                tokens=tokens,
+                key=key,
+            )
+        )
+        used += tokens
+    return chosen, used
 
 
 def _present(index: MarketIndex, key: FactKey) -> bool:
