@@ -322,9 +322,8 @@ def perf(
     only: Annotated[
         list[str] | None,
         typer.Option(
-            help="Only this area: advisor, aides, controller, harness, mcp, memory, sandbox, store, "
-            "tools, "
-            "views (repeatable)."
+            help="Only this area: advisor, aides, controller, harness, mcp, memory, sandbox, "
+            "store, tools, views (repeatable)."
         ),
     ] = None,
     sandbox: Annotated[
