@@ -290,13 +290,17 @@ def labelled_scenario(store: Store) -> tuple[float, float, int]:
         )
         records.add_watch(store, aide.row, user, ["DDD"])
         people[name] = records.portfolios(store, aide.row, user)[0]
+    closes = {"AAA": (100, 94), "BBB": (100, 98)}  # -6 % and -2 % on the last day
     quotes = {
-        "AAA": quote_from(
-            "AAA", [{"day": "2026-11-18", "close": 100}, {"day": "2026-11-19", "close": 94}]
-        ),
-        "BBB": quote_from(
-            "BBB", [{"day": "2026-11-18", "close": 100}, {"day": "2026-11-19", "close": 98}]
-        ),
+        symbol: made
+        for symbol, (before, after) in closes.items()
+        if (
+            made := quote_from(
+                symbol,
+                [{"day": "2026-11-18", "close": before}, {"day": "2026-11-19", "close": after}],
+            )
+        )
+        is not None
     }
     everyone = ("cons", "mod", "aggr")
     expected = {

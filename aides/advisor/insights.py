@@ -2,11 +2,14 @@
 written back into it; and the re-check of old insights before they are used.
 
 **The pass.** KGoT's RETRIEVE step asks "can I answer the question from the graph?". Here the
-question is another: looking at the facts around the symbols the advisor's users follow (an
-evidence pack, :mod:`kgot.aides.advisor.evidence`, built from those symbols alone: no user,
-position or profile is in it), is there something an investor should know today that the
-current insights do not say yet? The planning model answers in a structured form (step
-``advisor_insight``): ``worthy`` and, if so, up to :data:`MAX_INSIGHTS` insights, each with
+question is another (:func:`insight_question`): around the symbols the advisor's users follow
+(the symbols alone: no user, position or profile), is there something an investor should know
+today that the current insights do not say yet? The RETRIEVE path runs with it (the program
+calls :meth:`kgot.controller.ingest.Ingestor.retrieve`: a read query written by the model and
+run in the sandbox); then the planning model gets an evidence pack of those symbols
+(:mod:`kgot.aides.advisor.evidence`, with the nodes the query named) and the query's result,
+and answers in a structured form (step ``advisor_insight``): ``worthy`` and, if so, up to
+:data:`MAX_INSIGHTS` insights, each with
 its type, summary, action (signals only), strength, the nodes it is ``about``, the events and
 news it is ``derived_from`` and its ``basis``: the claims from the evidence that, if they
 changed, would make it wrong.
@@ -121,17 +124,33 @@ class InsightPass:
         }
 
 
+def insight_question(symbols: Sequence[str]) -> str:
+    """The RETRIEVE question of the insight pass (symbols only, never who follows them)."""
+    return (
+        f"Is there a briefing-worthy insight for investors following {', '.join(symbols)}? "
+        "Find the recent market events, news and current insights about these assets, their "
+        "companies, sectors and asset classes, and the institutions that affect them, with "
+        "their ids, dates, directions and magnitudes."
+    )
+
+
 def insight_messages(
-    pack: EvidencePack, current: Sequence[str], now: datetime
+    pack: EvidencePack, current: Sequence[str], now: datetime, retrieved: str | None = None
 ) -> list[SystemMessage | HumanMessage]:
     followed = ", ".join([*pack.symbols.get("holding", ()), *pack.symbols.get("watch", ())])
     known = "\n".join(current) or "(none)"
+    found = (
+        f"\n\nWhat a query of the graph for this question returned:\n{retrieved}"
+        if (retrieved)
+        else ""
+    )
     return [
         SystemMessage(_SYSTEM),
         HumanMessage(
             f"Assets followed: {followed or '(none)'}\nNow: {now.isoformat(timespec='seconds')}"
             f"\n\nCurrent insights:\n{known}\n\nEvidence:\n"
             + pack.render(titles={"holding": "Facts", "watch": "Facts"})
+            + found
         ),
     ]
 
@@ -150,15 +169,17 @@ async def run_pass(
     now: datetime,
     run_id: str,
     result_key: str,
+    retrieved: str | None = None,
 ) -> InsightPass:
-    """Ask the insight question about ``pack`` and write the insights that pass the checks."""
+    """Ask the insight question about ``pack`` (and ``retrieved``, what the pass's read query
+    found) and write the insights that pass the checks."""
     from kgot.aides.advisor.evidence import MarketIndex
 
     done = InsightPass(asked=True)
     index = MarketIndex(graph, session.type_catalog(), now=now)
     current = [index.line(("node", n)) for n in current_insights(graph) if n in graph][:30]
     answer = await planning.structured(
-        insight_messages(pack, current, now), InsightAnswer, step=INSIGHT_STEP
+        insight_messages(pack, current, now, retrieved), InsightAnswer, step=INSIGHT_STEP
     )
     done.worthy = answer.worthy
     done.reason = answer.reason

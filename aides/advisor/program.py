@@ -4,8 +4,11 @@
 2. **Prices.** The provider's daily bars of every followed symbol go into the price cache.
 3. **Re-check.** Current insights whose basis a newer fact contradicts are closed
    (:func:`kgot.aides.advisor.insights.recheck`), once per graph version.
-4. **Insight pass** (:func:`kgot.aides.advisor.insights.run_pass`) over an evidence pack of the
-   symbols users follow (symbols only: no user data), once per graph version.
+4. **Insight pass** (:func:`kgot.aides.advisor.insights.run_pass`), once per graph version:
+   KGoT's RETRIEVE with the question "is there a briefing-worthy insight?" (a read query in
+   the sandbox, :meth:`kgot.controller.ingest.Ingestor.retrieve`), then a structured answer
+   over an evidence pack of the symbols users follow (symbols only: no user data) and what
+   the query found.
 5. **Alerts** (:mod:`kgot.aides.advisor.alerts`) for each user; new ones are recorded (their
    keys are unique per user).
 6. **Briefings** for each user whose evidence pack changed since their last briefing.
@@ -43,6 +46,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("kgot.aides")
 
 INSIGHT_BUDGET = 3000  # tokens of evidence the insight pass looks at
+RETRIEVE_CALLS = 3  # model calls of the insight pass's read query (writing and fixing it)
 REDELIVER = 50  # newest briefings and alerts looked at for (re)delivery
 STATE = "advisor_state"  # the aide settings key of what the last cycle saw
 
@@ -86,35 +90,38 @@ class AdvisorCycle:
 
 
 class _Models:
-    """The planning model, built on first use (a cycle with nothing to write needs none)."""
+    """The planning model, built on first use (a cycle with nothing to write needs none),
+    and the usage of every model call the program made (its own and its retrieve's)."""
 
     def __init__(self, aide: Aide) -> None:
         self.aide = aide
         self._planning: Any = None
-        self._ledger: Any = None
+        self.ledgers: list[Any] = []
 
     @property
     def planning(self) -> Any:
         if self._planning is None:
             from kgot.llm import UsageLedger, build_llm_clients
 
-            self._ledger = UsageLedger()
-            roles = build_llm_clients(self.aide.settings, self._ledger, models=self.aide.models)
+            ledger = UsageLedger()
+            self.ledgers.append(ledger)
+            roles = build_llm_clients(self.aide.settings, ledger, models=self.aide.models)
             self._planning = roles.planning
         return self._planning
 
     def spent(self) -> float:
-        return float(self._ledger.totals().cost_usd or 0.0) if self._ledger is not None else 0.0
+        return sum(float(ledger.totals().cost_usd or 0.0) for ledger in self.ledgers)
 
     def add_to(self, report: CycleReport) -> None:
-        if self._ledger is None:
-            return
-        totals = self._ledger.totals()
-        report.llm_calls += totals.calls
-        report.input_tokens += totals.input_tokens
-        report.output_tokens += totals.output_tokens
-        if report.cost_usd is not None:
-            report.cost_usd = None if totals.cost_usd is None else report.cost_usd + totals.cost_usd
+        for ledger in self.ledgers:
+            totals = ledger.totals()
+            report.llm_calls += totals.calls
+            report.input_tokens += totals.input_tokens
+            report.output_tokens += totals.output_tokens
+            if report.cost_usd is not None:
+                report.cost_usd = (
+                    None if totals.cost_usd is None else report.cost_usd + totals.cost_usd
+                )
 
 
 async def run_cycle(
@@ -249,24 +256,45 @@ class _Cycle:
             await self.load()
 
     async def insight_pass(self, quotes: dict[str, Quote]) -> bool:
-        """Ask for insights about the followed symbols the graph knows; whether any was
-        written."""
-        from kgot.aides.advisor.insights import run_pass
+        """Ask the graph for insights about the followed symbols it knows: KGoT's RETRIEVE
+        (a read query written by the model, run in the sandbox) with the insight question,
+        then the structured answer over the pack and what the query found; whether any
+        insight was written."""
+        from kgot.aides.advisor.insights import insight_question, run_pass
+        from kgot.controller.ingest import Ingestor
+        from kgot.errors import ModelError, SandboxUnavailableError
 
         index = MarketIndex(self.graph, self.session.type_catalog(), now=self.now)
         focus = [s for s in self.symbols if index.known(s)]
         if not focus:
             return False
-        pack = build_pack(index, focus, budget=INSIGHT_BUDGET, quotes=quotes)
-        made = await run_pass(
-            self.models.planning,
-            self.session,
-            self.graph,
-            pack,
-            now=self.now,
-            run_id=self.run_id,
-            result_key=f"aide {self.row.id}/insights at version {self.version}",
-        )
+        async with Ingestor(
+            self.store,
+            self.aide.entity,
+            self.aide.settings,
+            models=self.aide.models,
+            run_id=f"{self.run_id}/insights",
+        ) as ingestor:
+            self.models.ledgers.append(ingestor.ledger)
+            retrieved = None
+            try:
+                retrieved = await ingestor.retrieve(
+                    insight_question(focus), focus=focus, max_calls=RETRIEVE_CALLS
+                )
+            except (ModelError, SandboxUnavailableError) as error:
+                log.warning("%s: the insight retrieve failed: %s", self.aide.name, error)
+            named = [("node", n) for n in (retrieved.nodes or [])] if retrieved else []
+            pack = build_pack(index, focus, budget=INSIGHT_BUDGET, quotes=quotes, extra=named)
+            made = await run_pass(
+                ingestor.planning,
+                self.session,
+                self.graph,
+                pack,
+                now=self.now,
+                run_id=self.run_id,
+                result_key=f"aide {self.row.id}/insights at version {self.version}",
+                retrieved=retrieved.text if retrieved is not None else None,
+            )
         self.done.insights = made.to_json()
         for why in made.rejected:
             log.info("%s: insight left out: %s", self.aide.name, why)

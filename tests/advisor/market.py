@@ -117,3 +117,13 @@ def insight(
     if basis:
         properties["basis"] = basis
     return Node(node_id, "Insight", properties), edge(node_id, "about", about)
+
+
+# A read query of the market graph, as the insight pass's RETRIEVE writes one.
+QUERY = """```python
+result = [
+    {"id": n, "label": d["label"], "summary": d.get("summary") or d.get("headline"),
+     "effects": [[e["relationship"], t] for _, t, e in G.out_edges(n, data=True)]}
+    for n, d in sorted(G.nodes(data=True)) if d["label"] in ("MarketEvent", "News", "Insight")
+]
+```"""

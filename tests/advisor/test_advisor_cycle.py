@@ -13,7 +13,7 @@ from kgot.aides.advisor.holdings import PositionRow
 from kgot.graph_model import Node
 from kgot.llm.scripted import ScriptedChatModel
 from kgot.persistence import Store
-from kgot.tests.advisor.market import change, commit, insight, market
+from kgot.tests.advisor.market import QUERY, change, commit, insight, market
 
 PROPOSALS = {
     "worthy": True,
@@ -63,6 +63,7 @@ def test_the_insight_pass_writes_checked_insights_and_old_ones_are_rechecked(
 ) -> None:
     model = ScriptedChatModel(
         script={
+            "query": [QUERY],
             "advisor_insight": [PROPOSALS, {"worthy": False}],
             "advisor_briefing": ["- Apple [node:aapl]."],
         }
@@ -87,8 +88,14 @@ def test_the_insight_pass_writes_checked_insights_and_old_ones_are_rechecked(
         ("aapl", "about"),
         ("aapl_q4", "derived_from"),
     }
+    # KGoT's RETRIEVE with the insight question: a read query ran in the sandbox, and the
+    # structured answer saw its result beside the evidence pack.
+    [query] = model.calls_for("query")
+    assert "Is there a briefing-worthy insight for investors following AAPL" in query.prompt
     [asked] = model.calls_for("advisor_insight")
-    assert "briefing-worthy insight" in asked.prompt and "[node:aapl_q4]" in asked.prompt
+    assert "[node:aapl_q4]" in asked.prompt
+    assert "What a query of the graph for this question returned" in asked.prompt
+    assert "'id': 'fed_hike'" in asked.prompt or '"id": "fed_hike"' in asked.prompt
     assert program["alerts"] == 1  # the buy signal of 0.8 on AAPL, held
     assert program["briefings"]
 

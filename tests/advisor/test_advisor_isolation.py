@@ -21,6 +21,7 @@ from kgot.errors import UsageError
 from kgot.llm.scripted import ScriptedCall, ScriptedChatModel
 from kgot.persistence import Store
 from kgot.sandbox.pool import WorkerProcess
+from kgot.tests.advisor.market import QUERY
 
 NOTE = "Apple reported fourth-quarter EPS of 2.10 against 1.95 expected; Apple Inc. is AAPL."
 CODE = """```python
@@ -51,6 +52,7 @@ def _model() -> ScriptedChatModel:
     return ScriptedChatModel(
         script={
             "update_graph": [CODE],
+            "query": [QUERY],
             "advisor_insight": [{"worthy": False, "reason": "nothing new"}],
             "advisor_briefing": [_briefing],
             "advisor_ask": ["Apple beat estimates [node:q4]."],
