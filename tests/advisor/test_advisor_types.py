@@ -106,3 +106,39 @@ def test_an_insight_that_breaks_its_schema_is_refused_naming_the_path(
     message = _write(store, {**good, **change})
     assert path in message
     assert "i1" in message and "Insight" in message
+
+
+def test_deleting_the_aide_or_the_entity_deletes_its_users_rows(store: Store) -> None:
+    from kgot.aides import open_aide
+    from kgot.aides.advisor import records
+    from kgot.aides.advisor.holdings import PositionRow
+    from kgot.persistence.schema import ADVISOR_TABLES, TABLES
+
+    def rows() -> dict[str, int]:
+        from sqlalchemy import func, select
+
+        with store._read() as connection:
+            return {
+                name: int(
+                    connection.execute(
+                        select(func.count()).select_from(getattr(TABLES, name))
+                    ).scalar_one()
+                )
+                for name in ADVISOR_TABLES
+            }
+
+    for name, entity in (("one", "markets"), ("two", "other")):
+        aide = create_aide(store, name, entity, program="advisor")
+        user = records.add_user(store, aide.row, "alice")
+        records.import_positions(store, aide.row, user, [PositionRow("AAPL", 1.0)])
+        records.add_watch(store, aide.row, user, ["NVDA"])
+    assert rows()["advisor_positions"] == 2
+    open_aide(store, "one").delete()
+    assert rows() == {
+        **{n: 0 for n in ADVISOR_TABLES},
+        "advisor_users": 1,
+        "advisor_positions": 1,
+        "advisor_watchlist": 1,
+    }
+    store.delete_entity("other")
+    assert set(rows().values()) == {0}
