@@ -247,7 +247,7 @@ async def _execute(
         # The graph goes first: a refused one never starts sandbox workers, which would be
         # warming in threads while the process exits.
         start = None if resume or spec.entity else _start_graph(spec.graph_file, limits)
-        sandbox = None if resume else _open_sandbox(stack, settings)
+        sandbox = None if resume else _open_sandbox(stack, settings, spec.backend)
         opened_store, saver = await stack.enter_async_context(
             _opened(settings, store, checkpointer, entity=spec.entity)
         )
@@ -272,7 +272,7 @@ async def _execute(
             stack,
             spec,
             settings,
-            sandbox=sandbox or _open_sandbox(stack, settings),
+            sandbox=sandbox or _open_sandbox(stack, settings, spec.backend),
             start=start,
             roles=roles,
             ledger=ledger,
@@ -460,7 +460,9 @@ def _services(
         spec.backend, sandbox, initial, max_property_bytes=settings.store.max_property_bytes
     )
     stack.callback(backend.close)
-    backend.warm_up()  # its worker starts and takes the graph while the first votes run
+    # The run's own worker starts and takes the graph while the first votes are with the
+    # model; the shared pool (python tool, conversion) warms up after it, not against it.
+    backend.warm_up(then=lambda: sandbox.warm_up(wait=False))
     context = ToolContext.from_settings(
         settings,
         sandbox=sandbox,
@@ -519,13 +521,16 @@ def _initial_state(spec: _RunSpec, options: dict[str, Any]) -> RunState:
     )
 
 
-def _open_sandbox(stack: contextlib.AsyncExitStack, settings: Settings) -> Sandbox:
-    """The configured sandbox, closed with ``stack``; its workers start warming at once."""
+def _open_sandbox(stack: contextlib.AsyncExitStack, settings: Settings, backend: str) -> Sandbox:
+    """The configured sandbox, closed with ``stack``. The run's own worker for ``backend``
+    starts at once; the shared pool warms up once the run's graph is in that worker (see
+    :func:`_services`)."""
+    from kgot.graph_backends import prepare_backend
     from kgot.sandbox import open_sandbox
 
     sandbox = open_sandbox(settings.sandbox)
     stack.callback(sandbox.close)
-    sandbox.warm_up(wait=False)  # workers start while the first votes are with the model
+    prepare_backend(backend, sandbox)
     return sandbox
 
 

@@ -44,10 +44,28 @@ __all__ = [
     "ViewRequest",
     "graph_format",
     "open_backend",
+    "prepare_backend",
     "read_graph",
     "read_import_file",
     "write_graph",
 ]
+
+
+def prepare_backend(name: str, sandbox: Sandbox) -> None:
+    """Start what a backend called ``name`` will need of ``sandbox`` (its run's own worker,
+    where the sandbox keeps one), before the backend exists: a run calls this as it opens the
+    sandbox, so the worker starts while the store opens and the graph loads."""
+    prepare = getattr(sandbox, "prepare_resident", None)
+    if prepare is None or name not in BACKENDS:
+        return
+    if name == "networkx":
+        from kgot.graph_backends.networkx_backend import NetworkXBackend
+
+        prepare(NetworkXBackend.resident_modules)
+    else:
+        from kgot.graph_backends.rdf_backend import RdfBackend
+
+        prepare(RdfBackend.resident_modules)
 
 
 def open_backend(

@@ -8,7 +8,7 @@ never applied partially) and apply validated changesets atomically.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -134,9 +134,9 @@ class GraphBackend(Protocol):
 
     def stats(self) -> GraphStats: ...
 
-    def warm_up(self) -> None:
+    def warm_up(self, then: Callable[[], None] | None = None) -> None:
         """Get ready for the first query or update in the background (a run calls this as it
-        opens); a no-op where nothing is prepared ahead."""
+        opens), then call ``then`` (at once where nothing is prepared ahead)."""
         ...
 
     def close(self) -> None:

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -20,13 +22,15 @@ import networkx as nx
 from kgot.errors import ChangesetError
 from kgot.graph_backends.base import GraphView, QueryLanguage, QueryResult, ViewRequest
 from kgot.graph_backends.jobs.outcome import MAX_ITEMS
-from kgot.graph_backends.resident_graph import ResidentGraph
+from kgot.graph_backends.resident_graph import ResidentGraph, ResidentUnavailable
 from kgot.graph_backends.runner import GraphCodeError, JobSpec, run_job, run_job_async
 from kgot.graph_backends.state import ChangeListener, GraphState
 from kgot.graph_backends.view_lines import LineFormat
 from kgot.graph_backends.views import ViewIndex
 from kgot.graph_model import Changeset, GraphStats
 from kgot.sandbox.base import Sandbox
+
+log = logging.getLogger(__name__)
 
 MAX_RESULT_CHARS = 20_000  # of a query result's text for prompts (the value stays whole)
 
@@ -116,15 +120,26 @@ class PropertyGraphBackend:
         """Increases with every change; equal versions mean an equal graph."""
         return self._state.version
 
-    def warm_up(self) -> None:
+    def warm_up(self, then: Callable[[], None] | None = None) -> None:
         """Start this backend's resident worker and send it the graph, in the background:
         a run calls this as it opens, so both happen while its first votes are with the
-        model. Without it the first job starts the worker."""
+        model. Without it the first job starts the worker. ``then`` runs once the graph is
+        in (or could not be sent), in the background too: the run warms the shared pool
+        after, so the two starts do not compete for the CPU."""
         resident = self._resident_graph()
-        if resident is not None:
-            threading.Thread(
-                target=resident.prime, args=(self._state,), daemon=True, name="kgot-resident"
-            ).start()
+        if resident is None:
+            if then is not None:
+                then()
+            return
+
+        def prime() -> None:
+            try:
+                resident.prime(self._state)
+            finally:
+                if then is not None:
+                    then()
+
+        threading.Thread(target=prime, daemon=True, name="kgot-resident").start()
 
     def close(self) -> None:
         """Stop the resident worker, if one started (the sandbox's close and garbage
@@ -155,10 +170,16 @@ class PropertyGraphBackend:
         self, mode: str, text: str, *, max_items: int | None = None, with_graph: bool = True
     ) -> tuple[dict[str, Any], int]:
         """The outcome of a job, and the graph version it ran on."""
-        if with_graph and self._resident_graph() is not None:
-            assert self.resident is not None
+        resident = self._resident_graph() if with_graph else None
+        if resident is not None:
             spec, _ = self._job_spec(mode, text, max_items=max_items, with_graph=False)
-            return self.resident.run(spec, self._state)
+            try:
+                return resident.run(spec, self._state)
+            except ResidentUnavailable as why:
+                log.warning("graph jobs carry the whole graph from now on: %s", why)
+                with self._resident_lock:
+                    self.resident = None
+                resident.close()
         spec, version = self._job_spec(mode, text, max_items=max_items, with_graph=with_graph)
         return run_job(self.sandbox, spec), version
 

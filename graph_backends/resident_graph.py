@@ -17,7 +17,7 @@ import itertools
 import json
 import logging
 import threading
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import networkx as nx
@@ -26,7 +26,8 @@ from kgot.graph_backends.jobs.resident import HOOK, STALE
 from kgot.graph_backends.runner import (
     JobSpec,
     job_bundle,
-    run_resident_job,
+    job_outcome,
+    resident_job,
     successful_outcome,
 )
 from kgot.graph_model import Changeset
@@ -38,6 +39,7 @@ from kgot.graph_model.records import (
     records_text,
     removal_record,
 )
+from kgot.sandbox.resident import StateRefused
 
 if TYPE_CHECKING:
     from kgot.graph_backends.state import GraphState
@@ -87,49 +89,70 @@ class ResidentGraph:
 
     def run(self, spec: JobSpec, state: GraphState) -> tuple[dict[str, Any], int]:
         """Run ``spec`` (code and options only) on the resident graph; its successful outcome
-        and the host version it ran on (``state``'s: the update sent before the job is
-        computed under its lock, so it matches that version exactly).
+        and the host version it ran on. The update that brings the worker to ``state``'s
+        version (computed under its lock, so it matches that version exactly) travels with
+        the job, in one exchange.
 
         Raises:
             GraphQueryError, GraphCodeError, ChangesetError: as :func:`run_job`.
+            ResidentUnavailable: the worker cannot take the graph at all.
         """
         with self.lock:
-            for attempt in (1, 2):
-                version = self._sync(state)
+            for attempt in (1, 2, 3):
+                update = self._update(state)
+                version = update.version if update is not None else self._held
+                assert version is not None
                 files = {**spec.files, "resident.json": _resident_file(self.key, version)}
                 job = replace(spec, files=files)
-                outcome = run_resident_job(self.worker, job)
-                if outcome.get("kind") == STALE and attempt == 1:
+                generation = self.worker.generation
+                try:
+                    result = self.worker.run_with_state(
+                        resident_job(job), update.message() if update is not None else None
+                    )
+                except StateRefused as why:
+                    self._held = None
+                    if update is not None and update.whole:
+                        raise ResidentUnavailable(str(why)) from None
+                    continue  # a refused delta: the whole graph goes next time
+                if update is not None and self.worker.generation == generation:
+                    self._took(update)  # taken, whatever the job then did
+                outcome = job_outcome(result, job)
+                if outcome.get("kind") == STALE and attempt < 3:
                     self._held = None  # the worker lost its copy (or never had it): resend
                     continue
                 return successful_outcome(outcome, job), version
-        raise AssertionError("unreachable")
+        raise ResidentUnavailable("the resident worker kept losing the run's graph")
 
     def prime(self, state: GraphState) -> None:
         """Send the graph now (called in the background when a run opens, so the load
         overlaps the first votes); failures are left for the first job to meet again."""
         with self.lock:
+            update = self._update(state)
+            if update is None:
+                return
             try:
-                self._sync(state)
+                self.worker.set_state(HOOK, *update.message()[1:])
             except Exception as error:  # the first job reports it, with its own context
+                self._held = None
                 log.debug("resident graph not primed: %s", error)
+                return
+            self._took(update)
 
     def close(self) -> None:
         self.worker.close()
 
     # -- mechanics --------------------------------------------------------------------------
 
-    def _sync(self, state: GraphState) -> int:
-        """Bring the worker to the host's current version; that version."""
-        from kgot.sandbox.resident import StateRefused
-
+    def _update(self, state: GraphState) -> _Update | None:
+        """What brings the worker to the host's current version (``None``: it is there). The
+        touched elements are forgotten here: from now on they count from that version."""
         if self.worker.generation != self._generation:
             self._generation = self.worker.generation
             self._held = None  # a new worker holds nothing
         with state.lock:
             version = state.version
             if self._held == version:
-                return version
+                return None
             whole = self._held is None or self._nodes is None
             request: dict[str, Any] = {
                 "key": self.key,
@@ -141,23 +164,14 @@ class ResidentGraph:
             payload = self._whole() if whole else self._delta()
             self._nodes, self._edges = set(), set()
         bundle = job_bundle() if whole else b""  # a new worker needs the code too
-        try:
-            self.worker.set_state(HOOK, request, [bundle, payload])
-        except StateRefused:
-            self._held = None
-            if whole:
-                raise
-            log.debug("resident delta refused; sending the whole graph")
-            return self._sync(state)
-        except BaseException:
-            self._held = None
-            raise
-        self._held = version
-        if whole:
+        return _Update(request, [bundle, payload], version, whole)
+
+    def _took(self, update: _Update) -> None:
+        self._held = update.version
+        if update.whole:
             self.loads += 1
         else:
             self.deltas += 1
-        return version
 
     def _whole(self) -> bytes:
         graph = self._graph
@@ -184,6 +198,24 @@ class ResidentGraph:
             if graph.has_edge(source, target, key):
                 records.append(edge_record(source, target, key, graph.edges[source, target, key]))
         return records_text(records).encode("utf-8")
+
+
+@dataclass(frozen=True)
+class _Update:
+    """A state update for the worker: to host ``version``, whole or as a delta."""
+
+    request: dict[str, Any]
+    blobs: list[bytes]
+    version: int
+    whole: bool
+
+    def message(self) -> tuple[str, dict[str, Any], list[bytes]]:
+        return HOOK, self.request, self.blobs
+
+
+class ResidentUnavailable(Exception):
+    """The resident worker cannot take the run's graph (the backend then sends the graph
+    with every job instead)."""
 
 
 def _resident_file(key: str, version: int) -> bytes:

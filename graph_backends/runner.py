@@ -108,15 +108,19 @@ async def run_job_async(sandbox: Sandbox, spec: JobSpec) -> dict[str, Any]:
     return _successful_outcome(await run_async(sandbox, _job(spec)), spec)
 
 
-def run_resident_job(sandbox: Sandbox, spec: JobSpec) -> dict[str, Any]:
-    """The outcome of a job on a resident worker (whose zygote holds the bundle and the graph),
-    failures included: a ``resident_stale`` one means the worker must get the graph again.
-    The caller passes the outcome to :func:`successful_outcome`.
+def resident_job(spec: JobSpec) -> Job:
+    """The job for a resident worker, whose zygote holds kgot's job code and the graph: only
+    the model's code and options travel."""
+    return _job(spec, with_bundle=False)
+
+
+def job_outcome(result: ExecResult, spec: JobSpec) -> dict[str, Any]:
+    """What a job reported, failures included (a ``resident_stale`` one means the worker must
+    get the graph again); :func:`successful_outcome` turns failures into errors.
 
     Raises:
         GraphQueryError, GraphCodeError: the job left no outcome (a limit, a crash).
     """
-    result = sandbox.run(_job(spec, with_bundle=False))
     error_type = GraphQueryError if spec.mode in ("read", "check") else GraphCodeError
     return _parse_outcome(result, error_type)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
+from typing import Any
 
 from kgot.config import SandboxSettings
 from kgot.sandbox import worker as wire
@@ -76,7 +77,13 @@ def _encodable(text: str) -> bool:
     return True
 
 
-def job_frame(job: Job, limits: Limits, *, nproc_base: int | None = None) -> bytes:
+def job_frame(
+    job: Job,
+    limits: Limits,
+    *,
+    nproc_base: int | None = None,
+    state: tuple[str, dict[str, Any], list[bytes]] | None = None,
+) -> bytes:
     """The frame that carries ``job`` to a worker (see :mod:`kgot.sandbox.worker`).
 
     ``nproc_base`` is how many processes of the sandbox's host user already exist, when the
@@ -84,7 +91,9 @@ def job_frame(job: Job, limits: Limits, *, nproc_base: int | None = None) -> byt
     own namespace).
 
     The code travels as a blob, so its size is not bound by the header's; a lone surrogate in
-    it arrives unchanged (and fails to compile there, as it would anywhere).
+    it arrives unchanged (and fails to compile there, as it would anywhere). ``state`` (a
+    resident worker's hook, request and blobs) goes first in the same frame: the worker
+    updates its held state, then runs the job.
     """
     header = {
         "files": list(job.files),
@@ -100,7 +109,12 @@ def job_frame(job: Job, limits: Limits, *, nproc_base: int | None = None) -> byt
         },
     }
     code = job.code.encode("utf-8", errors="surrogatepass")
-    return wire.encode_frame(header, [code, *(bytes(v) for v in job.files.values())])
+    blobs = [code, *(bytes(v) for v in job.files.values())]
+    if state is not None:
+        hook, request, state_blobs = state
+        header["job_state"] = {"hook": hook, "request": request, "blobs": len(state_blobs)}
+        blobs = [*state_blobs, *blobs]
+    return wire.encode_frame(header, blobs)
 
 
 def result_from_reply(

@@ -152,6 +152,7 @@ class WorkerProcess:
         self.host_uid = plan.host_uid
         self.jobs_done = 0
         self.info: dict[str, Any] = {}
+        self.last_state: dict[str, Any] | None = None  # the last job's state update answer
         # Closed in _release(); holds the worker's own diagnostics (never job output).
         self._stderr = tempfile.TemporaryFile(prefix="kgot-worker-")  # noqa: SIM115
         self._memory_baseline: int | None = None
@@ -243,9 +244,18 @@ class WorkerProcess:
 
     # -- jobs -----------------------------------------------------------------------------
 
-    def run(self, job: Job, limits: Limits, nproc_base: int | None = None) -> ExecResult:
-        """Run one job; a dead or hung worker raises ``WorkerCrashed``."""
-        frame, deadline, kills_before, started = self._start_job(job, limits, nproc_base)
+    def run(
+        self,
+        job: Job,
+        limits: Limits,
+        nproc_base: int | None = None,
+        state: tuple[str, dict[str, Any], list[bytes]] | None = None,
+    ) -> ExecResult:
+        """Run one job (after a resident-state update, in the same exchange, when ``state``
+        is given: its answer is then in :attr:`last_state`); a dead or hung worker raises
+        ``WorkerCrashed``."""
+        self.last_state = None
+        frame, deadline, kills_before, started = self._start_job(job, limits, nproc_base, state)
         try:
             self._send(frame, deadline)
             reply, blobs = self._receive(deadline, _reply_cap(limits))
@@ -266,12 +276,16 @@ class WorkerProcess:
         return self._finish_job(reply, blobs, limits, kills_before, started)
 
     def _start_job(
-        self, job: Job, limits: Limits, nproc_base: int | None
+        self,
+        job: Job,
+        limits: Limits,
+        nproc_base: int | None,
+        state: tuple[str, dict[str, Any], list[bytes]] | None = None,
     ) -> tuple[bytes, float, int, float]:
         """The job's frame, its reply deadline, the OOM kill count before it, its start."""
         self._apply_cgroup_limits(limits)
         kills_before = self.cgroup.oom_kills() if self.cgroup else 0
-        frame = job_frame(job, limits, nproc_base=nproc_base)
+        frame = job_frame(job, limits, nproc_base=nproc_base, state=state)
         started = time.monotonic()
         deadline = started + (limits.timeout_s or 30.0) + REPLY_GRACE_S
         return frame, deadline, kills_before, started
@@ -291,6 +305,8 @@ class WorkerProcess:
         started: float,
     ) -> ExecResult:
         self.jobs_done += 1
+        answer = reply.get("state")
+        self.last_state = answer if isinstance(answer, dict) else None
         memory_hit = bool(self.cgroup and self.cgroup.oom_kills() > kills_before)
         try:
             result = result_from_reply(reply, blobs, limits, memory_hit=memory_hit)
@@ -565,6 +581,8 @@ class PooledSandbox:
         self._waiting = 0  # jobs waiting for a worker right now
         self._warming = False
         self._starting = 0  # background starts under way (counted in _live too)
+        # A resident worker started ahead for the next run (see prepare_resident).
+        self._spare_resident: tuple[tuple[str, ...], ResidentWorker] | None = None
         # Workers and their cgroups go with the pool, at the latest when the host exits; the
         # finalizer holds the state, not the pool, so an unclosed pool can be collected.
         self._finalizer = weakref.finalize(self, self._state.stop)
@@ -703,9 +721,14 @@ class PooledSandbox:
         if wait:
             for start in starters:
                 start(raise_errors=True)
-        else:
-            for start in starters:
-                threading.Thread(target=start, daemon=True, name="kgot-sandbox-warm").start()
+        elif starters:
+            # One after the other: starting them all at once would take every core from the
+            # run they warm up for (pre-importing pandas and sympy costs ~0.5 s of CPU each).
+            def start_all() -> None:
+                for start in starters:
+                    start()
+
+            threading.Thread(target=start_all, daemon=True, name="kgot-sandbox-warm").start()
 
     def wait_warm(self, count: int | None = None, timeout_s: float = STARTUP_TIMEOUT_S) -> bool:
         """Block until ``count`` (default ``pool_size``) workers are idle; False on timeout."""
@@ -846,6 +869,18 @@ class PooledSandbox:
                 return
         worker.close()
 
+    def prepare_resident(self, preload: tuple[str, ...]) -> None:
+        """Start the next run's own worker now (the first :meth:`open_resident` with the same
+        ``preload`` takes it), so it warms while the run opens its store and builds its
+        graph."""
+        with self._cond:
+            if self._spare_resident is not None:
+                return
+        spare = self.open_resident(preload)
+        if spare is not None:
+            with self._cond:
+                self._spare_resident = (preload, spare)
+
     def open_resident(self, preload: tuple[str, ...]) -> ResidentWorker | None:
         """A worker of its own for one run's resident state (see
         :mod:`kgot.sandbox.resident`), pre-importing ``preload`` and the standard library;
@@ -856,6 +891,12 @@ class PooledSandbox:
 
         if not self.settings.resident_graph or self.settings.pool_size == 0:
             return None
+        with self._cond:
+            spare, self._spare_resident = self._spare_resident, None
+        if spare is not None and spare[0] == preload:
+            return spare[1]
+        if spare is not None:
+            spare[1].close()
         modules = list(dict.fromkeys([*STDLIB_PRELOAD, *preload]))
 
         def start() -> WorkerProcess:

@@ -103,6 +103,18 @@ class ResidentWorker:
             SandboxUnavailableError: no worker could be started.
             ValueError: the job mounts files or installs packages (resident jobs cannot).
         """
+        return self.run_with_state(job, None)
+
+    def run_with_state(
+        self, job: Job, state: tuple[str, dict[str, Any], list[bytes]] | None
+    ) -> ExecResult:
+        """:meth:`run`, after updating the held state with ``state`` (hook, request, blobs)
+        in the same exchange with the worker.
+
+        Raises:
+            StateRefused: the update failed; the job did not run.
+            SandboxUnavailableError, ValueError: as :meth:`run`.
+        """
         from kgot.sandbox.pool import WORKER_DIED, WorkerCrashed, WorkerSilent
 
         validate_job(job)
@@ -112,7 +124,10 @@ class ResidentWorker:
         with self._lock:
             worker = self._ensure()
             try:
-                return worker.run(job, limits, self._nproc_base(worker))
+                result = worker.run(job, limits, self._nproc_base(worker), state)
+                if state is not None and not (worker.last_state or {}).get("ok"):
+                    raise StateRefused(str((worker.last_state or {}).get("error") or "refused"))
+                return result
             except WorkerSilent:
                 self._replace(worker)
                 result = failed_result(
@@ -122,8 +137,10 @@ class ResidentWorker:
                 result.timed_out = True
                 return result
             except WorkerCrashed as why:
-                self._replace(worker)
+                self._replace(worker)  # the new generation tells the caller its state is gone
                 return failed_result(f"{WORKER_DIED} ({why}); it was replaced")
+            except StateRefused:
+                raise
             except BaseException:
                 self._replace(worker)  # interrupted mid-job: the worker's state is unknown
                 raise

@@ -537,10 +537,22 @@ class Supervisor:
             frame = read_frame(self.inbox)
             if frame is None:
                 return
-            if "state" in frame[0]:
-                _write_all(self.outbox, encode_frame(self.relay_state(*frame)))
+            header, blobs = frame
+            if "job_state" in header:  # state for the zygote, then the job, in one exchange
+                count = int(header["job_state"].get("blobs", 0))
+                answer = self.relay_state({"state": header["job_state"]}, blobs[:count])
+                if not answer["state"].get("ok"):
+                    refusal = f"the worker did not take the run's graph: {answer['state']}"
+                    reply = {**answer, "exit_code": None, "outputs": [], "failure": refusal}
+                    _write_all(self.outbox, encode_frame(reply, [b"", b""]))
+                    continue
+                header, blobs = {**header, **answer}, blobs[count:]
+            elif "state" in header:
+                _write_all(self.outbox, encode_frame(self.relay_state(header, blobs)))
                 continue
-            reply, reply_blobs, healthy = self.run_job(*frame)
+            reply, reply_blobs, healthy = self.run_job(header, blobs)
+            if "state" in header:
+                reply["state"] = header["state"]
             _write_all(self.outbox, encode_frame(reply, reply_blobs))
             if not healthy:
                 return  # something survived the clean-up: let the host replace this worker

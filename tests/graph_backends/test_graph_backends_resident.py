@@ -218,3 +218,22 @@ def test_resident_graph_can_be_turned_off():
         assert backend.resident is None
     finally:
         box.close()
+
+
+def test_a_worker_that_cannot_take_the_graph_leaves_the_old_way_working(pool, monkeypatch):
+    backend = _backend(pool, "networkx")
+    backend.apply(backend.propose(_writes("networkx")[0]))
+    assert backend.resident is not None
+    worker = backend.resident.worker
+
+    def refuse(job, state):
+        if state is not None:
+            raise StateRefused("MemoryError: the graph does not fit")
+        raise AssertionError("a job ran without its graph")
+
+    monkeypatch.setattr(worker, "run_with_state", refuse)
+    backend.load(chain_graph(4))  # the next job must send the whole graph: refused
+    assert backend.query("result = sorted(G.nodes)").value == ["n0", "n1", "n2", "n3"]
+    assert backend.resident is None  # from now on the graph travels with every job
+    backend.apply(backend.propose(_writes("networkx")[0]))
+    assert "x" in backend.to_networkx()

@@ -60,7 +60,7 @@ CODES = [
     "G._succ['a']['b']['KNOWS']['weight'] = 0.5",
     "import networkx as nx\nnx.set_node_attributes(G, {'a': 1, 'c': 2}, 'rank')",
     "import networkx as nx\nnx.relabel_nodes(G, {'c': 'cairo'}, copy=False)",
-    "G.add_edges_from([('c', 'b', {'relationship': 'NEAR'}), ('c', 'b', {'relationship': 'NEAR'})])",
+    "near = {'relationship': 'NEAR'}\nG.add_edges_from([('c', 'b', near), ('c', 'b', dict(near))])",
     "G.update(edges=[('lonely', 'c', {'relationship': 'IN'})])",
     "import networkx as nx\nG = nx.MultiDiGraph()\nG.add_node('z', label='Z')",
     "G.remove_node('c')\nG.add_node('c', label='City', name='Cairo')",
@@ -146,7 +146,8 @@ SPARQL_UPDATES = [
     'INSERT DATA { _:x a type:Item ; prop:name "blank" . }',  # blank node: run whole
     "INSERT DATA { node:a prop:name }",  # a syntax error, reported as usual
     "DELETE WHERE { node:c ?p ?o }",
-    'DELETE { ?n prop:name ?v } INSERT { ?n prop:name "X" } WHERE { ?n a type:Person ; prop:name ?v }',
+    'DELETE { ?n prop:name ?v } INSERT { ?n prop:name "X" } '
+    "WHERE { ?n a type:Person ; prop:name ?v }",
 ]
 
 
