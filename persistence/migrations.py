@@ -21,6 +21,7 @@ recognised and refused with what to do, never misread as a current one nor chang
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -59,10 +60,18 @@ class Migration:
 
 def starter_specs() -> list[TypeSpec]:
     """The global starter types of ``seed_types.yaml``."""
+    return list(_starter_specs())
+
+
+@functools.cache
+def _starter_specs() -> tuple[TypeSpec, ...]:
+    """Parsed once per process: every new store installs them."""
     from kgot.persistence.catalog import parse_type_document, specs_from_document
 
     text_ = resources.files("kgot.persistence").joinpath("seed_types.yaml").read_text("utf-8")
-    return specs_from_document(parse_type_document(text_, "seed_types.yaml"), "seed_types.yaml")
+    return tuple(
+        specs_from_document(parse_type_document(text_, "seed_types.yaml"), "seed_types.yaml")
+    )
 
 
 def seed_starter_types(connection: Connection, *, schema_version: int = SCHEMA_VERSION) -> None:
