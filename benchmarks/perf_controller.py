@@ -47,6 +47,12 @@ INSERT_ROUNDS = 5
 # question gives only four, and a single garbage collection or scheduler hiccup moves it).
 QUESTIONS = 3
 VOTE_LATENCY_S = 0.5
+GRAPH_SIZES = (10, 2000, 10_000)
+QUESTION_ROUNDS = 7  # INSERT rounds before the forced solution, as in the reference comparison
+QUESTION_TARGET_MS = 600.0
+ITERATION_TARGET_MS = 15.0
+UPDATE_TARGET_MS = 10.0
+UPDATE_REPEATS = 15
 _Interval = tuple[float, float]
 
 
@@ -55,13 +61,30 @@ def run(quick: bool = False, sandbox: str = "auto") -> list[Figure]:
     questions = 1 if quick else QUESTIONS
     figures: list[Figure] = []
     with tempfile.TemporaryDirectory(prefix="kgot-perf-controller-") as tmp:
-        for nodes in (10, 2000):
-            own, with_llm, calls = _overhead(
+        figures.append(
+            Figure(
+                AREA,
+                f"overhead per question ({QUESTION_ROUNDS} rounds, empty graph)",
+                _question_overhead(Path(tmp), sandbox, repeats=1 if quick else 3),
+                "ms",
+                QUESTION_TARGET_MS,
+            )
+        )
+        figures += _update_figures(sandbox, repeats=5 if quick else UPDATE_REPEATS)
+        for nodes in GRAPH_SIZES:
+            own, with_llm, calls, wall = _overhead(
                 Path(tmp), nodes, rounds, questions, entity=False, sandbox=sandbox
             )
             target = 5.0 if nodes == 2000 else None
             figures += [
-                Figure(AREA, f"overhead per iteration, {nodes:,} nodes", own, "ms", target),
+                Figure(
+                    AREA,
+                    f"overhead per iteration (wall − model), {nodes:,} nodes",
+                    wall,
+                    "ms",
+                    ITERATION_TARGET_MS,
+                ),
+                Figure(AREA, f"  … the controller's own, {nodes:,} nodes", own, "ms", target),
                 Figure(AREA, f"  … with the LLM layer's own time, {nodes:,} nodes", with_llm, "ms"),
                 Figure(AREA, f"LLM calls per question, {nodes:,} nodes", calls, "calls"),
             ]
@@ -73,7 +96,7 @@ def run(quick: bool = False, sandbox: str = "auto") -> list[Figure]:
                 "ms",
             )
         )
-        own, with_llm, _ = _overhead(
+        own, with_llm, _, _ = _overhead(
             Path(tmp), 2000, rounds, questions, entity=True, sandbox=sandbox
         )
         figures += [
@@ -222,35 +245,60 @@ class _TimedSandbox:
     def close(self) -> None:
         self._inner.close()
 
+    def open_resident(self, preload: tuple[str, ...]) -> Any:
+        """The run's own worker, its jobs and state updates timed like the pool's jobs."""
+        worker = self._inner.open_resident(preload)
+        if worker is None:
+            return None
+        for name in ("run", "set_state"):
+            setattr(worker, name, self._timed(getattr(worker, name)))
+        return worker
+
+    def _timed(self, call: Any) -> Any:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return call(*args, **kwargs)
+            finally:
+                with self._lock:
+                    self._intervals.append((started, time.perf_counter()))
+
+        return timed
+
     def __getattr__(self, attribute: str) -> Any:
         return getattr(self._inner, attribute)
 
 
 def _overhead(
     tmp: Path, nodes: int, rounds: int, questions: int, *, entity: bool, sandbox: str
-) -> tuple[float, float, float]:
+) -> tuple[float, float, float, float]:
     """The median INSERT-round overhead in ms over ``questions`` questions (without model calls
-    and sandbox jobs; then with the LLM layer's own time), and LLM calls per question."""
+    and sandbox jobs; then with the LLM layer's own time), LLM calls per question, and the
+    median round's wall time minus its model calls (what a user waits for besides the
+    model)."""
     own: list[float] = []
     with_llm: list[float] = []
+    wall: list[float] = []
     calls = 0.0
     for number in range(questions):
-        question_own, question_with_llm, calls = _measure_overhead(
+        question_own, question_with_llm, calls, question_wall = _measure_overhead(
             tmp / f"q{number}", nodes, rounds, entity=entity, sandbox=sandbox
         )
         own += question_own
         with_llm += question_with_llm
-    return statistics.median(own), statistics.median(with_llm), calls
+        wall += question_wall
+    return statistics.median(own), statistics.median(with_llm), calls, statistics.median(wall)
 
 
 def _measure_overhead(
     tmp: Path, nodes: int, rounds: int, *, entity: bool, sandbox: str
-) -> tuple[list[float], list[float], float]:
+) -> tuple[list[float], list[float], float, list[float]]:
     """One question over ``nodes`` nodes, on an entity graph (changesets committed to the
     store) or an ephemeral one (started from a graph file).
 
     Returns each measured INSERT round's overhead in ms without model calls and sandbox jobs,
-    the same with the LLM layer's own time counted as overhead, and the number of LLM calls.
+    the same with the LLM layer's own time counted as overhead, the number of LLM calls, and
+    each round's wall time minus its model calls.
     """
     tmp.mkdir(parents=True, exist_ok=True)
     import kgot.sandbox
@@ -293,13 +341,107 @@ def _measure_overhead(
     vote_times = [stamp for kind, stamp in marks if kind == "votes"]
     # The first round also waits for the sandbox's warm workers to start: not counted.
     rounds_measured = list(itertools.pairwise(vote_times[: rounds + 1]))[1:]
-    without_models, with_llm_layer = [], []
+    without_models, with_llm_layer, wall = [], [], []
     for start, end in rounds_measured:
         in_sandbox = _covered(sandbox_intervals, start, end)
         either = _covered(sandbox_intervals + llm_intervals, start, end)
         without_models.append((end - start - either) * 1000)
         with_llm_layer.append((end - start - in_sandbox) * 1000)
-    return without_models, with_llm_layer, float(result.llm_calls)
+        wall.append((end - start - _covered(llm_intervals, start, end)) * 1000)
+    return without_models, with_llm_layer, float(result.llm_calls), wall
+
+
+def _question_overhead(tmp: Path, sandbox: str, repeats: int) -> float:
+    """Median ms a whole question costs besides its model calls: :data:`QUESTION_ROUNDS`
+    INSERT rounds on an empty ephemeral graph, then the forced solution; from the call of
+    ``ask_async`` to its return (opening the store and the sandbox, starting workers,
+    closing them), with a zero-latency model."""
+    from kgot.controller import ask_async
+    from kgot.llm import LLMClient
+
+    results: list[float] = []
+    for repeat in range(repeats):
+        settings = _settings(tmp, f"question-{repeat}", sandbox, max_iterations=QUESTION_ROUNDS)
+        model = _script(QUESTION_ROUNDS + 1, settings.controller.votes)
+        llm_intervals: list[_Interval] = []
+        with _Timed(LLMClient, ("text", "structured", "tool_calls"), llm_intervals):
+            started = time.perf_counter()
+            result = asyncio.run(
+                ask_async(
+                    "Benchmark question",
+                    settings=settings,
+                    models={"planning": model, "execution": model},
+                )
+            )
+            ended = time.perf_counter()
+        if result.status != "forced":  # the iteration limit forces the solution
+            raise RuntimeError(f"benchmark run did not answer: {result.error}")
+        results.append((ended - started - _covered(llm_intervals, started, ended)) * 1000)
+    return statistics.median(results)
+
+
+def _update_figures(sandbox: str, repeats: int) -> list[Figure]:
+    """Median ms of one graph update's code run in the sandbox, as the controller sends it
+    (``apropose``: the resident worker brought up to date, the job, its changeset checked),
+    per backend and graph size; at the largest size also with the graph sent with every job
+    (``sandbox.resident_graph = false``), the way before resident graphs."""
+    figures: list[Figure] = []
+    for backend in ("networkx", "rdf"):
+        for nodes in GRAPH_SIZES:
+            figures.append(
+                Figure(
+                    AREA,
+                    f"graph-code execution per update, {backend}, {nodes:,} nodes",
+                    _update_time(backend, nodes, sandbox, repeats, resident=True),
+                    "ms",
+                    UPDATE_TARGET_MS if nodes == GRAPH_SIZES[-1] else None,
+                )
+            )
+        largest = GRAPH_SIZES[-1]
+        figures.append(
+            Figure(
+                AREA,
+                f"  … graph sent with every job, {backend}, {largest:,} nodes",
+                _update_time(backend, largest, sandbox, max(3, repeats // 3), resident=False),
+                "ms",
+            )
+        )
+    return figures
+
+
+def _update_time(backend: str, nodes: int, sandbox: str, repeats: int, *, resident: bool) -> float:
+    import networkx as nx
+
+    from kgot.config import SandboxSettings
+    from kgot.graph_backends import open_backend
+    from kgot.graph_model import apply_to_networkx
+    from kgot.sandbox import open_sandbox
+
+    graph = nx.MultiDiGraph()
+    apply_to_networkx(graph, _seed(nodes))
+    box = open_sandbox(SandboxSettings(kind=sandbox, resident_graph=resident))  # type: ignore[arg-type]
+    try:
+        store = open_backend(backend, box, graph)
+        first = "result = 0" if backend == "networkx" else "ASK { ?s ?p ?o }"
+        store.query(first)  # starts the workers and, for a resident graph, loads it
+        times: list[float] = []
+
+        async def updates() -> None:
+            for number in range(repeats):
+                if backend == "networkx":
+                    code = f"G.add_node('u{number}', label='Thing', name='update {number}')"
+                else:
+                    code = f'INSERT DATA {{ node:u{number} a type:Thing ; prop:name "u{number}" }}'
+                started = time.perf_counter()
+                change = await store.apropose(code)
+                times.append((time.perf_counter() - started) * 1000)
+                store.apply(change)
+
+        asyncio.run(updates())
+        store.close()
+        return statistics.median(times)
+    finally:
+        box.close()
 
 
 def _covered(intervals: Sequence[_Interval], start: float, end: float) -> float:
