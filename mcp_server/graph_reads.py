@@ -1,18 +1,16 @@
 """Reads of one entity's graph for the MCP tools: a node with its edges and provenance, a
 bounded traversal, a fact's versions, the types, the counts.
 
-Nodes and edges come from the entity's current graph with metadata
-(``EntitySession.load_graph(include_meta=True)``), kept per entity while its version stays the
-same (:class:`GraphCache`); a write by anyone makes the next read load it again. Facts that
-expired since the load are skipped at read time.
+A node and its surroundings are read straight from the store
+(:meth:`kgot.persistence.EntitySession.facts_around`: the rows of those nodes and their edges,
+by index), never the entity's whole graph, so a read right after a write costs what any read
+costs. Expired facts are left out like everywhere else. A traversal reads one level at a time;
+a write landing between two levels may show in the deeper one.
 """
 
 from __future__ import annotations
 
-import threading
-from collections import deque
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from kgot.errors import UsageError
@@ -34,7 +32,6 @@ if TYPE_CHECKING:
     from kgot.persistence import EntitySession
 
 __all__ = [
-    "GraphCache",
     "get_node",
     "history",
     "list_types",
@@ -46,33 +43,6 @@ MAX_EDGES_SHOWN = 100  # per direction in get_node
 MAX_DEPTH = 3
 MAX_TRAVERSE_NODES = 200
 MAX_TRAVERSE_EDGES = 500
-
-
-class GraphCache:
-    """One current graph (with metadata) per entity, reloaded when the entity's version moves."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._graphs: dict[int, tuple[int, nx.MultiDiGraph]] = {}
-        self._loading: dict[int, threading.Lock] = {}
-
-    def get(self, session: EntitySession) -> nx.MultiDiGraph:
-        key = id(session)
-        version = latest_version(session)
-        with self._lock:
-            found = self._graphs.get(key)
-            loading = self._loading.setdefault(key, threading.Lock())
-        if found is not None and found[0] == version:
-            return found[1]
-        with loading:  # concurrent readers wait for one load instead of loading in parallel
-            with self._lock:
-                found = self._graphs.get(key)
-            if found is not None and found[0] == version:
-                return found[1]
-            graph = session.load_graph(include_meta=True, track=False)
-            with self._lock:
-                self._graphs[key] = (int(graph.graph.get("kgot_version", version)), graph)
-            return graph
 
 
 def latest_version(session: EntitySession) -> int:
@@ -88,19 +58,18 @@ def edge_id(source: str, target: str, key: str) -> str:
 # ---------------------------------------------------------------------------- nodes
 
 
-def get_node(session: EntitySession, graph: nx.MultiDiGraph, node_id: str) -> NodeOut:
+def get_node(session: EntitySession, node_id: str) -> NodeOut:
     """The node ``node_id`` names (an alias leads to its canonical node), its properties,
     provenance and edges (at most :data:`MAX_EDGES_SHOWN` each way).
 
     Raises:
         UsageError: no such current node in this entity.
     """
-    now = datetime.now(UTC)
-    found = _current_node(session, graph, node_id, now)
+    found, graph = _current_node(session, node_id)
     data = graph.nodes[found]
     current = _current_row(session.node_history(found))
-    out = [e for e in graph.out_edges(found, keys=True, data=True) if _edge_alive(graph, e, now)]
-    into = [e for e in graph.in_edges(found, keys=True, data=True) if _edge_alive(graph, e, now)]
+    out = list(graph.out_edges(found, keys=True, data=True))
+    into = list(graph.in_edges(found, keys=True, data=True))
     return NodeOut(
         entity=session.entity,
         id=found,
@@ -115,14 +84,17 @@ def get_node(session: EntitySession, graph: nx.MultiDiGraph, node_id: str) -> No
     )
 
 
-def _current_node(
-    session: EntitySession, graph: nx.MultiDiGraph, node_id: str, now: datetime
-) -> str:
-    if node_id in graph and _alive(graph.nodes[node_id], now):
-        return node_id
+def _current_node(session: EntitySession, node_id: str) -> tuple[str, nx.MultiDiGraph]:
+    """The current node ``node_id`` is (itself, or the node it was merged into) and the facts
+    around it."""
+    graph = session.facts_around([node_id])
+    if node_id in graph:
+        return node_id, graph
     canonical = session.canonical_id(node_id)
-    if canonical is not None and canonical in graph and _alive(graph.nodes[canonical], now):
-        return canonical
+    if canonical is not None and canonical != node_id:
+        graph = session.facts_around([canonical])
+        if canonical in graph:
+            return canonical, graph
     raise UsageError(
         f"no node {node_id!r} in entity {session.entity!r}; find ids with search_memory"
     )
@@ -130,7 +102,6 @@ def _current_node(
 
 def traverse(
     session: EntitySession,
-    graph: nx.MultiDiGraph,
     start: str,
     *,
     depth: int = 1,
@@ -148,53 +119,70 @@ def traverse(
         raise UsageError(f"depth must be 1 to {MAX_DEPTH}, not {depth}")
     if not 1 <= max_nodes <= MAX_TRAVERSE_NODES:
         raise UsageError(f"max_nodes must be 1 to {MAX_TRAVERSE_NODES}, not {max_nodes}")
-    now = datetime.now(UTC)
-    first = _current_node(session, graph, start, now)
-    wanted = set(relationships) if relationships else None
-    depths = {first: 0}
-    edges: dict[tuple[str, str, str], TraverseEdge] = {}
-    queue = deque([first])
-    truncated = False
-    while queue:
-        node = queue.popleft()
-        if depths[node] >= depth:
-            continue
+    first, graph = _current_node(session, start)
+    walk = _Walk(first, graph.nodes[first], max_nodes, set(relationships or ()) or None)
+    frontier = [first]
+    for level in range(depth):
+        if level > 0:
+            graph = session.facts_around(frontier)
+        frontier = [
+            found
+            for node in frontier
+            if node in graph  # else expired or removed since the level above was read
+            for found in walk.follow(graph, node, level, direction)
+        ]
+        if not frontier:
+            break
+    return TraverseOut(
+        entity=session.entity,
+        start=first,
+        nodes=list(walk.nodes.values()),
+        edges=list(walk.edges.values()),
+        truncated=walk.truncated,
+    )
+
+
+class _Walk:
+    """What a traversal found so far, within its bounds."""
+
+    def __init__(
+        self, first: str, data: Mapping[str, Any], max_nodes: int, wanted: set[str] | None
+    ) -> None:
+        self.max_nodes = max_nodes
+        self.wanted = wanted
+        self.nodes = {first: _traverse_node(first, data, 0)}
+        self.edges: dict[tuple[str, str, str], TraverseEdge] = {}
+        self.truncated = False
+
+    def follow(self, graph: nx.MultiDiGraph, node: str, level: int, direction: str) -> list[str]:
+        """Take ``node``'s edges; return the nodes first reached through them."""
+        reached: list[str] = []
         for source, target, key, data in _incident(graph, node, direction):
-            if wanted is not None and data.get("relationship") not in wanted:
-                continue
-            if not _edge_alive(graph, (source, target, key, data), now):
+            if self.wanted is not None and data.get("relationship") not in self.wanted:
                 continue
             other = target if source == node else source
-            if other not in depths:
-                if len(depths) >= max_nodes:
-                    truncated = True
+            if other not in self.nodes:
+                if len(self.nodes) >= self.max_nodes:
+                    self.truncated = True
                     continue
-                depths[other] = depths[node] + 1
-                queue.append(other)
-            if (source, target, key) not in edges:
-                if len(edges) >= MAX_TRAVERSE_EDGES:
-                    truncated = True
+                self.nodes[other] = _traverse_node(other, graph.nodes[other], level + 1)
+                reached.append(other)
+            if (source, target, key) not in self.edges:
+                if len(self.edges) >= MAX_TRAVERSE_EDGES:
+                    self.truncated = True
                     continue
-                edges[(source, target, key)] = TraverseEdge(
+                self.edges[(source, target, key)] = TraverseEdge(
                     id=edge_id(source, target, key),
                     source=source,
                     target=target,
                     relationship=str(data.get("relationship", "")),
                 )
-    return TraverseOut(
-        entity=session.entity,
-        start=first,
-        nodes=[
-            TraverseNode(
-                id=node,
-                label=str(graph.nodes[node].get("label", "")),
-                name=_name(node, graph.nodes[node]),
-                depth=level,
-            )
-            for node, level in depths.items()
-        ],
-        edges=list(edges.values()),
-        truncated=truncated,
+        return reached
+
+
+def _traverse_node(node_id: str, data: Mapping[str, Any], depth: int) -> TraverseNode:
+    return TraverseNode(
+        id=node_id, label=str(data.get("label", "")), name=_name(node_id, data), depth=depth
     )
 
 
@@ -276,22 +264,6 @@ def stats(session: EntitySession) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------- helpers
-
-
-def _alive(data: Mapping[str, Any], now: datetime) -> bool:
-    from kgot.memory.scoring import parse_instant
-
-    expires = parse_instant(data.get("_expires_at"))
-    return expires is None or expires > now
-
-
-def _edge_alive(
-    graph: nx.MultiDiGraph, edge: tuple[str, str, str, Mapping[str, Any]], now: datetime
-) -> bool:
-    source, target, _key, data = edge
-    return (
-        _alive(data, now) and _alive(graph.nodes[source], now) and _alive(graph.nodes[target], now)
-    )
 
 
 def _plain(data: Mapping[str, Any], label_key: str) -> dict[str, Any]:

@@ -36,7 +36,6 @@ from kgot.mcp_server.access import AccessError, Tenancy
 from kgot.mcp_server.asking import AskLimits
 from kgot.mcp_server.asking import ask as run_ask
 from kgot.mcp_server.asking import remember as run_remember
-from kgot.mcp_server.graph_reads import GraphCache
 from kgot.mcp_server.handlers import EntityArg, client_errors, in_thread
 from kgot.mcp_server.models import (
     AskOut,
@@ -79,7 +78,6 @@ class KgotMCP:
     limits: AskLimits = field(default_factory=AskLimits)
     fixed_grant: Grant | None = None  # stdio: the tenant fixed on the command line
     allow_query: bool = False
-    graphs: GraphCache = field(default_factory=GraphCache)
     _sandbox: Any = None
 
     def grant(self, ctx: Context) -> Grant:
@@ -195,9 +193,7 @@ def _reading_tools(server: MCPServer, app: KgotMCP) -> None:
         its edges in and out (at most 100 each way)."""
         grant = app.allowed(ctx, "read", "get_node")
         return await in_thread(
-            lambda: tenancy.run(
-                grant, entity, lambda s: graph_reads.get_node(s, app.graphs.get(s), id)
-            )
+            lambda: tenancy.run(grant, entity, lambda s: graph_reads.get_node(s, id))
         )
 
     @server.tool(annotations=_READ)
@@ -221,7 +217,6 @@ def _reading_tools(server: MCPServer, app: KgotMCP) -> None:
                 entity,
                 lambda s: graph_reads.traverse(
                     s,
-                    app.graphs.get(s),
                     start,
                     depth=depth,
                     max_nodes=max_nodes,
@@ -546,7 +541,7 @@ def _resources(server: MCPServer, app: KgotMCP) -> None:
         description="A node with its properties, provenance and edges (percent-encode the id).",
     )
     async def entity_node(name: str, node_id: str, ctx: Context) -> str:
-        return await read(ctx, name, lambda s: graph_reads.get_node(s, app.graphs.get(s), node_id))
+        return await read(ctx, name, lambda s: graph_reads.get_node(s, node_id))
 
 
 def _instant(text: str | None) -> Any:

@@ -1,4 +1,5 @@
-"""Fixtures of the MCP server tests: per database kind, a store with entities ``a`` and ``b``,
+"""Fixtures of the MCP server tests: the persistence tests' fresh stores (``store``, SQLite and
+PostgreSQL) for in-process tests; and per database kind, a store with entities ``a`` and ``b``,
 a tokens file with a token for each (and a read-only one for ``a``), and one HTTP server
 subprocess for the module.
 
@@ -17,7 +18,15 @@ import pytest
 
 from kgot.mcp_server.tokens import add_token
 from kgot.tests.mcp_server.mcp_support import ServerProcess, http_server, seed
-from kgot.tests.persistence.conftest import POSTGRES_URL, drop_schema, postgres_unreachable
+from kgot.tests.persistence.conftest import (  # noqa: F401  (fixtures, found by name)
+    POSTGRES_URL,
+    _shared_postgres_url,
+    drop_schema,
+    postgres_unreachable,
+    postgres_url,
+    store,
+    store_url,
+)
 
 
 @dataclass
