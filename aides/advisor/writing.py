@@ -33,9 +33,9 @@ BRIEFING_STEP = "advisor_briefing"
 ASK_STEP = "advisor_ask"
 MAX_FIXES = 2
 DISCLAIMER = (
-    "Not investment advice: this briefing restates facts kept in kgot's knowledge graph and "
-    "prices from your advisor's market data; it is not a recommendation to buy or sell. Check "
-    "the cited sources and your own circumstances, or ask a licensed adviser."
+    "Not investment advice: this restates facts kept in kgot's knowledge graph and prices "
+    "from your advisor's market data; it is not a recommendation to buy or sell. Check the "
+    "cited sources and your own circumstances, or ask a licensed adviser."
 )
 _BRACKETS = re.compile(r"\[([^\[\]\n]+)\]")
 _ID = re.compile(r"^(?:node|edge|price):\S+$")
