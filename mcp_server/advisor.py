@@ -6,17 +6,26 @@ without it lists neither. On a server that has them, calling one on an entity wi
 program ``advisor`` says so (after the grant check: an entity outside the grant is still "no
 entity").
 
+The advisor is found by the entity it is bound to, among the aides bound to the client's entity
+only, and handed to the advisor package as its row: never by name, since an aide's name is
+free and may be another entity's name (an aide named ``acme`` working on entity ``beta`` must
+not answer a client of ``acme``). An entity with several advisors needs the ``advisor``
+argument, which chooses among that entity's own.
+
 The entry points this bridge calls, each a plain function of the advisor package that returns
 JSON-ready data:
 
-* ``briefing(store, entity, user, *, budget=None, settings=None)`` — the user's up-to-date
+* ``briefing(store, aide, user, *, budget=None, settings=None)`` — the user's up-to-date
   briefing citing fact ids (the newest one when its evidence pack is unchanged, else the
-  planning model writes one: one writing call and its citation fixes);
-* ``alerts(store, entity, user, *, since=None)`` — the user's alerts, newest first, each with
+  planning model writes one: a draft and at most ``MAX_FIXES`` fixes);
+* ``alerts(store, aide, user, *, since=None)`` — the user's alerts, newest first, each with
   its rule and facts (no model).
 
-The advisor package takes an entity's name where it takes an advisor's (``kgot.aides.advisor``
-finds the one advisor bound to it).
+A briefing may call the model, so it has a cost cap like ``ask``: before it starts, its worst
+case (every draft, each over the whole evidence budget, the drafts before it and a long reply,
+at the planning model's price) must fit the server's ``--ask-max-cost-usd`` (or the call's
+lower ``max_cost_usd``), and its drafts ``--ask-max-llm-calls``. A model without a known price
+is bounded by the number of drafts only.
 """
 
 # No `from __future__ import annotations`: the SDK reads handler annotations at registration.
@@ -33,13 +42,31 @@ from kgot.mcp_server.handlers import EntityArg, in_thread
 from kgot.mcp_server.models import AdvisorOut
 
 if TYPE_CHECKING:
+    from kgot.aides.records import AideRow
+    from kgot.config import Settings
     from kgot.mcp_server.server import KgotMCP
     from kgot.persistence import Store
 
-__all__ = ["ADVISOR_MODULE", "advisor_entry_points", "has_advisor", "register"]
+__all__ = [
+    "ADVISOR_MODULE",
+    "advisor_entry_points",
+    "advisor_of",
+    "briefing_cost_bound",
+    "register",
+]
 
 ADVISOR_MODULE = "kgot.aides.advisor"
 ADVISOR_PROGRAM = "advisor"
+# A briefing's worst case (briefing_cost_bound): the instructions and the user's profile, a
+# reply when the model has no max_tokens, the note sent back with a draft that needs a fix.
+_PROMPT_TOKENS = 1_500
+_REPLY_TOKENS = 2_000
+_FIX_TOKENS = 500
+
+AdvisorArg = Annotated[
+    str | None,
+    Field(description="The advisor's name, when the entity has more than one."),
+]
 
 
 def advisor_entry_points() -> dict[str, Callable[..., Any]]:
@@ -53,11 +80,54 @@ def advisor_entry_points() -> dict[str, Callable[..., Any]]:
     return {name: function for name, function in found.items() if callable(function)}
 
 
-def has_advisor(store: "Store", entity: str) -> bool:
-    """Whether an aide running the advisor program is bound to ``entity``."""
+def advisor_of(store: "Store", entity: str, name: str | None = None) -> "AideRow":
+    """The advisor aide bound to ``entity`` (the one named ``name`` among them, if given).
+
+    Raises:
+        UsageError: the entity has none, none of that name, or several and no name.
+    """
     from kgot.aides.records import list_aides
 
-    return any(a.entity == entity and a.program == ADVISOR_PROGRAM for a in list_aides(store))
+    bound = [a for a in list_aides(store) if a.entity == entity and a.program == ADVISOR_PROGRAM]
+    if not bound:
+        raise UsageError(
+            f"entity {entity!r} has no advisor; create one with `kgot aide create NAME --entity "
+            f"{entity} --program advisor`"
+        )
+    names = ", ".join(a.name for a in bound)
+    if name is not None:
+        bound = [a for a in bound if a.name == name]
+        if not bound:
+            raise UsageError(
+                f"entity {entity!r} has no advisor named {name!r}; its advisors: {names}"
+            )
+    if len(bound) > 1:
+        raise UsageError(
+            f"entity {entity!r} has {len(bound)} advisors ({names}); name one with the advisor "
+            "argument"
+        )
+    return bound[0]
+
+
+def briefing_cost_bound(settings: "Settings", budget: int | None) -> tuple[int, float | None]:
+    """The most model requests a briefing makes and what they may cost at most in USD
+    (``None``: the planning model's price is unknown)."""
+    from kgot.aides.advisor.evidence import DEFAULT_BUDGET
+    from kgot.aides.advisor.writing import MAX_FIXES
+    from kgot.llm.prices import PriceTable
+
+    drafts = MAX_FIXES + 1
+    model = settings.llm.planning.model
+    price = PriceTable(settings.llm.prices).price_for(model) if model else None
+    if price is None:
+        return drafts, None
+    reply = settings.llm.planning.max_tokens or _REPLY_TOKENS
+    evidence = (budget or DEFAULT_BUDGET) + _PROMPT_TOKENS
+    cost = 0.0
+    for before in range(drafts):  # each draft reads the evidence and every draft before it
+        read = evidence + before * (reply + _FIX_TOKENS)
+        cost += (read * price.input + reply * price.output) / 1_000_000
+    return drafts, cost
 
 
 def register(server: MCPServer, app: "KgotMCP") -> list[str]:
@@ -71,28 +141,52 @@ def register(server: MCPServer, app: "KgotMCP") -> list[str]:
 def _add_tool(server: MCPServer, app: "KgotMCP", name: str, function: Callable[..., Any]) -> None:
     tenancy = app.tenancy
 
-    def call(grant: Any, entity: str | None, user: str, options: Mapping[str, Any]) -> AdvisorOut:
+    def call(
+        grant: Any,
+        entity: str | None,
+        advisor: str | None,
+        user: str,
+        options: Mapping[str, Any],
+        *,
+        check: Callable[[], None] = lambda: None,
+    ) -> AdvisorOut:
         session = tenancy.session(grant, entity)
-        if not has_advisor(tenancy.store, session.entity):
-            raise UsageError(
-                f"entity {session.entity!r} has no advisor; create one with `kgot aide create "
-                f"NAME --entity {session.entity} --program advisor`"
-            )
-        result = function(tenancy.store, session.entity, user, **options)
+        row = advisor_of(tenancy.store, session.entity, advisor)
+        check()
+        result = function(tenancy.store, row, user, **options)
         return AdvisorOut(entity=session.entity, user=user, result=dict(result))
 
     if name == "briefing":
 
-        async def briefing(
+        async def briefing(  # noqa: PLR0917 - a tool's parameters are its input schema
             user: Annotated[str, Field(description="The advisor's user, e.g. alice.")],
             ctx: Context,
             entity: EntityArg = None,
-            budget: Annotated[int | None, Field(gt=0, description="Token budget.")] = None,
+            advisor: AdvisorArg = None,
+            budget: Annotated[
+                int | None, Field(gt=0, description="Token budget of the evidence (default 1500).")
+            ] = None,
+            max_cost_usd: Annotated[
+                float | None,
+                Field(
+                    gt=0,
+                    description="Refuse a briefing that could cost more (at most the "
+                    "server's cap).",
+                ),
+            ] = None,
         ) -> AdvisorOut:
-            """The user's latest briefing from the entity's advisor, citing fact ids."""
+            """The user's up-to-date briefing from the entity's advisor, citing fact ids: the
+            newest one when its evidence is unchanged, else the model writes one (within the
+            cost cap)."""
             grant = app.allowed(ctx, "read", "briefing")
             options = {"budget": budget, "settings": app.settings}
-            return await in_thread(lambda: call(grant, entity, user, options))
+
+            def affordable() -> None:
+                _check_briefing_cost(app, budget, max_cost_usd)
+
+            return await in_thread(
+                lambda: call(grant, entity, advisor, user, options, check=affordable)
+            )
 
         server.add_tool(briefing, name="briefing")
     else:
@@ -101,12 +195,31 @@ def _add_tool(server: MCPServer, app: "KgotMCP", name: str, function: Callable[.
             user: Annotated[str, Field(description="The advisor's user, e.g. alice.")],
             ctx: Context,
             entity: EntityArg = None,
+            advisor: AdvisorArg = None,
             since: Annotated[
                 str | None, Field(description="Only alerts after this, e.g. 2d or an ISO date.")
             ] = None,
         ) -> AdvisorOut:
             """The user's alerts from the entity's advisor, each with its rule and facts."""
             grant = app.allowed(ctx, "read", "alerts")
-            return await in_thread(lambda: call(grant, entity, user, {"since": since}))
+            return await in_thread(lambda: call(grant, entity, advisor, user, {"since": since}))
 
         server.add_tool(alerts, name="alerts")
+
+
+def _check_briefing_cost(app: "KgotMCP", budget: int | None, max_cost_usd: float | None) -> None:
+    """Refuse a briefing whose worst case is above the caps (module docstring)."""
+    limits = app.limits
+    cap = min(max_cost_usd, limits.max_cost_usd) if max_cost_usd else limits.max_cost_usd
+    drafts, cost = briefing_cost_bound(app.settings, budget)
+    if drafts > limits.max_llm_calls:
+        raise UsageError(
+            f"a briefing may take {drafts} model requests, above this server's cap of "
+            f"{limits.max_llm_calls} (--ask-max-llm-calls)"
+        )
+    if cost is not None and cost > cap:
+        raise UsageError(
+            f"a briefing over a {budget or 'default'}-token evidence budget could cost up to "
+            f"${cost:.4f}, above the cap of ${cap:g}; pass a smaller budget or a higher "
+            "max_cost_usd (at most the server's --ask-max-cost-usd)"
+        )

@@ -1,5 +1,7 @@
 """The advisor's ``alerts`` and ``briefing`` tools over stdio: the alerts its cycles recorded
-for a user of the entity's advisor; an entity without an advisor says so."""
+for a user of the entity's advisor; an entity without an advisor says so; an aide whose name is
+the entity's but that works on another entity never answers; a briefing whose worst case is
+above the cost cap is refused before any model request."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from kgot.aides.advisor import add_user
 from kgot.aides.advisor.alerts import Alert
 from kgot.aides.advisor.records import get_user, record_alerts
 from kgot.aides.records import get_aide
+from kgot.config import load_settings
+from kgot.mcp_server.advisor import briefing_cost_bound
 from kgot.persistence import open_store
 from kgot.tests.mcp_server.mcp_support import run, seed, stdio_session, text_of
 
@@ -48,3 +52,81 @@ def test_alerts_of_the_entitys_advisor(tmp_path: Path) -> None:
     assert stranger.is_error
     none_here = run(lambda: call("b", "briefing", {"user": "alice"}))
     assert none_here.is_error and "entity 'b' has no advisor" in text_of(none_here)
+
+
+def test_an_aide_named_like_the_entity_but_bound_to_another_stays_out(tmp_path: Path) -> None:
+    """Entity ``a`` has its advisor ``adv``; an advisor *named* ``a`` works on entity ``b``.
+    A client of ``a`` asking for alice's alerts gets ``a``'s advisor, never the aide whose name
+    is ``a``: the tools find the advisor by the entity it is bound to."""
+    url = str(tmp_path / "kgot.db")
+    seed(url, "a")
+    seed(url, "b", own_company=True)
+    with open_store(url) as store:
+        create_aide(store, "adv", "a", program="advisor")
+        create_aide(store, "a", "b", program="advisor")
+        add_user(store, "a", "alice", risk="aggressive")
+        row = get_aide(store, "a")
+        secret = Alert(
+            rule="negative_impact",
+            key="negative_impact:quokka:1",
+            severity="warning",
+            message="Zanzibar Quokka Holdings is in trouble, which alice holds",
+            facts=("quokka",),
+            symbol="ZQH",
+        )
+        record_alerts(
+            store,
+            row,
+            get_user(store, row, "alice"),
+            [secret],
+            cycle_id=None,
+            now=datetime.now(UTC),
+        )
+
+    async def call(name: str) -> Any:
+        async with stdio_session(["mcp", "serve", "--entity", "a", "--db", url]) as session:
+            return await session.call_tool(name, {"user": "alice"})
+
+    for name in ("alerts", "briefing"):
+        found = run(lambda name=name: call(name))  # type: ignore[misc]
+        text = text_of(found)
+        assert found.is_error, text
+        assert "quokka" not in text.lower() and "'b'" not in text, text
+        assert "alice" in text and "adv" in text, text  # no alice at a's own advisor
+
+
+def test_a_briefing_that_could_cost_more_than_the_cap_is_refused_before_any_model_call(
+    tmp_path: Path,
+) -> None:
+    """The planning model's price makes the worst case of a briefing $1.37 at the default
+    budget: above the server's $1 cap, below a $5 one. The model's endpoint does not exist,
+    so a briefing that got as far as a model request would fail with another error."""
+    url = str(tmp_path / "kgot.db")
+    seed(url, "a")
+    with open_store(url) as store:
+        create_aide(store, "adv", "a", program="advisor")
+        add_user(store, "adv", "alice")
+    config = tmp_path / "config.toml"
+    config.write_text(
+        "[llm]\n"
+        'model = "openai:pricey"\n'
+        'base_url = "http://127.0.0.1:9/v1"\n'
+        "max_retries = 0\n"
+        '[llm.prices."openai:pricey"]\n'
+        "input = 10.0\n"
+        "output = 200.0\n"
+    )
+    drafts, bound = briefing_cost_bound(load_settings(config_path=config), None)
+    assert drafts == 3 and bound is not None and 1.0 < bound < 5.0
+
+    async def call(cap: str, arguments: dict[str, Any]) -> Any:
+        command = ["mcp", "serve", "--entity", "a", "--ask-max-cost-usd", cap, "--db", url]
+        async with stdio_session(command, config=config) as session:
+            return await session.call_tool("briefing", {"user": "alice", **arguments})
+
+    refused = run(lambda: call("1", {}))
+    assert refused.is_error and f"could cost up to ${bound:.4f}" in text_of(refused)
+    lowered = run(lambda: call("5", {"max_cost_usd": 1.2}))
+    assert lowered.is_error and "above the cap of $1.2" in text_of(lowered)
+    allowed = run(lambda: call("5", {}))  # within the cap: it reaches the (absent) model
+    assert allowed.is_error and "cannot connect" in text_of(allowed), text_of(allowed)

@@ -1,8 +1,8 @@
-"""The tenant-isolation matrix: a client granted entity ``a`` tries every tool and resource on
-entity ``b`` (which exists) and on an entity that does not exist. Both get the same answer, word
-for word but the name; nothing of ``b`` is returned; every row of ``b`` in every table scoped by
-entity is byte-for-byte unchanged afterwards. Calls without an entity never reach ``b`` either.
-On SQLite and PostgreSQL."""
+"""The tenant-isolation matrix: a client granted entity ``a`` tries every tool (the advisor's
+too) and resource on entity ``b`` (which exists) and on an entity that does not exist. Both get
+the same answer, word for word but the name; nothing of ``b`` is returned; every row of ``b`` in
+every table scoped by entity is byte-for-byte unchanged afterwards. Calls without an entity
+never reach ``b`` either, and no listing or completion names it. On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -35,6 +35,8 @@ ATTEMPTS: dict[str, dict[str, Any]] = {
     "history": {"fact": "quokka"},
     "ask": {"question": "Who owns Zanzibar Quokka Holdings?"},
     "query": {"code": "result = sorted(G.nodes)"},
+    "briefing": {"user": "alice"},
+    "alerts": {"user": "alice"},
 }
 RESOURCES = (
     "kgot://entities/{}/stats",
@@ -124,3 +126,31 @@ def test_resources_across_the_boundary_name_no_entity(deployment: Deployment) ->
     for template in RESOURCES:
         is_error, text = found[template]
         assert is_error and "no entity named 'E' for this client" in text, text
+
+
+def test_no_secondary_path_names_another_entity(deployment: Deployment) -> None:
+    """Listings, templates, prompts and completion: nothing a client of ``a`` can list or
+    complete names entity ``b`` or its facts."""
+    from mcp import types
+
+    async def go() -> list[str]:
+        seen: list[str] = []
+        async with http_session(deployment.url, deployment.token_a) as session:
+            seen.append((await session.list_resources()).model_dump_json())
+            seen.append((await session.list_resource_templates()).model_dump_json())
+            seen.append((await session.list_prompts()).model_dump_json())
+            seen.append((await session.list_tools()).model_dump_json())
+            for argument in ({"name": "name", "value": ""}, {"name": "node_id", "value": "q"}):
+                reference = types.ResourceTemplateReference(
+                    type="ref/resource", uri="kgot://entities/{name}/nodes/{node_id}"
+                )
+                try:
+                    done = await session.complete(reference, argument, {"name": "b"})
+                    seen.append(done.model_dump_json())
+                except Exception as error:  # no completion handler: the SDK's error
+                    seen.append(str(error))
+        return seen
+
+    for text in run(go):
+        assert '"b"' not in text and "quokka" not in text.lower(), text
+        assert B_ONLY_WORDS.lower() not in text.lower(), text
