@@ -44,9 +44,9 @@ def create(
         str,
         typer.Option("--entity", "-e", help="The entity (created if missing).", show_default=False),
     ],
-    program: Annotated[str, typer.Option("--program", help="What it does each cycle.")] = (
-        "digest"
-    ),
+    program: Annotated[
+        str, typer.Option("--program", help="What it does each cycle: digest or advisor.")
+    ] = "digest",
     db: DbOption = None,
 ) -> None:
     """Create an aide bound to an entity."""
