@@ -40,7 +40,7 @@ MAX_ATTEMPTS = 3  # ingestions of one item (across cycles) before it is given up
 # An item whose lease ran out is claimed again. The worker renews it every third of it while
 # the item is worked on, so this is how long a stuck or unreachable worker keeps its items.
 LEASE = timedelta(minutes=15)
-UPKEEP_EVERY = timedelta(hours=1)  # upkeep of an entity no cycle wrote to
+UPKEEP_EVERY = timedelta(hours=1)  # how often an aide's cycles run the memory upkeep pass
 REDELIVER_CYCLES = 10  # digests of this many recent cycles are delivered again if not yet
 MAX_DELIVERIES = 10  # tries of one delivery (each with the output's own retries) at most
 

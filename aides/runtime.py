@@ -246,7 +246,10 @@ class Aide:
                     budget=_Budget(max_cost_usd, max_cost_usd_day, self._day_cost(now)),
                     should_stop=should_stop or (lambda: False),
                 )
-            if report.ingested or records.upkeep_due(self.store, self.row, now):
+            # At most once per UPKEEP_EVERY, whatever was ingested: the cycle's own writes
+            # were resolved as they were written, and a full pass over a large entity costs
+            # seconds that would otherwise fall on every cycle.
+            if records.upkeep_due(self.store, self.row, now):
                 report.upkeep = await asyncio.to_thread(self._upkeep, now)
             if self.row.program != "digest":
                 from kgot.aides.programs import run_program

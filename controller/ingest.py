@@ -143,7 +143,7 @@ class Ingestor:
         self._writes: list[tuple[Any, int | None]] = []
 
     async def __aenter__(self) -> Ingestor:
-        from kgot.graph_backends import open_backend
+        from kgot.graph_backends import open_backend, prepare_backend
         from kgot.llm import UsageLedger, build_llm_clients
         from kgot.sandbox import open_sandbox
         from kgot.tools import ToolRunner
@@ -154,13 +154,17 @@ class Ingestor:
         async with contextlib.AsyncExitStack() as stack:
             sandbox = open_sandbox(self.settings.sandbox)
             stack.callback(sandbox.close)
-            sandbox.warm_up(wait=False)
+            # The session's own worker starts now and takes the entity's graph as soon as it
+            # is loaded; the shared pool (document conversion) warms up after it.
+            prepare_backend(self.settings.controller.backend, sandbox)
             backend = open_backend(
                 self.settings.controller.backend,
                 sandbox,
                 session.load_graph(),
                 max_property_bytes=self.settings.store.max_property_bytes,
             )
+            stack.callback(backend.close)
+            backend.warm_up(then=lambda: sandbox.warm_up(wait=False))
             self._ctx = RunContext(
                 settings=self.settings,
                 run_id=self.run_id,
