@@ -81,6 +81,7 @@ def serve(
         serve_http,
         serve_stdio,
     )
+    from kgot.mcp_server.tokens import checked_label
 
     require_sdk()
     options = ServeOptions(
@@ -93,6 +94,7 @@ def serve(
             raise UsageError("give --entity NAME for stdio, or --http HOST:PORT --tokens FILE")
         if tokens is not None:
             raise UsageError("--tokens belongs to --http; stdio serves the --entity given")
+        checked_label(label, "--label")
         with opened_store(ctx, db, entity=entity) as store:
             serve_stdio(store, settings, entity, options, label=label)
         return

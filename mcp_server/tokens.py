@@ -17,7 +17,8 @@ server started with ``--allow-query``).
 
 :class:`TokenRegistry` answers the server's lookups and reads the file again whenever it
 changes, so a revoked token stops working at its next request, without a restart. A file that
-turns malformed while the server runs refuses every token until it is fixed (fail closed).
+turns malformed, or readable or writable by other users, while the server runs refuses every
+token until it is fixed (fail closed).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import logging
 import os
 import re
 import secrets
+import stat
 import threading
 import tomllib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -48,6 +50,7 @@ __all__ = [
     "TokenRecord",
     "TokenRegistry",
     "add_token",
+    "checked_label",
     "hash_token",
     "parse_scopes",
     "read_token_file",
@@ -120,6 +123,19 @@ class TokenFile:
 
     def by_hash(self) -> dict[str, TokenRecord]:
         return {record.sha256: record for record in self.records}
+
+
+def checked_label(label: str, what: str = "token label") -> str:
+    """``label`` if it may name a client (its provenance is ``mcp:<label>``).
+
+    Raises:
+        UsageError: anything but 1-64 letters, digits, '.', '_' or '-'.
+    """
+    if not _LABEL.match(label):
+        raise UsageError(
+            f"{what} {label!r} must be 1-64 letters, digits, '.', '_' or '-' (e.g. claude-desktop)"
+        )
+    return label
 
 
 def hash_token(token: str) -> str:
@@ -260,6 +276,29 @@ def _write(path: Path, records: Sequence[TokenRecord]) -> None:
         raise UsageError(f"cannot write tokens file {path} ({error.strerror or error})") from None
 
 
+def _check_private(path: Path) -> None:
+    """Refuse a tokens file that other users may read or change (see :class:`TokenRegistry`).
+
+    Raises:
+        UsageError: group or other permission bits, or another owner than this user or root.
+    """
+    try:
+        info = path.stat()
+    except OSError as error:
+        raise UsageError(f"cannot read tokens file {path} ({error.strerror or error})") from None
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & 0o077:
+        raise UsageError(
+            f"tokens file {path} has mode {mode:04o}: other users may read or change who may "
+            f"use which entity; make it private with `chmod 600 {path}`"
+        )
+    if info.st_uid not in (os.getuid(), 0):
+        raise UsageError(
+            f"tokens file {path} belongs to another user (uid {info.st_uid}), who could grant "
+            "any entity; keep it in a file of the user that runs the server"
+        )
+
+
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
     """Two ``token`` commands at once: one reads and writes the file after the other."""
@@ -286,11 +325,7 @@ def add_token(
     Raises:
         UsageError: a malformed label, no entity, a label in use, a malformed file.
     """
-    if not _LABEL.match(label):
-        raise UsageError(
-            f"token label {label!r} must be 1-64 letters, digits, '.', '_' or '-' (e.g. "
-            "claude-desktop)"
-        )
+    checked_label(label)
     names = tuple(dict.fromkeys(e.strip() for e in entities if e.strip()))
     if not names:
         raise UsageError("give the entities the token may use: --entity NAME (repeatable)")
@@ -330,12 +365,17 @@ def revoke_token(path: Path, label: str) -> TokenRecord:
 
 
 class TokenRegistry:
-    """The server's view of the tokens file, read again when it changes (module docstring)."""
+    """The server's view of the tokens file, read again when it changes (module docstring).
+
+    The server trusts the file only while it is private: whoever may change it can grant
+    themselves any entity, so a file other users may read or write, or that belongs to another
+    user, is refused like a malformed one.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
-        self._stamp: tuple[int, int, int] | None = None
+        self._stamp: tuple[int, ...] | None = None
         self._by_hash: dict[str, TokenRecord] = {}
         self.load()
 
@@ -343,20 +383,22 @@ class TokenRegistry:
         """Read the file now.
 
         Raises:
-            UsageError: it is missing or malformed (the server does not start).
+            UsageError: it is missing, malformed or not private (the server does not start).
         """
         stamp = self._file_stamp()
         parsed = read_token_file(self.path)
+        _check_private(self.path)
         with self._lock:
             self._stamp, self._by_hash = stamp, parsed.by_hash()
         return parsed
 
-    def _file_stamp(self) -> tuple[int, int, int] | None:
+    def _file_stamp(self) -> tuple[int, ...] | None:
         try:
             info = self.path.stat()
         except OSError:
             return None
-        return (info.st_ino, info.st_mtime_ns, info.st_size)
+        # the mode and owner too: a chmod that opens the file must be noticed
+        return (info.st_ino, info.st_mtime_ns, info.st_ctime_ns, info.st_size, info.st_mode)
 
     def _current(self) -> dict[str, TokenRecord]:
         stamp = self._file_stamp()
@@ -365,6 +407,7 @@ class TokenRegistry:
                 return self._by_hash
         try:
             parsed = read_token_file(self.path)
+            _check_private(self.path)
         except UsageError as problem:
             log.error("refusing every token until the tokens file is fixed: %s", problem)
             with self._lock:

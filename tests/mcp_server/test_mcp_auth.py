@@ -1,5 +1,7 @@
 """Bearer tokens over Streamable HTTP: a missing, wrong or revoked token is refused before any
-tool runs; a token lacking a scope is refused by the tool and writes nothing."""
+tool runs, all with one and the same answer; a tokens file that turns malformed or readable by
+others while the server runs refuses every token until it is fixed; a token lacking a scope is
+refused by the tool and writes nothing."""
 
 from __future__ import annotations
 
@@ -45,12 +47,39 @@ def test_missing_and_wrong_tokens_are_refused(deployment: Deployment) -> None:
         run(go)
 
 
+def _refusal(response: httpx.Response) -> tuple[int, str, str | None]:
+    return response.status_code, response.text, response.headers.get("www-authenticate")
+
+
 def test_a_revoked_token_is_refused_from_its_next_request(deployment: Deployment) -> None:
     token, _ = add_token(deployment.tokens, "short-lived", ["a"], ["read"])
     assert _post(deployment.url, token).status_code == 200
     assert main(["mcp", "token", "revoke", "short-lived", "--tokens", str(deployment.tokens)]) == 0
-    assert _post(deployment.url, token).status_code == 401
+    revoked = _refusal(_post(deployment.url, token))
+    assert revoked[0] == 401
+    # missing, wrong and revoked read alike: nothing tells a revoked token from a made-up one
+    assert revoked == _refusal(_post(deployment.url, None))
+    assert revoked == _refusal(_post(deployment.url, "kgot_mcp_" + "x" * 43))
+    assert "short-lived" not in revoked[1] and "revoked" not in revoked[1]
     assert _post(deployment.url, deployment.token_a).status_code == 200  # the others still work
+
+
+def test_a_tokens_file_that_turns_bad_refuses_every_token_until_fixed(
+    deployment: Deployment,
+) -> None:
+    path = deployment.tokens
+    good = path.read_bytes()
+    try:
+        path.chmod(0o666)  # anyone could now grant themselves any entity
+        assert _post(deployment.url, deployment.token_a).status_code == 401
+        path.chmod(0o600)
+        assert _post(deployment.url, deployment.token_a).status_code == 200
+        path.write_text("[[tokens]]\nlabel = 3\n")
+        assert _post(deployment.url, deployment.token_a).status_code == 401
+    finally:
+        path.write_bytes(good)
+        path.chmod(0o600)
+    assert _post(deployment.url, deployment.token_a).status_code == 200
 
 
 def test_a_read_only_token_cannot_write(deployment: Deployment) -> None:

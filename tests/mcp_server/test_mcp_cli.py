@@ -83,6 +83,7 @@ def test_serve_refuses_a_malformed_or_empty_tokens_file(
 ) -> None:
     tokens = tmp_path / "tokens.toml"
     tokens.write_text(content)
+    tokens.chmod(0o600)
     code = main(["mcp", "serve", "--http", "127.0.0.1:8765", "--tokens", str(tokens), "--db", db])
     line = _one_line(capsys.readouterr().err)
     assert code == 2 and expected in line and str(tokens) in line
@@ -120,7 +121,11 @@ def test_serve_refuses_a_port_in_use(
     [
         (["--entity", "nope"], "no entity named 'nope'"),
         ([], "give --entity NAME for stdio"),
+        (["--entity", "acme", "--label", "not a label"], "--label 'not a label' must be"),
         (["--http", "localhost"], "--http takes HOST:PORT"),
+        (["--http", ":8765"], "--http takes HOST:PORT"),
+        (["--http", "127.0.0.1:99999"], "--http takes HOST:PORT"),
+        (["--http", "127.0.0.1:http"], "--http takes HOST:PORT"),
         (["--http", "127.0.0.1:8765"], "--http needs --tokens"),
         (["--http", "127.0.0.1:8765", "--tokens", "/nonexistent/t.toml"], "does not exist"),
     ],
@@ -131,3 +136,16 @@ def test_serve_bad_command_lines(
     code = main(["mcp", "serve", *arguments, "--db", db])
     line = _one_line(capsys.readouterr().err)
     assert code == 2 and expected in line
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o620, 0o604, 0o640])
+def test_serve_refuses_a_tokens_file_other_users_may_read_or_change(
+    db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: int
+) -> None:
+    tokens = tmp_path / "tokens.toml"
+    assert main(["mcp", "token", "add", "x", "-e", "acme", "--tokens", str(tokens)]) == 0
+    capsys.readouterr()
+    tokens.chmod(mode)
+    code = main(["mcp", "serve", "--http", "127.0.0.1:8765", "--tokens", str(tokens), "--db", db])
+    line = _one_line(capsys.readouterr().err)
+    assert code == 2 and f"has mode {mode:04o}" in line and f"chmod 600 {tokens}" in line
