@@ -162,8 +162,9 @@ def _reading_tools(server: MCPServer, app: KgotMCP) -> None:
         as_of: Annotated[
             str | None,
             Field(
-                description="ISO date or date-time at which freshness is measured (default: "
-                "now); reproducible scores."
+                description="ISO date or date-time at which freshness is scored (default: "
+                "now), for reproducible scores. Not a look into the past: today's current facts "
+                "are searched either way; history shows what held at a time."
             ),
         ] = None,
     ) -> SearchOut:

@@ -152,6 +152,8 @@ def test_search_get_node_traverse_verify_types(deployment: Deployment) -> None:
     assert typed["hits"] == []
     past = _ok(_call(deployment, "search_memory", {"query": "apple", "as_of": "2030-01-01"}))
     assert past["hits"][0]["id"] == "apple"
+    before = _ok(_call(deployment, "search_memory", {"query": "apple", "as_of": "2000-01-01"}))
+    assert before["hits"][0]["id"] == "apple"  # as_of scores freshness; it is no time travel
     bad_time = _call(deployment, "search_memory", {"query": "apple", "as_of": "someday"})
     assert bad_time.is_error and "as_of" in text_of(bad_time)
 
