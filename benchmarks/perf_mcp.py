@@ -9,7 +9,10 @@ loopback port in a subprocess with a bearer token, and prints:
   server and again after a write);
 * p50 and p95 of warm ``search_memory`` calls from one client, round trip through the SDK's
   client (target p95 ≤ 150 ms);
-* requests per second with 8 concurrent clients (each its own MCP session), and their p95.
+* requests per second with 8 concurrent clients (each its own MCP session), and their p95;
+* after a ``save_facts`` write: the first ``get_node`` (it reads the node's rows from the
+  store, so a write costs it nothing) and the first ``search_memory`` (the index is rebuilt);
+* p50 and p95 of ``get_node`` and of ``traverse`` (depth 2) on random nodes.
 
 Client and server share the machine's cores, so the figures include the client's own work.
 Figures only; nothing here asserts a timing.
@@ -24,6 +27,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -64,8 +68,15 @@ def _serve(store_url: str, tokens: Path, port: int) -> object:
     return process
 
 
-async def _session_calls(url: str, token: str, queries: Sequence[str]) -> list[float]:
-    """Milliseconds per ``search_memory`` call, one MCP session."""
+Call = tuple[str, dict[str, Any]]
+
+
+def _searches(queries: Sequence[str]) -> list[Call]:
+    return [("search_memory", {"query": query, "limit": 10}) for query in queries]
+
+
+async def _session_calls(url: str, token: str, calls: Sequence[Call]) -> list[float]:
+    """Milliseconds per tool call, in order, one MCP session."""
     import httpx2
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
@@ -78,12 +89,12 @@ async def _session_calls(url: str, token: str, queries: Sequence[str]) -> list[f
         ClientSession(read, write) as session,
     ):
         await session.initialize()
-        for query in queries:
+        for name, arguments in calls:
             started = time.perf_counter()
-            result = await session.call_tool("search_memory", {"query": query, "limit": 10})
+            result = await session.call_tool(name, arguments)
             times.append((time.perf_counter() - started) * 1000)
             if result.is_error:
-                raise RuntimeError(f"search_memory failed: {result.content}")
+                raise RuntimeError(f"{name} failed: {result.content}")
     return times
 
 
@@ -94,7 +105,7 @@ async def _concurrent(url: str, token: str, queries: Sequence[str]) -> tuple[flo
 
     async def client(number: int) -> None:
         mine = queries[number * share : (number + 1) * share]
-        latencies[number] = await _session_calls(url, token, mine)
+        latencies[number] = await _session_calls(url, token, _searches(mine))
 
     started = time.perf_counter()
     async with anyio.create_task_group() as group:
@@ -115,35 +126,55 @@ def _free_port() -> int:
 
 def run(quick: bool = False) -> list[Figure]:
     """The figures at 10,000 nodes (``quick``: 2,000 nodes, fewer queries)."""
+    import random
+
     from kgot.mcp_server.tokens import add_token
 
     size, count = (2_000, 120) if quick else (10_000, 400)
     population = synthetic_nodes(size, seed=SEED, label=LABEL)
     asked = _queries(population, count, SEED + 2)
+    picked = random.Random(SEED + 3).sample([node.id for node in population], count // 4)
+    new_node = {"id": "bench_new", "label": LABEL, "properties": {"name": "Benchmark New Org"}}
+    after_write: list[Call] = [
+        ("save_facts", {"nodes": [new_node]}),
+        ("get_node", {"id": picked[0]}),
+        *_searches(asked[:1]),
+    ]
     with tempfile.TemporaryDirectory(prefix="kgot-bench-mcp-") as folder:
         store_url = str(Path(folder) / "kgot.db")
         with open_store(store_url) as store:
             store.create_entity("bench")
             _ingest(store.session("bench"), population, size, SEED)
         tokens = Path(folder) / "tokens.toml"
-        token, _ = add_token(tokens, "bench", ["bench"], ["read"])
+        token, _ = add_token(tokens, "bench", ["bench"], ["read", "write"])
         port = _free_port()
         url = f"http://127.0.0.1:{port}/mcp"
         process = _serve(store_url, tokens, port)
         try:
-            first = anyio.run(_session_calls, url, token, [str(population[0].properties["name"])])
-            warm = anyio.run(_session_calls, url, token, asked)
+            first = anyio.run(_session_calls, url, token, _searches(asked[:1]))
+            warm = anyio.run(_session_calls, url, token, _searches(asked))
             rate, loaded = anyio.run(_concurrent, url, token, asked)
+            _write, node_after, search_after = anyio.run(_session_calls, url, token, after_write)
+            nodes = anyio.run(_session_calls, url, token, [("get_node", {"id": i}) for i in picked])
+            walks = anyio.run(
+                _session_calls, url, token, [("traverse", {"start": i, "depth": 2}) for i in picked]
+            )
         finally:
             process.terminate()  # type: ignore[attr-defined]
             process.wait(timeout=30)  # type: ignore[attr-defined]
-    label = f"SQLite, {size:,} nodes / {size:,} edges: search_memory over Streamable HTTP"
+    label = f"SQLite, {size:,} nodes / {size:,} edges"
+    search = f"{label}: search_memory over Streamable HTTP"
     return [
-        Figure(AREA, f"{label}, first call (index build)", first[0], "ms"),
-        Figure(AREA, f"{label}, warm p50", statistics.median(warm), "ms"),
-        Figure(AREA, f"{label}, warm p95", _p95(warm), "ms", 150.0),
-        Figure(AREA, f"{label}, {CLIENTS} concurrent clients", rate, "requests/s"),
-        Figure(AREA, f"{label}, {CLIENTS} concurrent clients, p95", _p95(loaded), "ms"),
+        Figure(AREA, f"{search}, first call (index build)", first[0], "ms"),
+        Figure(AREA, f"{search}, warm p50", statistics.median(warm), "ms"),
+        Figure(AREA, f"{search}, warm p95", _p95(warm), "ms", 150.0),
+        Figure(AREA, f"{search}, {CLIENTS} concurrent clients", rate, "requests/s"),
+        Figure(AREA, f"{search}, {CLIENTS} concurrent clients, p95", _p95(loaded), "ms"),
+        Figure(AREA, f"{label}: get_node, first call after a write", node_after, "ms"),
+        Figure(AREA, f"{search}, first call after a write (index rebuild)", search_after, "ms"),
+        Figure(AREA, f"{label}: get_node p50", statistics.median(nodes), "ms"),
+        Figure(AREA, f"{label}: get_node p95", _p95(nodes), "ms"),
+        Figure(AREA, f"{label}: traverse depth 2 p95", _p95(walks), "ms"),
     ]
 
 
