@@ -487,20 +487,21 @@ def _query_tool(server: MCPServer, app: KgotMCP) -> None:
         """Run a raw read query in the sandbox on this entity's graph only (admin scope)."""
         grant = app.allowed(ctx, "admin", "query")
 
-        def work() -> QueryOut:
+        def work(session: Any) -> QueryOut:
             from kgot.errors import StepFailure, UsageError
             from kgot.graph_backends import open_backend
 
-            session = tenancy.session(grant, entity)
             graph = session.load_graph(track=False)
             backend = open_backend(app.settings.controller.backend, app.sandbox(), graph)
             try:
                 result = backend.query(code, max_items=max_items)
             except StepFailure as failure:
                 raise UsageError(f"the query failed: {failure}") from None
+            finally:
+                backend.close()  # a resident worker holding this entity's graph goes too
             return QueryOut(entity=session.entity, value=result.value, truncated=result.truncated)
 
-        return await in_thread(work)
+        return await in_thread(lambda: tenancy.run(grant, entity, work))
 
 
 # ---------------------------------------------------------------------------- resources
