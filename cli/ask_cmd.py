@@ -103,7 +103,6 @@ def ask(
     from rich.text import Text
 
     from kgot.cli.trace import TraceRenderer
-    from kgot.controller import ask_async, resume_async
 
     if resume:
         _check_resume_inputs(
@@ -137,6 +136,8 @@ def ask(
     the_run_id = resume or run_id or str(uuid.uuid4())
     try:
         if resume:
+            from kgot.controller import resume_async
+
             # The run's own options come back from its checkpoint; only flags given now
             # override them (not the environment or the config file).
             result = asyncio.run(
@@ -153,18 +154,7 @@ def ask(
             overflow = _context_overflow(question or "", settings)
             if overflow:
                 err.print(f"kgot: warning: {overflow}", soft_wrap=True, markup=False)
-            result = asyncio.run(
-                ask_async(
-                    question or "",
-                    settings=settings,
-                    attachments=attach or (),
-                    entity=entity,
-                    graph_file=graph,
-                    run_id=the_run_id,
-                    on_event=on_event,
-                    handle_signals=True,
-                )
-            )
+            result = _ask(question or "", settings, attach, entity, graph, the_run_id, on_event)
     except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM / SIGHUP (RunTerminated)
         message = _interrupted(the_run_id, settings_from(ctx, store_flag))
         err.print(message, soft_wrap=True, markup=False)
@@ -188,6 +178,43 @@ def ask(
                 markup=False,
             )
         raise typer.Exit(1)
+
+
+def _ask(
+    question: str,
+    settings: Any,
+    attach: list[Path] | None,
+    entity: str | None,
+    graph: Path | None,
+    run_id: str,
+    on_event: Any,
+) -> Any:
+    """Run the question. The sandbox opens first and starts the run's own worker, so that it
+    boots (on another core) while this process imports the controller (LangGraph and
+    LangChain: most of a second)."""
+    from kgot.graph_backends import prepare_backend
+    from kgot.sandbox import open_sandbox
+
+    sandbox = open_sandbox(settings.sandbox)
+    try:
+        prepare_backend(settings.controller.backend, sandbox)
+        from kgot.controller import ask_async
+
+        return asyncio.run(
+            ask_async(
+                question,
+                settings=settings,
+                attachments=attach or (),
+                entity=entity,
+                graph_file=graph,
+                run_id=run_id,
+                on_event=on_event,
+                handle_signals=True,  # a command: SIGTERM and SIGHUP stop it like Ctrl-C
+                sandbox=sandbox,
+            )
+        )
+    finally:
+        sandbox.close()
 
 
 def _check_resume_inputs(inputs: dict[str, Any]) -> None:

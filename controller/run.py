@@ -72,6 +72,7 @@ async def ask_async(
     store: Store | None = None,
     checkpointer: BaseCheckpointSaver | None = None,
     handle_signals: bool = False,
+    sandbox: Sandbox | None = None,
 ) -> AskResult:
     """Answer ``question`` with the KGoT loop.
 
@@ -93,6 +94,9 @@ async def ask_async(
             recorded as interrupted and raises :class:`RunTerminated`), where they are still
             at their default action. Off by default: a program embedding kgot keeps its own
             signal handling; ``kgot ask`` turns it on.
+        sandbox: an open sandbox to run the run's code in; the caller closes it (default:
+            one opened from ``settings.sandbox`` and closed when the run ends). ``kgot ask``
+            opens it before importing the controller, so its workers start meanwhile.
 
     Raises:
         UsageError: empty question, a missing attachment, or both ``entity`` and
@@ -130,6 +134,7 @@ async def ask_async(
         checkpointer=checkpointer,
         resume=False,
         handle_signals=handle_signals,
+        sandbox=sandbox,
     )
 
 
@@ -235,6 +240,7 @@ async def _execute(
     checkpointer: BaseCheckpointSaver | None,
     resume: bool,
     handle_signals: bool,
+    sandbox: Sandbox | None = None,
 ) -> AskResult:
     from kgot.llm import UsageLedger, build_llm_clients
 
@@ -247,7 +253,7 @@ async def _execute(
         # The graph goes first: a refused one never starts sandbox workers, which would be
         # warming in threads while the process exits.
         start = None if resume or spec.entity else _start_graph(spec.graph_file, limits)
-        sandbox = None if resume else _open_sandbox(stack, settings, spec.backend)
+        sandbox = _run_sandbox(stack, settings, spec.backend, sandbox, resume=resume)
         opened_store, saver = await stack.enter_async_context(
             _opened(settings, store, checkpointer, entity=spec.entity)
         )
@@ -519,6 +525,25 @@ def _initial_state(spec: _RunSpec, options: dict[str, Any]) -> RunState:
         graph_file=spec.graph_file,
         iteration=0,
     )
+
+
+def _run_sandbox(
+    stack: contextlib.AsyncExitStack,
+    settings: Settings,
+    backend: str,
+    given: Sandbox | None,
+    *,
+    resume: bool,
+) -> Sandbox | None:
+    """The sandbox a new run starts with: the caller's (its run's own worker prepared, a no-op
+    when the caller did that), else a new one; a resumed run opens its own later, once its
+    checkpoint says it has work left."""
+    if given is not None:
+        from kgot.graph_backends import prepare_backend
+
+        prepare_backend(backend, given)
+        return given
+    return None if resume else _open_sandbox(stack, settings, backend)
 
 
 def _open_sandbox(stack: contextlib.AsyncExitStack, settings: Settings, backend: str) -> Sandbox:
