@@ -250,7 +250,7 @@ class _TimedSandbox:
         worker = self._inner.open_resident(preload)
         if worker is None:
             return None
-        for name in ("run", "set_state"):
+        for name in ("run_with_state", "set_state"):
             setattr(worker, name, self._timed(getattr(worker, name)))
         return worker
 
@@ -360,8 +360,9 @@ def _question_overhead(tmp: Path, sandbox: str, repeats: int) -> float:
     from kgot.llm import LLMClient
 
     results: list[float] = []
-    for repeat in range(repeats):
-        settings = _settings(tmp, f"question-{repeat}", sandbox, max_iterations=QUESTION_ROUNDS)
+    for _ in range(repeats):
+        # One store for all (as on a user's machine, where it exists after the first use).
+        settings = _settings(tmp, "questions", sandbox, max_iterations=QUESTION_ROUNDS)
         model = _script(QUESTION_ROUNDS + 1, settings.controller.votes)
         llm_intervals: list[_Interval] = []
         with _Timed(LLMClient, ("text", "structured", "tool_calls"), llm_intervals):

@@ -47,8 +47,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Past this share of the graph, a delta costs about what the whole graph does.
+# Past this share of the graph, a delta costs about what the whole graph does; below this many
+# elements a delta is cheaper anyway (a whole load also ships the job code and re-indexes).
 _DELTA_SHARE = 0.25
+_DELTA_MIN = 1000
 
 
 class ResidentGraph:
@@ -81,8 +83,8 @@ class ResidentGraph:
         self._nodes.update(changeset.removed_nodes)
         self._edges.update(e.ident for e in (*changeset.added_edges, *changeset.changed_edges))
         self._edges.update(changeset.removed_edges)
-        size = graph.number_of_nodes() + len(self._edges) + 1
-        if len(self._nodes) + len(self._edges) > _DELTA_SHARE * size:
+        touched = len(self._nodes) + len(self._edges)
+        if touched > _DELTA_MIN and touched > _DELTA_SHARE * graph.number_of_nodes():
             self._nodes = None
 
     # -- jobs -------------------------------------------------------------------------------
