@@ -10,8 +10,11 @@ may overshoot it. A stopped run is recorded as interrupted; ``kgot ask --resume 
 continues it.
 
 ``remember`` runs the controller's ingestion (:class:`kgot.controller.ingest.Ingestor`, what the
-aide runtime and ``kgot ingest`` use) with the run id ``mcp:<label>``; its budget is the size of
-the text (the fix-code retries bound the requests per piece).
+aide runtime and ``kgot ingest`` use) with the run id ``mcp:<label>``, one piece of the text at
+a time (pieces of ``tools.max_output_chars``, as ``kgot ingest`` cuts them). The fix-code retries
+bound the requests per piece, and the same two caps as ``ask`` are checked between pieces: a
+call whose cost or requests reached a cap stops before its next piece (``stopped_by``), keeping
+what the pieces before committed.
 """
 
 from __future__ import annotations
@@ -180,7 +183,7 @@ async def remember(
         UsageError: an empty or too long text.
         KgotError: no model, no sandbox, …
     """
-    from kgot.controller.ingest import Ingestor
+    from kgot.controller.ingest import Ingestor, split_text
 
     if not text.strip():
         raise UsageError("the text to remember is empty")
@@ -189,21 +192,44 @@ async def remember(
             f"the text has {len(text)} characters; remember takes at most "
             f"{limits.remember_max_chars} per call (split it)"
         )
+    parts = split_text(text.strip(), settings.tools.max_output_chars)
+    caps = _Caps(limits.max_cost_usd, limits.max_llm_calls)
+    total = RememberOut(entity=entity, ok=True, parts=len(parts), cost_usd=0.0)
     async with Ingestor(store, entity, settings, run_id=f"mcp:{label}") as ingestor:
-        report = await ingestor.ingest(text, source_ref=source_ref or f"mcp:{label}")
-    return RememberOut(
-        entity=entity,
-        ok=report.ok,
-        version=report.version,
-        inserted_nodes=report.inserted_nodes,
-        inserted_edges=report.inserted_edges,
-        updated_nodes=report.updated_nodes,
-        merged=report.merged,
-        corroborated=report.corroborated,
-        superseded=report.superseded,
-        queued=report.queued,
-        notes=report.notes,
-        failed=report.failed,
-        llm_calls=report.llm_calls,
-        cost_usd=report.cost_usd,
-    )
+        for number, part in enumerate(parts, 1):
+            if caps.stopped_by is not None:  # checked between parts, like ask between steps
+                total.stopped_by = caps.stopped_by
+                total.notes.append(
+                    f"stopped at the cap {caps.stopped_by} after part {number - 1} of "
+                    f"{len(parts)}; remember the rest in another call"
+                )
+                break
+            report = await ingestor.ingest(
+                part,
+                source_ref=source_ref or f"mcp:{label}",
+                title=None if len(parts) == 1 else f"text, part {number} of {len(parts)}",
+            )
+            caps.add({"llm_calls": report.llm_calls, "cost_usd": report.cost_usd})
+            _add_part(total, report, None if len(parts) == 1 else f"part {number}")
+            total.parts_done = number
+    return total
+
+
+def _add_part(total: RememberOut, part: Any, label: str | None) -> None:
+    """Add one part's ingestion report to the call's."""
+    if part.version is not None:
+        total.version = part.version
+    total.ok = total.ok and part.ok
+    total.inserted_nodes += part.inserted_nodes
+    total.inserted_edges += part.inserted_edges
+    total.updated_nodes += part.updated_nodes
+    total.merged += part.merged
+    total.superseded += part.superseded
+    total.notes += part.notes
+    total.corroborated += part.corroborated
+    total.queued += part.queued
+    total.llm_calls += part.llm_calls
+    if total.cost_usd is not None:
+        total.cost_usd = None if part.cost_usd is None else total.cost_usd + part.cost_usd
+    if part.failed is not None and total.failed is None:
+        total.failed = f"{label}: {part.failed}" if label else part.failed

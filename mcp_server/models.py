@@ -160,6 +160,11 @@ class RememberOut(BaseModel):
     failed: str | None = None
     llm_calls: int = 0
     cost_usd: float | None = None
+    parts: int = Field(default=1, description="Pieces the text was cut into.")
+    parts_done: int = Field(default=0, description="Pieces ingested before the end or a cap.")
+    stopped_by: str | None = Field(
+        default=None, description="The cap that stopped the call before its last piece."
+    )
 
 
 class VerdictOut(BaseModel):

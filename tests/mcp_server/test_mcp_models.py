@@ -1,7 +1,7 @@
 """``ask`` and ``remember``: the model-backed tools, over Streamable HTTP against a server
 subprocess whose model is a loopback OpenAI-compatible endpoint (scripted per prompt). ``ask``
 streams MCP progress notifications and stops at its cost cap; ``remember`` writes what a text
-states with provenance ``mcp:<label>``."""
+states with provenance ``mcp:<label>`` and stops between pieces of a long text at the same cap."""
 
 from __future__ import annotations
 
@@ -75,9 +75,18 @@ def served(tmp_path: Path) -> Iterator[dict[str, Any]]:
             "output = 100.0\n"
             "[controller]\n"
             "votes = 3\n"
+            "[tools]\n"
+            "max_output_chars = 500\n"  # remember cuts longer texts into pieces of 500
         )
         with http_server(store_url, tokens, config=config) as server:
-            yield {"url": server.url, "token": token, "store": store_url, "model": model}
+            yield {
+                "url": server.url,
+                "token": token,
+                "store": store_url,
+                "model": model,
+                "tokens": tokens,
+                "config": config,
+            }
 
 
 def _ask(served: dict[str, Any], arguments: dict[str, Any]) -> tuple[Any, list[tuple]]:
@@ -144,3 +153,25 @@ def test_remember_writes_what_the_text_states(served: dict[str, Any]) -> None:
             if row["valid_to_version"] is None
         ]
     assert current[0]["run_id"] == "mcp:agent-x" and current[0]["source_ref"] == "notes/zeta.md"
+
+
+def test_remember_stops_between_pieces_at_its_cap(served: dict[str, Any]) -> None:
+    text = "\n\n".join(
+        f"Zeta Dynamics, note {n}: Ada Byron leads it from Cupertino. " + "More words. " * 30
+        for n in range(3)
+    )
+    before = len(served["model"].completions)
+
+    async def go(url: str) -> Any:
+        async with http_session(url, served["token"]) as session:
+            return await session.call_tool("remember", {"text": text})
+
+    capped = ("--ask-max-cost-usd", "0.0001")  # below what one piece costs
+    with http_server(served["store"], served["tokens"], *capped, config=served["config"]) as server:
+        result = run(lambda: go(server.url))
+    assert not result.is_error, text_of(result)
+    data = result.structured_content
+    assert data["parts"] == 3 and data["parts_done"] == 1
+    assert "max_cost_usd" in data["stopped_by"] and "zeta" in data["inserted_nodes"]
+    assert any("after part 1 of 3" in note for note in data["notes"])
+    assert len(served["model"].completions) - before == data["llm_calls"] > 0  # no piece 2
