@@ -52,9 +52,13 @@ def serve(
         typer.Option("--tokens", help="HTTP: the tokens file.", show_default=False),
     ] = None,
     label: Annotated[
-        str,
-        typer.Option("--label", help="stdio: who writes (provenance mcp:LABEL)."),
-    ] = "stdio",
+        str | None,
+        typer.Option(
+            "--label",
+            help="stdio: who writes (provenance mcp:LABEL; default stdio).",
+            show_default=False,
+        ),
+    ] = None,
     allow_query: Annotated[
         bool,
         typer.Option(
@@ -94,12 +98,14 @@ def serve(
             raise UsageError("give --entity NAME for stdio, or --http HOST:PORT --tokens FILE")
         if tokens is not None:
             raise UsageError("--tokens belongs to --http; stdio serves the --entity given")
-        checked_label(label, "--label")
+        writer = checked_label(label or "stdio", "--label")
         with opened_store(ctx, db, entity=entity) as store:
-            serve_stdio(store, settings, entity, options, label=label)
+            serve_stdio(store, settings, entity, options, label=writer)
         return
     if entity is not None:
         raise UsageError("over --http the tokens grant the entities; drop --entity")
+    if label is not None:
+        raise UsageError("over --http each token's label names the writer; drop --label")
     address = parse_address(http)
     if tokens is None:
         raise UsageError("--http needs --tokens FILE (create tokens with `kgot mcp token add`)")

@@ -122,6 +122,7 @@ def test_serve_refuses_a_port_in_use(
         (["--entity", "nope"], "no entity named 'nope'"),
         ([], "give --entity NAME for stdio"),
         (["--entity", "acme", "--label", "not a label"], "--label 'not a label' must be"),
+        (["--http", "127.0.0.1:8765", "--label", "x"], "drop --label"),
         (["--http", "localhost"], "--http takes HOST:PORT"),
         (["--http", ":8765"], "--http takes HOST:PORT"),
         (["--http", "127.0.0.1:99999"], "--http takes HOST:PORT"),
