@@ -84,6 +84,15 @@ def _app(store: Store, settings: Settings, options: ServeOptions, grant: Grant |
     from kgot.mcp_server.access import Tenancy
     from kgot.mcp_server.server import KgotMCP
 
+    if options.allow_query and settings.sandbox.kind == "subprocess":
+        # the query tool runs a client's code: without isolation it could read the store's
+        # files, every entity's rows included
+        raise UsageError(
+            "--allow-query needs an isolating sandbox, and sandbox kind subprocess runs code "
+            "unconfined on this machine; set KGOT_SANDBOX (or [sandbox] kind) to auto, bwrap, "
+            "fallback or docker, or drop --allow-query"
+        )
+
     embedder = None
     if settings.memory.embeddings:
         from kgot.memory.embeddings import embedder_from_settings

@@ -12,6 +12,7 @@ import pytest
 from kgot.cli.main import main
 from kgot.mcp_server.tokens import hash_token, read_token_file
 from kgot.persistence import open_store
+from kgot.tests.mcp_server.mcp_support import free_port
 
 
 @pytest.fixture
@@ -150,3 +151,17 @@ def test_serve_refuses_a_tokens_file_other_users_may_read_or_change(
     code = main(["mcp", "serve", "--http", "127.0.0.1:8765", "--tokens", str(tokens), "--db", db])
     line = _one_line(capsys.readouterr().err)
     assert code == 2 and f"has mode {mode:04o}" in line and f"chmod 600 {tokens}" in line
+
+
+def test_allow_query_refuses_a_sandbox_that_does_not_isolate(
+    db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KGOT_SANDBOX", "subprocess")
+    tokens = tmp_path / "tokens.toml"
+    assert main(["mcp", "token", "add", "x", "-e", "acme", "--tokens", str(tokens)]) == 0
+    capsys.readouterr()
+    address = f"127.0.0.1:{free_port()}"
+    for transport in (["--entity", "acme"], ["--http", address, "--tokens", str(tokens)]):
+        code = main(["mcp", "serve", *transport, "--allow-query", "--db", db])
+        line = _one_line(capsys.readouterr().err)
+        assert code == 2 and "--allow-query needs an isolating sandbox" in line
