@@ -165,14 +165,16 @@ class Aide:
     # -------------------------------------------------------------------------- set-up
 
     def add_source(self, kind: str, value: str) -> int:
-        """Add a source (``rss`` URL, ``dir`` folder or ``search`` query); its id.
+        """Add a source (``rss`` URL or feed file, ``dir`` folder or ``search`` query); its id.
 
         Raises:
-            UsageError: not a URL, not a folder, an empty query, or the same source twice.
+            UsageError: not a URL or feed file, not a folder, an empty query, or the same
+                source twice.
         """
         from kgot.aides.sources import parse_source_spec
 
-        return records.add_source(self.store, self.row, kind, parse_source_spec(kind, value))
+        spec = parse_source_spec(kind, value, max_mb=self.settings.tools.max_download_mb)
+        return records.add_source(self.store, self.row, kind, spec)
 
     def add_output(self, kind: str, value: str | None = None, **options: Any) -> int:
         """Add an output (``stdout``, ``jsonl`` path, ``webhook`` URL with ``secret_env``); its

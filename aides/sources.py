@@ -13,6 +13,10 @@ nor repeats an item; a failed poll returns the cursor it was given.
 Every item has a stable :attr:`SourceItem.item_id` — its URL or feed id, or for a file its path
 and content hash (a changed file is a new item) — so an item seen before can be skipped.
 
+A feed is read from an http(s) URL or from a file on this machine (a path or a ``file://``
+URL: offline demos, feeds another program writes to disk); both go through the same parser,
+and a feed file is read again only when it changed, like a folder's files.
+
 Network access goes through the tools' HTTP client (:class:`kgot.tools.net.Http`): each hop's
 address is checked unless ``tools.allow_private_urls``, downloads are capped at
 ``tools.max_download_mb``, and requests time out after ``tools.timeout``. Documents other than
@@ -36,6 +40,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
+from urllib.request import url2pathname
 
 from kgot.errors import UsageError
 from kgot.retrying import one_line
@@ -106,32 +111,25 @@ class PollResult:
 # --------------------------------------------------------------------------- specs
 
 
-def parse_source_spec(kind: str, value: str) -> dict[str, Any]:
+def parse_source_spec(kind: str, value: str, *, max_mb: float = 25) -> dict[str, Any]:
     """Check what a user gave for a source and return its spec.
 
     Args:
-        kind: ``rss`` (a feed URL), ``dir`` (a folder) or ``search`` (a web search query).
+        kind: ``rss`` (a feed's http(s) URL, or a feed file's path or ``file://`` URL), ``dir``
+            (a folder) or ``search`` (a web search query).
         value: what the user typed.
+        max_mb: the largest feed file accepted (``tools.max_download_mb``, as for a download).
 
     Returns:
-        ``{"url": …}``, ``{"path": <absolute folder>}`` or ``{"query": …}``.
+        ``{"url": …}`` (a feed on the web), ``{"path": <absolute file>}`` (a feed file, which
+        was read and parsed as a feed), ``{"path": <absolute folder>}`` or ``{"query": …}``.
 
     Raises:
         UsageError: one line naming what is wrong and how to fix it.
     """
     text = (value or "").strip()
     if kind == "rss":
-        parts = urlsplit(text)
-        try:
-            port = parts.port  # raises for a port that is not a number from 0 to 65535
-        except ValueError:
-            port = 0
-        if parts.scheme not in ("http", "https") or not parts.hostname or port == 0:
-            raise UsageError(
-                f"--rss needs the http(s) URL of a feed, such as https://example.com/feed.xml "
-                f"(got {text!r})"
-            )
-        return {"url": text}
+        return _feed_spec(text, max_mb)
     if kind == "dir":
         if not text:
             raise UsageError("--dir needs a folder, such as ./inbox")
@@ -154,6 +152,65 @@ def parse_source_spec(kind: str, value: str) -> dict[str, Any]:
     )
 
 
+def _feed_spec(text: str, max_mb: float) -> dict[str, Any]:
+    """``{"url": …}`` for an http(s) feed, ``{"path": …}`` for a feed file that parses."""
+    parts = urlsplit(text)
+    if parts.scheme == "file":
+        if parts.netloc not in ("", "localhost") or not parts.path.startswith("/"):
+            raise UsageError(
+                f"--rss {text!r}: a file URL names a file on this machine by its absolute path, "
+                "such as file:///srv/feeds/markets.xml"
+            )
+        return _feed_file_spec(text, Path(url2pathname(parts.path)), max_mb)
+    if parts.scheme in ("http", "https") or "://" in text or not text:
+        try:
+            port = parts.port  # raises for a port that is not a number from 0 to 65535
+        except ValueError:
+            port = 0
+        if parts.scheme not in ("http", "https") or not parts.hostname or port == 0:
+            raise UsageError(f"{_FEED_NEEDS} (got {text!r})")
+        return {"url": text}
+    return _feed_file_spec(text, Path(text).expanduser(), max_mb)
+
+
+_FEED_NEEDS = (
+    "--rss needs the http(s) URL of a feed or the path of a feed file, such as "
+    "https://example.com/feed.xml or ./feeds/markets.xml"
+)
+
+
+def _feed_file_spec(text: str, path: Path, max_mb: float) -> dict[str, Any]:
+    """Check that ``path`` is a readable feed now (a typo or a notes file is caught when the
+    source is added, not in every later cycle's report)."""
+    if path.is_dir():
+        raise UsageError(
+            f"--rss {text!r} is a folder; add a folder of documents with --dir, or name the "
+            "feed file in it"
+        )
+    if not path.is_file():
+        raise UsageError(f"{_FEED_NEEDS} (got {text!r}: no such file)")
+    try:
+        size = path.stat().st_size
+        if size > max_mb * 1024 * 1024:
+            raise UsageError(
+                f"--rss {text!r} is {size / 1024 / 1024:.1f} MB, over the {max_mb:g} MB cap "
+                "(tools.max_download_mb); raise the cap or name a smaller feed file"
+            )
+        body = path.read_bytes()
+    except OSError as error:
+        raise UsageError(
+            f"--rss {text!r}: cannot read it ({error.strerror or error}); fix its permissions"
+        ) from None
+    resolved = path.resolve()
+    _entries, problem = _parse_feed(body, resolved.as_uri(), None)
+    if problem is not None:
+        raise UsageError(
+            f"--rss {text!r} {problem}; name a feed file (documents that are not feeds go "
+            "in a --dir folder)"
+        )
+    return {"path": str(resolved)}
+
+
 # --------------------------------------------------------------------------- dispatch
 
 
@@ -167,23 +224,24 @@ async def poll_async(
 ) -> PollResult:
     """Poll one source of any kind (see :func:`poll`)."""
     previous = dict(cursor or {})
-    field_name = {"rss": "url", "dir": "path", "search": "query"}.get(kind)
-    if field_name is None:
+    fields = {"rss": ("url", "path"), "dir": ("path",), "search": ("query",)}.get(kind)
+    if fields is None:
         return PollResult((), previous, f"unknown source kind {kind!r}")
-    if not spec.get(field_name):
+    if not any(spec.get(name) for name in fields):
         return PollResult(
-            (), previous, f"the {kind} source's spec has no {field_name}; add it again"
+            (), previous, f"the {kind} source's spec has no {' or '.join(fields)}; add it again"
         )
+    settle = float(spec.get("settle_seconds", DEFAULT_SETTLE_SECONDS))
     try:
-        if kind == "rss":
+        if kind == "rss" and spec.get("url"):
             return await poll_rss_async(spec["url"], previous, settings=settings, now=now)
+        if kind == "rss":
+            return await poll_feed_file_async(
+                spec["path"], previous, settings=settings, now=now, settle_seconds=settle
+            )
         if kind == "dir":
             return await poll_dir_async(
-                spec["path"],
-                previous,
-                settings=settings,
-                now=now,
-                settle_seconds=float(spec.get("settle_seconds", DEFAULT_SETTLE_SECONDS)),
+                spec["path"], previous, settings=settings, now=now, settle_seconds=settle
             )
         return await poll_search_async(
             spec["query"],
@@ -208,7 +266,7 @@ def poll(
     :func:`poll_search`.
 
     Args:
-        kind: ``rss``, ``dir`` or ``search``.
+        kind: ``rss`` (a URL, or a feed file: :func:`poll_feed_file`), ``dir`` or ``search``.
         spec: the source's spec from :func:`parse_source_spec`.
         cursor: what the previous poll returned (``None`` or ``{}`` the first time).
         settings: effective settings (``[tools]`` for network, timeouts and the parsers).
@@ -267,7 +325,23 @@ async def poll_rss_async(
 
     entries, problem = _parse_feed(fetched.body, fetched.url, fetched.content_type)
     if problem is not None:
-        return PollResult((), previous, f"the feed {shown} {problem}")
+        return PollResult(
+            (),
+            previous,
+            f"the feed {shown} {problem}; check the address or ask the site for its feed URL",
+        )
+    items, seen = _unseen(entries, previous)
+    next_cursor: dict[str, Any] = {"seen": seen}
+    for header, key in (("etag", "etag"), ("last-modified", "modified")):
+        if fetched.headers.get(header):
+            next_cursor[key] = fetched.headers[header]
+    return PollResult(items, next_cursor, None)
+
+
+def _unseen(
+    entries: list[SourceItem], previous: Mapping[str, Any]
+) -> tuple[tuple[SourceItem, ...], list[str]]:
+    """The entries whose ids the cursor's ``seen`` lacks, oldest first, and the ids to keep."""
     seen = [str(i) for i in previous.get("seen") or []]
     known = set(seen)
     items = []
@@ -278,11 +352,81 @@ async def poll_rss_async(
         seen.append(item.item_id)
         items.append(item)
     items.sort(key=lambda i: i.published_at or datetime.max.replace(tzinfo=UTC))
-    next_cursor: dict[str, Any] = {"seen": seen[-MAX_SEEN_IDS:]}
-    for header, key in (("etag", "etag"), ("last-modified", "modified")):
-        if fetched.headers.get(header):
-            next_cursor[key] = fetched.headers[header]
-    return PollResult(tuple(items), next_cursor, None)
+    return tuple(items), seen[-MAX_SEEN_IDS:]
+
+
+def poll_feed_file(
+    path: str | Path,
+    cursor: Mapping[str, Any] | None,
+    *,
+    settings: Settings,
+    now: datetime | None = None,
+    settle_seconds: float = DEFAULT_SETTLE_SECONDS,
+) -> PollResult:
+    """The new entries of an RSS or Atom feed file (see :func:`poll_feed_file_async`)."""
+    return asyncio.run(
+        poll_feed_file_async(
+            path, cursor, settings=settings, now=now, settle_seconds=settle_seconds
+        )
+    )
+
+
+async def poll_feed_file_async(
+    path: str | Path,
+    cursor: Mapping[str, Any] | None,
+    *,
+    settings: Settings,
+    now: datetime | None = None,
+    settle_seconds: float = DEFAULT_SETTLE_SECONDS,
+) -> PollResult:
+    """The new entries of the RSS or Atom feed in a file on this machine.
+
+    The file is read only when its size or modification time differ from the cursor's, and
+    parsed only when its content hash does too (a touched file costs a hash); a file written in
+    the last ``settle_seconds`` may be half-written and waits for the next poll, as in a
+    folder. Entries are read by the parser http feeds use, with the file's ``file://`` URL
+    standing for the feed's address: an entry's id is its guid (a feed-local guid prefixed
+    with that URL), else its link, else a hash of its text, so it stays the same while the
+    file is rewritten with more entries. A missing, oversized or malformed file is an error
+    line and keeps the cursor (the next poll tries again).
+
+    Cursor: ``file`` (``[size, mtime_ns, sha256]`` of the version read) and ``seen`` (ids of
+    entries already returned, the newest :data:`MAX_SEEN_IDS`).
+    """
+    previous = dict(cursor or {})
+    feed = Path(path)
+    try:
+        stat = feed.stat()
+    except OSError:
+        return PollResult((), previous, f"the feed file {feed} does not exist any more")
+    if not feed.is_file():
+        return PollResult((), previous, f"the feed file {feed} is not a file any more")
+    if stat.st_mtime > time.time() - settle_seconds:
+        return PollResult((), previous, None)  # maybe still being written: next poll
+    known = previous.get("file")
+    if known and known[0] == stat.st_size and known[1] == stat.st_mtime_ns:
+        return PollResult((), previous, None)
+    cap_mb = settings.tools.max_download_mb
+    if stat.st_size > cap_mb * 1024 * 1024:
+        return PollResult(
+            (),
+            previous,
+            f"the feed file {feed} is over the {cap_mb} MB cap (tools.max_download_mb)",
+        )
+    try:
+        body = await asyncio.to_thread(feed.read_bytes)
+    except OSError as error:
+        return PollResult(
+            (), previous, f"cannot read the feed file {feed} ({error.strerror or error})"
+        )
+    record = [stat.st_size, stat.st_mtime_ns, hashlib.sha256(body).hexdigest()]
+    if known and known[2] == record[2]:
+        return PollResult((), {**previous, "file": record}, None)  # touched, not changed
+    entries, problem = _parse_feed(body, feed.resolve().as_uri(), None)
+    if problem is not None:
+        return PollResult((), previous, f"the feed file {feed} {problem}; fix or replace the file")
+    items, seen = _unseen(entries, previous)
+    return PollResult(items, {"file": record, "seen": seen}, None)
 
 
 def _parse_feed(
@@ -302,10 +446,7 @@ def _parse_feed(
     if not entries and (parsed.get("bozo") or not parsed.get("version")):
         reason = parsed.get("bozo_exception")
         detail = f" ({one_line(str(reason), 120)})" if reason else ""
-        return [], (
-            f"is not a readable RSS or Atom feed{detail}; check the address or ask the site "
-            "for its feed URL"
-        )
+        return [], f"is not a readable RSS or Atom feed{detail}"
     return entries, None
 
 

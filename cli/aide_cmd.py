@@ -61,7 +61,9 @@ def create(
 def source_add(
     ctx: typer.Context,
     name: NameArgument,
-    rss: Annotated[str | None, typer.Option("--rss", help="An RSS/Atom feed URL.")] = None,
+    rss: Annotated[
+        str | None, typer.Option("--rss", help="An RSS/Atom feed: http(s) URL or file.")
+    ] = None,
     folder: Annotated[str | None, typer.Option("--dir", help="A folder of documents.")] = None,
     search: Annotated[str | None, typer.Option("--search", help="A web search query.")] = None,
     db: DbOption = None,

@@ -1,20 +1,20 @@
-"""The offline advisor example (examples/advisor) runs as its README shows: feeds served on
-loopback, a folder of notes, two users, quotes in CSV and a scripted model. Each user gets a
-briefing citing facts the graph has, alerts are made, and a second run sends nothing new."""
+"""The offline advisor example (examples/advisor) runs as its README shows, with no network and
+no server: feed files, a folder of notes, two users, quotes in CSV and a scripted model. Each
+user gets a briefing citing facts the graph has, alerts are made, and a second run sends
+nothing new."""
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
 import shlex
 import shutil
-import threading
+import socket
 import time
-from collections.abc import Iterator
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,25 +25,42 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "advisor"
 
 
 @pytest.fixture
-def feeds(tmp_path: Path) -> Iterator[tuple[Path, int]]:
+def example(tmp_path: Path) -> Path:
     copy = tmp_path / "advisor"
     shutil.copytree(EXAMPLE, copy)
     settled = time.time() - 3600  # a checkout's files are older than a poll's settle time
-    for note in (copy / "notes").iterdir():
-        os.utime(note, (settled, settled))
-    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(copy / "feeds"))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield copy, server.server_address[1]
-    finally:
-        server.shutdown()
-        server.server_close()
+    for folder in ("notes", "feeds"):
+        for written in (copy / folder).iterdir():
+            os.utime(written, (settled, settled))
+    return copy
 
 
-def _commands(readme: str, port: int) -> list[list[str]]:
-    """The README's kgot commands, with the loop over the days unrolled."""
+def _no_network(connect: Callable[..., Any], tried: list[Any]) -> Callable[..., Any]:
+    """``connect`` refusing every address but a local socket's, noting each one it refused
+    (the code under test may catch the error; the test reads ``tried``)."""
+
+    def refuse(self: socket.socket, address: Any) -> Any:
+        if self.family != socket.AF_UNIX:
+            tried.append(address)
+            raise OSError(f"the offline example may not connect to {address!r}")
+        return connect(self, address)
+
+    return refuse
+
+
+def _no_lookup(lookup: Callable[..., Any], tried: list[Any]) -> Callable[..., Any]:
+    """``getaddrinfo`` refusing every name, noting it (a feed URL would be looked up first)."""
+
+    def refuse(host: Any, *args: Any, **kwargs: Any) -> Any:
+        tried.append(host)
+        raise socket.gaierror(socket.EAI_NONAME, f"the offline example may not look up {host!r}")
+
+    return refuse
+
+
+def _commands(readme: str) -> list[list[str]]:
+    """The README's kgot commands, with the loop over the days unrolled; every other line of
+    the block is a shell line the test has no use for (cd, DB=, wc)."""
     block = readme.split("```bash", 1)[1].split("```", 1)[0]
     found: list[list[str]] = []
     for raw in block.splitlines():
@@ -55,22 +72,34 @@ def _commands(readme: str, port: int) -> list[list[str]]:
             else [line]
         )
         for command in lines:
-            if command.startswith("$K "):
-                text = command.replace("$DB", "--db demo.db").replace("8765", str(port))
-                found.append(["--config", "kgot.toml", *shlex.split(text[3:])])
+            if command.startswith("kgot "):
+                found.append(shlex.split(command.replace("$DB", "--db demo.db"))[1:])
+            else:
+                assert re.match(r"(cd examples/advisor|DB=\"--db demo.db\"|wc -l .*)?$", command)
     return found
 
 
 def test_the_offline_example_runs_as_documented(
-    feeds: tuple[Path, int],
+    example: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    folder, port = feeds
+    folder = example
     monkeypatch.chdir(folder)
-    commands = _commands((folder / "README.md").read_text(encoding="utf-8"), port)
-    runs = [i for i, argv in enumerate(commands) if argv[2:4] == ["aide", "run"]]
+    tried: list[Any] = []
+    monkeypatch.setattr(socket.socket, "connect", _no_network(socket.socket.connect, tried))
+    monkeypatch.setattr(socket.socket, "connect_ex", _no_network(socket.socket.connect_ex, tried))
+    monkeypatch.setattr(socket, "getaddrinfo", _no_lookup(socket.getaddrinfo, tried))
+    commands = _commands((folder / "README.md").read_text(encoding="utf-8"))
+    runs = [i for i, argv in enumerate(commands) if argv[:2] == ["aide", "run"]]
     assert len(runs) == 2 and len(commands) > 20
+    # The feeds are files: nothing to serve, nothing to allow.
+    assert [argv[5] for argv in commands if argv[4:5] == ["--rss"]] == [
+        "feeds/day1.xml",
+        "feeds/day2.xml",
+        "feeds/day3.xml",
+    ]
+    assert "--config" not in {arg for argv in commands for arg in argv}
     outputs: list[str] = []
     for index, argv in enumerate(commands):
         if index == runs[1]:
@@ -79,6 +108,7 @@ def test_the_offline_example_runs_as_documented(
         assert main(argv) == 0, (argv, capsys.readouterr().err)
         outputs.append(capsys.readouterr().out)
 
+    assert tried == []  # no network: the host process opened no connection
     # Nothing new in the second run: the outbox is as it was.
     assert (folder / "outbox.jsonl").read_text(encoding="utf-8") == sent_before
     sent = [json.loads(line) for line in sent_before.splitlines()]

@@ -136,6 +136,9 @@ def test_an_email_output_is_added_with_its_recipients(
             "not an existing folder",
         ),
         (("aide", "source", "add", "research", "--rss", "feed.xml"), "--rss needs the http(s) URL"),
+        (("aide", "source", "add", "research", "--rss", "/no/feed.xml"), "no such file"),
+        (("aide", "source", "add", "research", "--rss", "/"), "is a folder; add a folder"),
+        (("aide", "source", "add", "research", "--rss", "file://h/f.xml"), "a file URL names"),
         (
             ("aide", "output", "add", "research", "--webhook", "ftp://x/y"),
             "--webhook needs an http(s) URL",

@@ -20,6 +20,7 @@ from kgot.aides.sources import (
     parse_source_spec,
     poll,
     poll_dir,
+    poll_feed_file,
     poll_rss,
     poll_search,
 )
@@ -289,6 +290,121 @@ def test_a_slow_feed_times_out_as_an_error_not_a_hang(web: FixtureServer) -> Non
     assert result.items == ()
     assert result.error is not None and "did not answer in time" in result.error
     assert elapsed < 5, elapsed
+
+
+# --------------------------------------------------------------------------- feed files
+
+
+def test_a_feed_file_is_a_source_by_path_or_file_url(tmp_path: Path) -> None:
+    feeds = tmp_path / "feeds"
+    feed = write(feeds / "day 1.xml", rss(FIRST))
+    os.chdir(tmp_path)
+    expected = {"path": str(feed.resolve())}
+    assert parse_source_spec("rss", "feeds/day 1.xml") == expected
+    assert parse_source_spec("rss", f" {feed.as_uri()} ") == expected  # file:///…/day%201.xml
+    assert parse_source_spec("rss", "file://localhost" + feed.as_uri()[7:]) == expected
+    # The http(s) form is unchanged.
+    assert parse_source_spec("rss", "http://127.0.0.1:8765/day1.xml") == {
+        "url": "http://127.0.0.1:8765/day1.xml"
+    }
+
+    write(tmp_path / "notes.md", "# Notes\n\nAcme opened a plant.")
+    (tmp_path / "big.xml").write_bytes(b" " * 2048)
+    for bad, message in (
+        ("feeds/day2.xml", r"--rss needs the http\(s\) URL of a feed or the path of a feed file"),
+        ("feeds/day2.xml", r"\(got 'feeds/day2.xml': no such file\)"),
+        (feed.as_uri().replace("day%201", "day2"), "no such file"),
+        ("feeds", "is a folder; add a folder of documents with --dir"),
+        ("notes.md", "is not a readable RSS or Atom feed.*documents that are not feeds go in"),
+        ("file://server/srv/feed.xml", "a file URL names a file on this machine"),
+        ("file:feed.xml", "a file URL names a file on this machine"),
+    ):
+        with pytest.raises(UsageError, match=message) as raised:
+            parse_source_spec("rss", bad)
+        assert "\n" not in str(raised.value)
+    with pytest.raises(UsageError, match=r"over the 0.001 MB cap \(tools.max_download_mb\)"):
+        parse_source_spec("rss", "big.xml", max_mb=0.001)
+    if os.geteuid() != 0:  # root reads any file
+        locked = write(tmp_path / "locked.xml", rss(FIRST))
+        locked.chmod(0)
+        with pytest.raises(UsageError, match="cannot read it"):
+            parse_source_spec("rss", str(locked))
+
+
+def test_a_feed_file_yields_new_entries_once_and_is_read_only_when_it_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    feed = write(tmp_path / "feed.xml", rss(FIRST, SECOND))
+    settings = make_settings(allow_private_urls=False)  # a file needs no network allowance
+
+    first = poll_feed_file(feed, None, settings=settings)
+    assert first.error is None
+    assert [i.title for i in first.items] == ["Acme earnings up", "Acme hires a CFO"]
+    earnings, cfo = first.items
+    assert earnings.item_id == "https://acme.example/news/earnings"  # its guid, as over http
+    assert cfo.item_id == f"{feed.as_uri()}#42"  # a feed-local guid, scoped by the file's URL
+    assert earnings.source_ref == "https://acme.example/news/earnings"
+    assert earnings.text == "Acme earnings up\n\nRevenue rose 12 %.\n\nProfit & cash doubled."
+    assert earnings.published_at == datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+    assert earnings.kind == "rss"
+    json.dumps(first.cursor)
+
+    # Unchanged: the file is not even read. Touched but not changed: read, hashed, no items.
+    reads: list[Path] = []
+    original = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda self: reads.append(self) or original(self))
+    assert poll_feed_file(feed, first.cursor, settings=settings) == PollResult(
+        (), first.cursor, None
+    )
+    assert reads == []
+    stamp = time.time() - 30
+    os.utime(feed, (stamp, stamp))
+    touched = poll_feed_file(feed, first.cursor, settings=settings)
+    assert touched.items == () and touched.error is None and reads == [feed]
+    assert touched.cursor["seen"] == first.cursor["seen"]
+
+    # Rewritten with one more entry: only that one, with the same ids as before for the rest.
+    third = {**FIRST, "title": "Acme opens Lyon", "slug": "lyon", "guid": "urn:acme:lyon"}
+    third["date"] = "Wed, 04 Mar 2026 09:00:00 GMT"
+    write(feed, rss(third, FIRST, SECOND), age_s=20)
+    later = poll_feed_file(feed, touched.cursor, settings=settings)
+    assert [i.item_id for i in later.items] == ["urn:acme:lyon"]
+
+    # Still being written: the next poll reads it (the dispatcher takes the window from the
+    # spec, as for a folder).
+    write(feed, rss(third, FIRST, SECOND, {**SECOND, "guid": "43", "title": "Acme IPO"}), age_s=0)
+    spec = {"path": str(feed)}
+    assert poll("rss", spec, later.cursor, settings=settings) == PollResult((), later.cursor, None)
+    ready = poll("rss", {**spec, "settle_seconds": 0}, later.cursor, settings=settings)
+    assert [i.item_id for i in ready.items] == [f"{feed.as_uri()}#43"]
+
+
+def test_a_feed_file_that_breaks_or_goes_is_an_error_line_keeping_the_cursor(
+    tmp_path: Path,
+) -> None:
+    feed = write(tmp_path / "feed.xml", rss(FIRST))
+    settings = make_settings()
+    first = poll_feed_file(feed, None, settings=settings)
+
+    for body in ("<rss><channel><item><title>broken</titl", "<html><p>a page</p></html>"):
+        write(feed, body, age_s=10)
+        broken = poll_feed_file(feed, first.cursor, settings=settings)
+        assert broken.items == () and broken.cursor == first.cursor
+        assert broken.error is not None and "\n" not in broken.error
+        assert broken.error.startswith(f"the feed file {feed} is not a readable RSS or Atom feed")
+    # Fixed: read again (the broken version was not recorded), nothing new to say.
+    write(feed, rss(FIRST), age_s=5)
+    fixed = poll_feed_file(feed, first.cursor, settings=settings)
+    assert fixed.items == () and fixed.error is None
+
+    write(feed, rss({**FIRST, "description": "x" * (1024 * 1024)}), age_s=5)
+    big = poll_feed_file(feed, fixed.cursor, settings=make_settings(max_download_mb=1))
+    assert big.items == () and big.cursor == fixed.cursor
+    assert big.error == f"the feed file {feed} is over the 1 MB cap (tools.max_download_mb)"
+
+    feed.unlink()
+    gone = poll("rss", {"path": str(feed)}, fixed.cursor, settings=settings)
+    assert gone == PollResult((), fixed.cursor, f"the feed file {feed} does not exist any more")
 
 
 # --------------------------------------------------------------------------- folders
