@@ -154,3 +154,27 @@ def test_no_secondary_path_names_another_entity(deployment: Deployment) -> None:
     for text in run(go):
         assert '"b"' not in text and "quokka" not in text.lower(), text
         assert B_ONLY_WORDS.lower() not in text.lower(), text
+
+
+def test_a_token_for_two_entities_must_name_one(deployment: Deployment) -> None:
+    from kgot.mcp_server.tokens import add_token
+
+    token, _ = add_token(deployment.tokens, "client-ab", ["a", "b"], ["read"])
+
+    async def go() -> dict[str, Any]:
+        async with http_session(deployment.url, token) as session:
+            return {
+                "unnamed": await session.call_tool("search_memory", {"query": B_ONLY_WORDS}),
+                "b": await session.call_tool(
+                    "search_memory", {"query": B_ONLY_WORDS, "entity": "b"}
+                ),
+                "a": await session.call_tool(
+                    "search_memory", {"query": B_ONLY_WORDS, "entity": "a"}
+                ),
+            }
+
+    found = run(go)
+    assert found["unnamed"].is_error
+    assert "several entities (a, b); name one" in text_of(found["unnamed"])
+    assert found["b"].structured_content["hits"][0]["id"] == "quokka"
+    assert found["a"].structured_content["hits"] == []
