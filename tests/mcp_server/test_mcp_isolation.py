@@ -59,7 +59,8 @@ def _answers(deployment: Deployment, entity: str) -> dict[str, tuple[bool, str]]
                     read = await session.read_resource(template.format(entity))
                     found[template] = (False, read.contents[0].text)
                 except Exception as error:  # the SDK raises the server's error response
-                    found[template] = (True, str(error))
+                    code = getattr(error, "code", None)  # the JSON-RPC error code too
+                    found[template] = (True, f"{code}: {error}")
         return {
             key: (bad, text.replace(f"'{entity}'", "'E'")) for key, (bad, text) in found.items()
         }
