@@ -1,10 +1,12 @@
 """The advisor's ``alerts`` and ``briefing`` tools over stdio: the alerts its cycles recorded
-for a user of the entity's advisor; an entity without an advisor says so; an aide whose name is
+for a user of the entity's advisor; a briefing written by a scripted model, then reused; an
+entity without an advisor says so; an aide whose name is
 the entity's but that works on another entity never answers; a briefing whose worst case is
 above the cost cap is refused before any model request."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -130,3 +132,39 @@ def test_a_briefing_that_could_cost_more_than_the_cap_is_refused_before_any_mode
     assert lowered.is_error and "above the cap of $1.2" in text_of(lowered)
     allowed = run(lambda: call("5", {}))  # within the cap: it reaches the (absent) model
     assert allowed.is_error and "cannot connect" in text_of(allowed), text_of(allowed)
+
+
+def test_briefing_of_the_entitys_advisor_is_written_then_reused(tmp_path: Path) -> None:
+    """A scripted planning model (free: no cost cap in the way) writes alice's briefing from the
+    market graph; the second call finds the evidence unchanged and returns it without a model
+    call."""
+    from kgot.aides.advisor import records
+    from kgot.aides.advisor.holdings import PositionRow
+    from kgot.tests.advisor.market import market
+
+    url = str(tmp_path / "kgot.db")
+    with open_store(url) as store:
+        create_aide(store, "adv", "markets", program="advisor")
+        market(store, "markets")
+        row = records.advisor_aide(store, "adv")
+        alice = records.add_user(store, row, "alice", risk="moderate")
+        records.import_positions(store, row, alice, [PositionRow("AAPL", 37.25, 151.17)])
+    script = tmp_path / "model.json"
+    script.write_text(
+        json.dumps({"advisor_briefing": ["- Apple beat estimates [node:aapl_q4] [node:aapl]."]})
+    )
+    config = tmp_path / "config.toml"
+    config.write_text(f'[llm]\nmodel = "scripted:{script}"\n')
+
+    async def twice() -> list[Any]:
+        command = ["mcp", "serve", "--entity", "markets", "--db", url]
+        async with stdio_session(command, config=config) as session:
+            return [await session.call_tool("briefing", {"user": "alice"}) for _ in range(2)]
+
+    first, second = run(twice)
+    assert not first.is_error, text_of(first)
+    made = first.structured_content["result"]
+    assert made["facts"] == ["node:aapl_q4", "node:aapl"] and not made["reused"]
+    assert "Apple beat estimates" in made["text"]
+    again = second.structured_content["result"]
+    assert again["reused"] and again["id"] == made["id"]
