@@ -1,8 +1,8 @@
 """The advisor's ``alerts`` and ``briefing`` tools over stdio: the alerts its cycles recorded
 for a user of the entity's advisor; a briefing written by a scripted model, then reused; an
-entity without an advisor says so; an aide whose name is
-the entity's but that works on another entity never answers; a briefing whose worst case is
-above the cost cap is refused before any model request."""
+entity without an advisor says so; an aide whose name is the entity's but that works on another
+entity never answers; a briefing whose worst case is above the cost cap is refused before any
+model request."""
 
 from __future__ import annotations
 
