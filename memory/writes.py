@@ -189,8 +189,12 @@ class _Snapshot:
             (source, target, key): _fact(data, "relationship")
             for source, target, key, data in graph.edges(keys=True, data=True)
         }
-        identity = _Upkeep(session.type_catalog()).identity_by_type(
-            {fact.label for fact in nodes.values()}
+        catalog = session.type_catalog()
+        # Every type's identity, not only those of the nodes there now: the first node of a
+        # type this snapshot sees written must be indexed under its type's identity, or the
+        # next write would merge two symbols that share a name (GOOGL and GOOG).
+        identity = _Upkeep(catalog).identity_by_type(
+            {fact.label for fact in nodes.values()} | set(catalog.node_types)
         )
         index = ResolutionIndex.build(
             (Node(node_id, fact.label, fact.properties) for node_id, fact in nodes.items()),

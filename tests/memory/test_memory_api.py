@@ -232,6 +232,27 @@ def test_a_restated_duplicate_lands_on_the_existing_node_as_a_corroboration(stor
     assert [e for e in graph.edges(keys=True)] == [("aapl", "cupertino", "headquartered_in")]
 
 
+def test_the_first_node_of_a_type_keeps_its_identity_for_the_next_write(store: Store) -> None:
+    """The snapshot the write-time hook keeps between commits knows each type's identity even
+    when the graph had no node of that type when it was read."""
+    store.create_entity("desk", types=UPKEEP_TYPES)
+    memory = open_memory(store, "desk")
+    memory.session.load_graph()
+
+    for node_id, symbol in (("alphabet_a", "GOOGL"), ("alphabet_c", "GOOG")):
+        _, prepared = memory.commit(
+            Changeset(added_nodes=(_company(node_id, "Alphabet Inc.", symbol=symbol),)),
+            _provenance(),
+        )
+        assert prepared.redirects == {} and prepared.notes == (), prepared.notes
+
+    graph = memory.session.load_graph()
+    assert {n: graph.nodes[n]["symbol"] for n in graph} == {
+        "alphabet_a": "GOOGL",
+        "alphabet_c": "GOOG",
+    }
+
+
 def test_a_new_spelling_lands_with_its_name_kept_as_an_alias(store: Store) -> None:
     _company_entity(store)
     memory = open_memory(store, "desk")
