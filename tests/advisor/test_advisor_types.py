@@ -142,3 +142,43 @@ def test_deleting_the_aide_or_the_entity_deletes_its_users_rows(store: Store) ->
     }
     store.delete_entity("other")
     assert set(rows().values()) == {0}
+
+
+def test_a_company_is_one_node_by_ticker_or_by_name(store: Store) -> None:
+    """The issue's "identity name/ticker", as the installed types resolve writes: an equal
+    ticker is one company whatever the name's form; without a ticker the name rules decide
+    ("Apple Inc." is "Apple"); different tickers are two companies."""
+    from kgot.memory import Memory
+    from kgot.memory.resolution import resolve
+
+    create_aide(store, "adv", "markets", program="advisor")
+    assert store.type_catalog("markets").node_types["Company"].upkeep.identity == ("ticker",)
+    memory = Memory(store.session("markets"))
+    memory.session.load_graph()
+
+    def write(node_id: str, **properties: object) -> str:
+        _version, prepared = memory.commit(
+            Changeset(added_nodes=(Node(node_id, "Company", properties),)),
+            Provenance(run_id="t", step="test"),
+        )
+        return prepared.redirects.get(node_id, node_id)
+
+    assert write("apple", name="Apple Inc.", ticker="AAPL") == "apple"
+    assert write("apple_2", name="Apple", ticker="AAPL") == "apple"  # same ticker
+    assert write("apple_3", name="Apple Incorporated") == "apple"  # no ticker: the name rules
+    assert write("alphabet", name="Alphabet Inc.", ticker="GOOGL") == "alphabet"
+    assert write("alphabet_c", name="Alphabet Inc.", ticker="GOOG") == "alphabet_c"  # two
+    graph = memory.session.load_graph()
+    assert sorted(n for n, d in graph.nodes(data=True) if d["label"] == "Company") == [
+        "alphabet",
+        "alphabet_c",
+        "apple",
+    ]
+
+    # Why the name is not an identity property too: identity values compare as written (case
+    # folded), and two different values of any identity property mean two things, so "Apple
+    # Inc." and "Apple" would stay apart even with the same ticker.
+    one = Node("a", "Company", {"name": "Apple Inc.", "ticker": "AAPL"})
+    two = Node("b", "Company", {"name": "Apple", "ticker": "AAPL"})
+    assert [m.aliases for m in resolve([one, two], ("ticker",)).merges] == [("b",)]
+    assert resolve([one, two], ("name", "ticker")).merges == ()
