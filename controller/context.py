@@ -108,3 +108,25 @@ class RunContext:
 def canonical_call(name: str, args: dict[str, Any]) -> str:
     """A stable text form of a tool call, used to spot exact duplicates."""
     return f"{name}:{json.dumps(args, sort_keys=True, ensure_ascii=False, default=str)}"
+
+
+def warm_pool_once_open(stack: Any, sandbox: Any) -> Callable[[], None]:
+    """A callback that warms ``sandbox``'s shared pool unless ``stack`` (which closes the
+    sandbox) has begun closing: a run's resident worker may finish taking the graph after the
+    run ended, and warming a closed pool would start workers nobody stops."""
+    import threading
+
+    lock = threading.Lock()
+    closing = [False]
+
+    def closed() -> None:
+        with lock:
+            closing[0] = True
+
+    def warm() -> None:
+        with lock:
+            if not closing[0]:
+                sandbox.warm_up(wait=False)
+
+    stack.callback(closed)
+    return warm

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kgot.controller.context import RunContext
+from kgot.controller.context import RunContext, warm_pool_once_open
 from kgot.controller.events import StepFailed, TraceEvent
 from kgot.controller.insert import _catch_up, _integrate
 from kgot.controller.retrieve import Retrieval, query_graph
@@ -164,7 +164,7 @@ class Ingestor:
                 max_property_bytes=self.settings.store.max_property_bytes,
             )
             stack.callback(backend.close)
-            backend.warm_up(then=lambda: sandbox.warm_up(wait=False))
+            backend.warm_up(then=warm_pool_once_open(stack, sandbox))
             self._ctx = RunContext(
                 settings=self.settings,
                 run_id=self.run_id,

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 import networkx as nx
 
 from kgot.config import Settings, load_settings, nested_overrides, public_dump, with_options
-from kgot.controller.context import RunContext
+from kgot.controller.context import RunContext, warm_pool_once_open
 from kgot.controller.events import EventSink, RunFinished, RunStarted, StepFinished, TraceEvent
 from kgot.controller.graph import build_controller_graph, run_config
 from kgot.controller.result import AskResult
@@ -468,7 +468,7 @@ def _services(
     stack.callback(backend.close)
     # The run's own worker starts and takes the graph while the first votes are with the
     # model; the shared pool (python tool, conversion) warms up after it, not against it.
-    backend.warm_up(then=lambda: sandbox.warm_up(wait=False))
+    backend.warm_up(then=warm_pool_once_open(stack, sandbox))
     context = ToolContext.from_settings(
         settings,
         sandbox=sandbox,

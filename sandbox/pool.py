@@ -717,6 +717,7 @@ class PooledSandbox:
             self._warming = True
             missing = self.settings.pool_size - self._live
             self._live += max(missing, 0)
+            closings = self._closings
         starters = [self._start_into_pool for _ in range(max(missing, 0))]
         if wait:
             for start in starters:
@@ -725,7 +726,12 @@ class PooledSandbox:
             # One after the other: starting them all at once would take every core from the
             # run they warm up for (pre-importing pandas and sympy costs ~0.5 s of CPU each).
             def start_all() -> None:
-                for start in starters:
+                for left, start in zip(range(len(starters), 0, -1), starters, strict=True):
+                    with self._cond:
+                        if self._closings != closings:  # closed meanwhile: start no more
+                            self._live -= left
+                            self._cond.notify_all()
+                            return
                     start()
 
             threading.Thread(target=start_all, daemon=True, name="kgot-sandbox-warm").start()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -55,7 +56,7 @@ def test_other_writers_are_caught_up_and_conflicts_retried(
             "decide": [votes("IIIII", "RRRRR")],
             "define_tool_calls": [tool_calls],
             "update_graph": [write_code],
-            "query": ['```python\nresult = G.nodes["paris"]["population"]\n```'],
+            "query": ['```python\nresult = [G.nodes["paris"]["population"], sorted(G.nodes)]\n```'],
             "math_check": [NO_MATH],
             "solve": [solution("2102650")],
         }
@@ -67,6 +68,10 @@ def test_other_writers_are_caught_up_and_conflicts_retried(
     refreshed = [e for e in result.trace if e.type == "graph_refreshed"]
     assert [e.summary for e in refreshed] == ["+1 node", "~1 node"]
     assert not scripted.calls_for("fix_code")  # a conflict is not the model's mistake
+    # The query ran in the run's own worker: its copy of the graph has the run's write and the
+    # other writer's node, exactly as the host's.
+    [queried] = [e for e in result.trace if e.type == "query_result"]
+    assert json.loads(queried.result) == [2102650, ["lyon", "paris"]]
     with open_store(settings.store.db) as store:
         session = store.session("atlas")
         graph = session.load_graph()

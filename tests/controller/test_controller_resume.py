@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -85,8 +86,11 @@ def test_interrupted_run_resumes_from_its_last_checkpoint(
     assert result.answer == "2102650"
     # Nothing before the interrupted step ran again: no votes, no tool calls, no graph code.
     assert {call.step for call in second.calls} == {"query", "math_check", "solve"}
-    # The ephemeral graph was rebuilt from the checkpoint, so the query found Paris.
+    # The ephemeral graph was rebuilt from the checkpoint, so the query found Paris: in the
+    # prompt's view and in the resumed run's own sandbox worker, which ran the query.
     assert "paris" in second.calls_for("query")[0].prompt
+    queried = [e for e in result.trace if e.type == "query_result"]
+    assert [json.loads(e.result) for e in queried] == [{"population": 2102650}]
     assert {node["id"] for node in result.graph["nodes"]} == {"paris", "france"}
     # Totals cover the whole run, not only the resumed part (the interrupted call never
     # finished, so it has no usage to count).
