@@ -317,8 +317,16 @@ async def get_briefing_async(
     now = now or datetime.now(UTC)
     portfolio = records.portfolios(store, row, who)[0]
     symbols = [*portfolio.held, *portfolio.watched]
+    if not symbols:
+        raise UsageError(
+            f"{who.name} holds and watches nothing yet; add positions (`kgot aide positions add "
+            f"{row.name} {who.name} AAPL 10`) or a watchlist (`kgot aide watch add {row.name} "
+            f"{who.name} NVDA`)"
+        )
     context = await asyncio.to_thread(read_context, store, row, symbols, now)
     pack = pack_for(context, portfolio, budget)
+    if not pack.items:
+        raise _nothing_known(row, symbols)
     if not fresh:
         same = latest_briefing(store, row, who, pack.key, budget)
         if same is not None:
@@ -425,6 +433,16 @@ def briefing(
             now=now,
             fresh=fresh,
         )
+    )
+
+
+def _nothing_known(aide: AideRow, symbols: Sequence[str]) -> UsageError:
+    """Said instead of asking a model to cite an empty pack (it never could)."""
+    about = f"about {', '.join(symbols)} " if symbols else ""
+    return UsageError(
+        f"advisor {aide.name!r} knows nothing {about}yet (no facts in the graph of entity "
+        f"{aide.entity!r}, no prices); run `kgot aide run {aide.name} --once` with its sources, "
+        "or set its market data, first"
     )
 
 
@@ -578,6 +596,8 @@ async def ask_async(
         quotes=context.quotes,
         extra=extra,
     )
+    if not pack.items:
+        raise _nothing_known(row, symbols)
     planning = _planning(settings, models, model)
     written = await write_checked(
         planning, ask_messages(portfolio, pack, question, now), pack.ids, step=ASK_STEP

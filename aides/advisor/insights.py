@@ -16,7 +16,8 @@ changed, would make it wrong.
 
 The answer is data, never code: kgot checks each insight (ids must be in the pack, evidence
 must be a MarketEvent or News node, the properties must pass the ``Insight`` type, each basis
-claim must be corroborated by the graph now) and writes the ones that pass as ``Insight``
+claim must be corroborated by the graph now, and at least one must be, so that the insight can
+be re-checked later) and writes the ones that pass as ``Insight``
 nodes with ``about`` and ``derived_from`` edges through the entity's memory (the write-time
 hook, the type check, provenance ``advisor:insight``, trust ``inferred``). The pass runs once
 per graph version (its commit's result key names the version).
@@ -272,6 +273,13 @@ def _checked(
             basis.append(data)
         else:
             rejected.append(f"insight {number}: basis {data} left out ({verdict.verdict} now)")
+    if not basis:
+        # An insight with no basis could never be re-checked: it would be repeated blindly.
+        rejected.append(
+            f"insight {number}: no basis claim the graph corroborates, so it could not be "
+            "checked again later"
+        )
+        return None
     generated = now.isoformat(timespec="seconds").replace("+00:00", "Z")
     properties: dict[str, Any] = {
         "type": proposal.type,
@@ -281,8 +289,7 @@ def _checked(
     }
     if proposal.type == "signal" and proposal.action is not None:
         properties["action"] = proposal.action
-    if basis:
-        properties["basis"] = basis
+    properties["basis"] = basis
     insight_type = catalog.get("node", "Insight")
     if insight_type is None:
         rejected.append("the entity has no Insight type (create the aide with --program advisor)")

@@ -48,6 +48,7 @@ log = logging.getLogger("kgot.aides")
 INSIGHT_BUDGET = 3000  # tokens of evidence the insight pass looks at
 RETRIEVE_CALLS = 3  # model calls of the insight pass's read query (writing and fixing it)
 REDELIVER = 50  # newest briefings and alerts looked at for (re)delivery
+BRIEFING_TRIES = 3  # cycles that try a user's briefing on one evidence pack before giving up
 STATE = "advisor_state"  # the aide settings key of what the last cycle saw
 
 
@@ -71,6 +72,7 @@ class AdvisorCycle:
     briefings: list[int] = field(default_factory=list)
     unchanged: int = 0  # users whose pack had not changed
     failures: list[str] = field(default_factory=list)
+    given_up: list[str] = field(default_factory=list)  # users whose briefing waits for news
     stopped: str | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -85,6 +87,7 @@ class AdvisorCycle:
             "briefings": self.briefings,
             "unchanged": self.unchanged,
             "failures": self.failures,
+            "given_up": self.given_up,
             "stopped": self.stopped,
         }
 
@@ -238,7 +241,7 @@ class _Cycle:
             self.graph, self.session.type_catalog(), now=self.now, strength=_strength(self.session)
         )
         self.alerts(index, quotes)
-        await self.briefings(index, quotes)
+        await self.briefings(index, quotes, state)
         if self.done.stopped is None and not self.done.failures:
             state["world"] = _world(self.version, quotes, self.people)
         records.update_settings(self.store, self.row, {STATE: state})
@@ -329,13 +332,34 @@ class _Cycle:
                     "%s: alert %s for %s: %s", self.aide.name, alert.id, alert.user, alert.rule
                 )
 
-    async def briefings(self, index: MarketIndex, quotes: dict[str, Quote]) -> None:
+    async def briefings(
+        self, index: MarketIndex, quotes: dict[str, Quote], state: dict[str, Any]
+    ) -> None:
+        """A briefing for each user whose pack changed. A model whose drafts never cite the
+        pack properly (``WritingFailed``) is given :data:`BRIEFING_TRIES` cycles on one pack;
+        then the user's briefing waits until their evidence changes (``state["failed"]``:
+        user id -> [pack key, tries]), so a cycle on a schedule does not pay for the same
+        failure for ever. A model endpoint that fails is retried every cycle."""
+        settings = records.aide_settings(self.store, self.row)
+        budget = int(settings.get("briefing_budget") or DEFAULT_BUDGET)
+        failed: dict[str, list[Any]] = dict(state.get("failed") or {})
+        try:
+            await self._brief_each(index, quotes, budget, failed)
+        finally:
+            current = {str(p.user.id) for p in self.people}
+            state["failed"] = {k: v for k, v in failed.items() if k in current}
+
+    async def _brief_each(
+        self,
+        index: MarketIndex,
+        quotes: dict[str, Quote],
+        budget: int,
+        failed: dict[str, list[Any]],
+    ) -> None:
         from kgot.aides.advisor.api import latest_briefing, write_briefing
         from kgot.aides.advisor.writing import WritingFailed
         from kgot.errors import ModelError
 
-        settings = records.aide_settings(self.store, self.row)
-        budget = int(settings.get("briefing_budget") or DEFAULT_BUDGET)
         for portfolio in self.people:
             if not portfolio.held and not portfolio.watched:
                 continue
@@ -346,6 +370,12 @@ class _Cycle:
                 self.store, self.row, portfolio.user, pack.key, budget
             ):
                 self.done.unchanged += 1
+                continue
+            who, key = portfolio.user.name, str(portfolio.user.id)
+            tried = failed.get(key)
+            tries = int(tried[1]) if tried and tried[0] == pack.key else 0
+            if tries >= BRIEFING_TRIES:
+                self.done.given_up.append(who)
                 continue
             reason = self.over()
             if reason is not None:
@@ -362,10 +392,20 @@ class _Cycle:
                     cycle_id=self.report.cycle_id,
                 )
             except (WritingFailed, ModelError) as error:
-                who = portfolio.user.name
                 self.done.failures.append(f"briefing for {who}: {error}")
                 log.warning("%s: briefing for %s failed: %s", self.aide.name, who, error)
+                if isinstance(error, WritingFailed):
+                    failed[key] = [pack.key, tries + 1]
+                    if tries + 1 >= BRIEFING_TRIES:
+                        log.warning(
+                            "%s: briefing for %s failed in %d cycles on this evidence; it "
+                            "waits until the evidence changes",
+                            self.aide.name,
+                            who,
+                            tries + 1,
+                        )
                 continue
+            failed.pop(key, None)
             self.done.briefings.append(made.id)
             log.info("%s: briefing %s for %s", self.aide.name, made.id, portfolio.user.name)
 

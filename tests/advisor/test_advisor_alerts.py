@@ -13,6 +13,7 @@ from kgot.aides.advisor.alerts import AlertIndex, evaluate
 from kgot.aides.advisor.evidence import MarketIndex
 from kgot.aides.advisor.holdings import PositionRow
 from kgot.aides.advisor.market_data import quote_from
+from kgot.graph_model import Node
 from kgot.llm.scripted import ScriptedChatModel
 from kgot.persistence import Store
 from kgot.tests.advisor.market import NOW, commit, insight, market
@@ -132,3 +133,14 @@ def test_an_alert_is_recorded_and_delivered_once(store: Store, tmp_path: Path) -
     assert second.program is not None and second.program["skipped"]
     assert len(records.alerts(store, row, held.user)) == 1
     assert second.llm_calls == 0
+
+    # The graph moves on (a new version, so the rules run again) and the alert still holds:
+    # it is neither made nor sent again.
+    commit(store, "markets", [Node("utilities", "Sector", {"name": "Utilities"})])
+    third = aide.run_cycle(now=now)
+    assert third.program is not None and not third.program["skipped"]
+    assert third.program["alerts"] == 0 and third.deliveries == []
+    assert len(records.alerts(store, row, held.user)) == 1
+    assert [json.loads(line)["kind"] for line in outbox.read_text().splitlines()].count(
+        "alert"
+    ) == 1

@@ -13,7 +13,7 @@ from kgot.aides.advisor.holdings import PositionRow
 from kgot.graph_model import Node
 from kgot.llm.scripted import ScriptedChatModel
 from kgot.persistence import Store
-from kgot.tests.advisor.market import QUERY, change, commit, insight, market
+from kgot.tests.advisor.market import QUERY, at, change, commit, edge, insight, market
 
 PROPOSALS = {
     "worthy": True,
@@ -43,6 +43,15 @@ PROPOSALS = {
             "summary": "Made up",
             "strength": 0.5,
             "about": ["unicorn"],
+        },
+        {  # nothing it rests on that the graph says: it could never be re-checked, left out
+            "type": "signal",
+            "summary": "Sell Apple",
+            "action": "sell",
+            "strength": 0.9,
+            "about": ["aapl"],
+            "derived_from": ["aapl_q4"],
+            "basis": [{"subject": "apple", "property": "ceo", "value": "Nobody"}],
         },
     ],
 }
@@ -77,6 +86,7 @@ def test_the_insight_pass_writes_checked_insights_and_old_ones_are_rechecked(
     [written] = program["insights"]["written"]
     rejected = " ".join(program["insights"]["rejected"])
     assert "not a MarketEvent or News" in rejected and "unicorn" in rejected
+    assert "insight 4: no basis claim the graph corroborates" in rejected
     assert "9.9" in rejected  # a basis claim the graph does not support is not kept
     session = store.session("markets")
     graph = session.load_graph(include_meta=True)
@@ -140,3 +150,29 @@ def test_contradicted_signals_about_a_held_asset_raise_one_alert(store: Store) -
     assert [(a.rule, a.facts) for a in found] == [
         ("contradicting_insights", ("node:ins_b", "node:ins_s"))
     ]
+
+
+def test_a_briefing_that_keeps_failing_waits_for_new_evidence(store: Store) -> None:
+    model = ScriptedChatModel(
+        script={"advisor_insight": [{"worthy": False}], "advisor_briefing": ["Buy now."]}
+    )
+    now = datetime.now(UTC)
+    aide = _advisor(store, model, now)
+
+    for cycle in range(3):  # each cycle: a draft and two fixes, all citing nothing
+        report = aide.run_cycle(now=now)
+        assert report.program["failures"] and not report.program["given_up"], cycle
+        assert len(model.calls_for("advisor_briefing")) == 3 * (cycle + 1)
+    waiting = aide.run_cycle(now=now)
+    assert waiting.program["given_up"] == ["mia"] and waiting.llm_calls == 0
+    assert aide.run_cycle(now=now).program["skipped"]  # and the cycles after it idle
+
+    # New evidence about her holding: tried again.
+    commit(
+        store,
+        "markets",
+        [Node("aapl_guidance", "MarketEvent", {"type": "guidance", "occurred_at": at(0, now)})],
+        [edge("aapl_guidance", "affects", "apple", direction="positive", magnitude=0.4)],
+    )
+    again = aide.run_cycle(now=now)
+    assert not again.program["given_up"] and len(model.calls_for("advisor_briefing")) == 12

@@ -1,5 +1,6 @@
 """Users and holdings from the command line: brokerage CSV imports (all rows or none, bad rows
-named with their line), positions added, watchlists; bad input is one line and exit 2."""
+named with their line), positions added, watchlists; bad input is one line and exit 2 (SQLite
+and PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from kgot.cli.main import main
 
 
 @pytest.fixture
-def advisor(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
-    db = ["--db", str(tmp_path / "kgot.db")]
+def advisor(store_url: str, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    """An advisor with one user, on SQLite and on PostgreSQL."""
+    db = ["--db", store_url]
     assert main(["aide", "create", "adv", "--entity", "markets", "--program", "advisor", *db]) == 0
     assert main(["aide", "user", "add", "adv", "alice", "--risk", "moderate", *db]) == 0
     capsys.readouterr()
@@ -140,6 +142,9 @@ def test_positions_and_watchlist_from_the_command_line(
         (["alerts", "adv", "--user", "alice", "--since", "yesterday"], "neither a duration"),
         (["alerts", "adv", "--user", "alice", "--ack", "99"], "has no alert 99"),
         (["briefing", "adv", "--user", "alice", "--budget", "5"], "--budget 5 is outside"),
+        # Nothing to cite: said before any model is asked (none is configured here).
+        (["briefing", "adv", "--user", "alice"], "alice holds and watches nothing yet"),
+        (["ask", "adv", "--user", "alice", "Bonds?"], "advisor 'adv' knows nothing yet"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
