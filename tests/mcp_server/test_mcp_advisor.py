@@ -103,11 +103,15 @@ def test_a_briefing_that_could_cost_more_than_the_cap_is_refused_before_any_mode
     """The planning model's price makes the worst case of a briefing $1.37 at the default
     budget: above the server's $1 cap, below a $5 one. The model's endpoint does not exist,
     so a briefing that got as far as a model request would fail with another error."""
+    from kgot.aides.advisor import add_position
+    from kgot.tests.advisor.market import market
+
     url = str(tmp_path / "kgot.db")
-    seed(url, "a")
     with open_store(url) as store:
         create_aide(store, "adv", "a", program="advisor")
+        market(store, "a")
         add_user(store, "adv", "alice")
+        add_position(store, "adv", "alice", "AAPL", 1)  # evidence: a briefing needs the model
     config = tmp_path / "config.toml"
     config.write_text(
         "[llm]\n"
