@@ -389,17 +389,47 @@ def quotes(
     ctx: typer.Context,
     name: NameArgument,
     symbols: Annotated[list[str], typer.Argument(help="Tickers.", show_default=False)],
+    history: Annotated[
+        int | None,
+        typer.Option("--history", help="Also the last N daily bars of each symbol.", min=1),
+    ] = None,
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
-    """The latest prices of symbols (from the advisor's provider, cached)."""
+    """The latest prices of symbols (from the advisor's provider, cached), and with --history
+    their daily bars."""
+    from kgot.aides.advisor.api import history as read_history
     from kgot.aides.advisor.api import quotes as read_quotes
 
     with _advisor(ctx, db, name) as (store, aide):
         found = read_quotes(store, aide, symbols)
+        series = (
+            {s: read_history(store, aide, s, days=history, refresh=False) for s in found}
+            if history is not None
+            else {}
+        )
+    if history is not None:
+        _print_history(found, series, as_json)
+        for symbol in symbols:
+            if symbol.strip().upper() not in found and not as_json:
+                typer.echo(f"{symbol}: no prices")
+        return
     if as_json:
         print_json({symbol: quote.to_json() for symbol, quote in found.items()})
         return
     for symbol in symbols:
         quote = found.get(symbol.strip().upper())
         typer.echo(quote.line() if quote is not None else f"{symbol}: no prices")
+
+
+def _print_history(
+    found: dict[str, Any], series: dict[str, list[dict[str, Any]]], as_json: bool
+) -> None:
+    if as_json:
+        print_json({s: {"quote": q.to_json(), "history": series[s]} for s, q in found.items()})
+        return
+    for symbol, quote in found.items():
+        typer.echo(quote.line())
+        for bar in series[symbol]:
+            extra = [f"{k} {bar[k]:g}" for k in ("open", "high", "low", "volume") if bar[k]]
+            typer.echo("  ".join([f"  {bar['day']}", f"close {bar['close']:g}", *extra]))

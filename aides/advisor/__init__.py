@@ -16,7 +16,8 @@ The public API (each name is imported on first use):
   :func:`alerts` (``alerts(store, aide, user, since=None)`` → ``{"user", "alerts"}``); typed:
   :func:`get_briefing` (a :class:`Briefing`), :func:`user_alerts` (:class:`StoredAlert` s),
   :func:`ack_alert`, :func:`ask`, and the ``*_async`` variants;
-* prices: :func:`set_market_data`, :func:`quotes` (:mod:`kgot.aides.advisor.market_data`);
+* prices: :func:`set_market_data`, :func:`quotes`, :func:`history`
+  (:mod:`kgot.aides.advisor.market_data`);
 * the parts: :func:`install_types`, :func:`build_pack`, :func:`check_citations`,
   :func:`evaluate_alerts`.
 
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
         briefing_async,
         get_briefing,
         get_briefing_async,
+        history,
         import_positions,
         parse_since,
         positions,
@@ -90,6 +92,7 @@ _HOMES = {
             "briefing_async",
             "get_briefing",
             "get_briefing_async",
+            "history",
             "import_positions",
             "parse_since",
             "positions",
@@ -128,6 +131,7 @@ __all__ = [
     "evaluate_alerts",
     "get_briefing",
     "get_briefing_async",
+    "history",
     "import_positions",
     "install_types",
     "parse_since",

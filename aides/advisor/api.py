@@ -686,6 +686,31 @@ def quotes(
     return market.quotes(checked)
 
 
+def history(
+    store: Store,
+    aide: str | AideRow,
+    symbol: str,
+    *,
+    days: int = 30,
+    refresh: bool = True,
+) -> list[dict[str, Any]]:
+    """The last ``days`` cached daily bars of ``symbol``, oldest first (``day``, ``open``,
+    ``high``, ``low``, ``close``, ``volume``, ``provider``), refreshed from the provider first.
+
+    Raises:
+        UsageError: no price provider, a symbol that is not a ticker, ``days`` under 1, or a
+            provider that failed.
+    """
+    from kgot.aides.advisor.market_data import MarketData
+
+    if days < 1:
+        raise UsageError(f"--history {days}: give a number of days, at least 1")
+    checked = parse_symbol(symbol)
+    quotes(store, aide, [checked], refresh=refresh)  # the provider check and refresh
+    bars = MarketData.of(store, _aide(store, aide)).history(checked, days)
+    return [{k: v for k, v in bar.items() if k != "fetched_at"} for bar in bars]
+
+
 def add_user_output(
     store: Store,
     aide: str | AideRow,

@@ -70,6 +70,13 @@ def test_prices_are_cached_per_aide_and_quoted(store: Store, tmp_path: Path) -> 
     assert records.price_series(store, row_b, "NVDA") == []  # another aide's cache
     with pytest.raises(UsageError, match="has no price provider"):
         api.quotes(store, "b", ["NVDA"])
+    assert [(b["day"], b["close"]) for b in api.history(store, "a", "nvda", days=5)] == [
+        ("2026-11-17", 500.0),
+        ("2026-11-18", 455.0),
+    ]
+    assert [b["close"] for b in api.history(store, "a", "NVDA", days=1)] == [455.0]
+    with pytest.raises(UsageError, match="has no price provider"):
+        api.history(store, "b", "NVDA")
     # The cache stays when the file goes; a refresh that fails says so and keeps it.
     prices.unlink()
     assert MarketData.of(store, row_a).refresh(["NVDA"])[0].startswith("NVDA: cannot read")
@@ -93,6 +100,13 @@ def test_market_data_from_the_command_line(tmp_path: Path, capsys: pytest.Captur
     assert main(["aide", "quotes", "adv", "AAPL", "MSFT", *db]) == 0
     out = capsys.readouterr().out
     assert "AAPL closed at 103 on 2026-11-19, +3.0% on the day" in out and "MSFT: no prices" in out
+    # Daily history from the cache, newest last.
+    assert main(["aide", "quotes", "adv", "AAPL", "--history", "1", "--json", *db]) == 0
+    [bar] = json.loads(capsys.readouterr().out)["AAPL"]["history"]
+    assert (bar["day"], bar["close"], bar["provider"]) == ("2026-11-19", 103.0, "file")
+    assert main(["aide", "quotes", "adv", "AAPL", "--history", "5", *db]) == 0
+    assert "  2026-11-18  close 100\n  2026-11-19  close 103\n" in capsys.readouterr().out
+    assert main(["aide", "quotes", "adv", "AAPL", "--history", "0", *db]) == 2
 
 
 @pytest.mark.skipif(
