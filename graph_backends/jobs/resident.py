@@ -40,7 +40,6 @@ class Resident:
     edges: dict[EdgeIdent, NodeAttrs]
     graph: Any = None  # networkx: a MultiDiGraph with private copies of the attributes
     store: Any = None  # rdf: a pyoxigraph Store holding the graph's triples
-    quads: set[Any] = field(default_factory=set)  # rdf: the store's quads (a write's "before")
     typed: set[str] = field(default_factory=set)  # rdf: ids of typed nodes
     # (source, target) -> edge keys between them: deltas find an edge group without a scan.
     # (dicts as ordered sets: the edges between two nodes keep the host's order)
@@ -189,14 +188,17 @@ def _load_store(state: Resident) -> None:
 
 
 def _snapshot(state: Resident) -> None:
-    """What a SPARQL write compares against, computed once per load instead of per job (and
-    kept up to date by deltas)."""
+    """The typed nodes, computed once per load instead of per job (and kept up to date by
+    deltas). The store's statements are not kept as a Python set: every job would pay for
+    forking it, and only updates beyond ``INSERT DATA`` / ``DELETE DATA`` need them."""
     import pyoxigraph as ox
 
+    from .rdf_model import RDF_TYPE
     from .sparql_job import typed_nodes
 
-    state.quads = set(state.store.quads_for_pattern(None, None, None, ox.DefaultGraph()))
-    state.typed = typed_nodes(state.quads, ox)
+    kind = ox.NamedNode(RDF_TYPE)
+    statements = state.store.quads_for_pattern(None, kind, None, ox.DefaultGraph())
+    state.typed = typed_nodes(statements, ox)
 
 
 # -- deltas ---------------------------------------------------------------------------------
@@ -331,12 +333,10 @@ def _update_store(
             lines.append(edge_group_ntriples(source, target, relationship, group))
     for quad in removed:
         store.remove(quad)
-        state.quads.discard(quad)
     text = "\n".join(line for line in lines if line)
     added = list(ox.parse(text.encode("utf-8"), format=ox.RdfFormat.N_TRIPLES)) if text else []
     for triple in added:  # parsed N-Triples land in the default graph
         quad = ox.Quad(triple.subject, triple.predicate, triple.object, default)
         store.add(quad)
-        state.quads.add(quad)
     state.typed.difference_update(touched_nodes)
     state.typed.update(n for n in touched_nodes if n in state.nodes)

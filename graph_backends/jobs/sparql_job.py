@@ -216,16 +216,13 @@ def _write(store: Any, text: str, ox: Any, *, held: Any = None) -> dict[str, Any
     the source nodes of touched edge descriptions, and every description of a node in the
     region. On a resident graph (``held``) an update made only of ``INSERT DATA`` and
     ``DELETE DATA`` is applied statement by statement, so the whole cost follows the size of
-    the change; any other update is compared with the store's statements before it ran
-    (precomputed for a resident graph).
+    the change; any other update is compared with the store's statements before it ran.
     """
     default = ox.DefaultGraph()
     change = _data_change(store, text, ox) if held is not None else None
     lookup: _SetLookup | _StoreLookup
     if change is None:
-        before = held.quads if held is not None else None
-        if before is None:
-            before = set(store.quads_for_pattern(None, None, None, default))
+        before = set(store.quads_for_pattern(None, None, None, default))
         try:
             store.update(text, prefixes=PREFIXES)
         except SyntaxError as error:
@@ -238,9 +235,11 @@ def _write(store: Any, text: str, ox: Any, *, held: Any = None) -> dict[str, Any
     else:
         added, removed = change
         lookup = _StoreLookup(store, added, removed, ox)
+        store = lookup  # what follows reads the state after the update through the overlay
     if not added and not removed:
         return {"ok": True, "changeset": diff_graphs({}, {}, {}, {})[0]}
     region = _region(added | removed, lookup, ox)
+    nodes_after: set[str] | _Typed
     if held is None:
         nodes_after = typed_nodes(
             store.quads_for_pattern(None, ox.NamedNode(RDF_TYPE), None, default), ox
@@ -269,10 +268,11 @@ _DATA_WORDS = frozenset({"INSERT", "DELETE", "DATA", "A", "TRUE", "FALSE"})
 
 
 def _data_change(store: Any, text: str, ox: Any) -> tuple[set[Any], set[Any]] | None:
-    """Apply an update made only of ``INSERT DATA`` / ``DELETE DATA`` operations to the store
-    statement by statement; the statements it added and removed. ``None`` (nothing applied)
-    for any other update, or one this cannot follow (blank nodes, a syntax error): the caller
-    runs it whole.
+    """The statements an update made only of ``INSERT DATA`` / ``DELETE DATA`` operations
+    adds to and removes from the store, worked out statement by statement without changing
+    the store (a resident store is shared copy-on-write: writing to it would copy its pages
+    into the job). ``None`` for any other update, or one this cannot follow (blank nodes, a
+    syntax error): the caller runs it whole.
 
     Each operation's statements are read by running it as ``INSERT DATA`` on an empty store,
     so the engine parses them exactly as it would have.
@@ -317,23 +317,17 @@ def _has_blank_node(quad: Any, ox: Any) -> bool:
 
 def _insert(store: Any, statements: list[Any], added: set[Any], removed: set[Any]) -> None:
     for quad in statements:
-        if quad in store:
-            continue
-        store.add(quad)
         if quad in removed:
-            removed.discard(quad)
-        else:
+            removed.discard(quad)  # back as it was
+        elif quad not in store:
             added.add(quad)
 
 
 def _delete(store: Any, statements: list[Any], added: set[Any], removed: set[Any]) -> None:
     for quad in statements:
-        if quad not in store:
-            continue
-        store.remove(quad)
         if quad in added:
-            added.discard(quad)
-        else:
+            added.discard(quad)  # never there
+        elif quad in store:
             removed.add(quad)
 
 
@@ -365,49 +359,54 @@ class _SetLookup:
 
 
 class _StoreLookup:
-    """The statements before and after a statement-by-statement update, looked up in the
-    store (which holds the after state) and among those the update removed."""
+    """The statements before and after a statement-by-statement update: the store holds the
+    state before it, ``added`` and ``removed`` the difference (an overlay; the store is never
+    written). ``quads_for_pattern`` answers for the state after, like a store would."""
 
     def __init__(self, store: Any, added: set[Any], removed: set[Any], ox: Any) -> None:
         self.store, self.added, self.removed, self.ox = store, added, removed, ox
         self.default = ox.DefaultGraph()
 
-    def _now(self, subject: Any, predicate: Any, obj: Any) -> list[Any]:
+    def _stored(self, subject: Any, predicate: Any, obj: Any) -> list[Any]:
         ox = self.ox
         if subject is not None and not isinstance(subject, (ox.NamedNode, ox.BlankNode)):
             return []  # a literal is nobody's subject
         return list(self.store.quads_for_pattern(subject, predicate, obj, self.default))
 
-    def _gone(self, subject: Any, predicate: Any, obj: Any) -> list[Any]:
+    @staticmethod
+    def _matching(quads: set[Any], subject: Any, predicate: Any, obj: Any) -> list[Any]:
         return [
             q
-            for q in self.removed
+            for q in quads
             if (subject is None or q.subject == subject)
             and (predicate is None or q.predicate == predicate)
             and (obj is None or q.object == obj)
         ]
 
+    def quads_for_pattern(
+        self, subject: Any, predicate: Any, obj: Any, _graph: Any = None
+    ) -> list[Any]:
+        stored = [q for q in self._stored(subject, predicate, obj) if q not in self.removed]
+        return stored + self._matching(self.added, subject, predicate, obj)
+
+    def _either(self, subject: Any, predicate: Any, obj: Any) -> list[Any]:
+        """Matching statements before or after the update."""
+        stored = self._stored(subject, predicate, obj)
+        return stored + self._matching(self.added, subject, predicate, obj)
+
     def sources_of(self, subjects: set[Any], ox: Any) -> list[Any]:
         source = ox.NamedNode(KG_SOURCE)
-        return [
-            q for s in subjects for q in (*self._now(s, source, None), *self._gone(s, source, None))
-        ]
+        return [q for s in subjects for q in self._either(s, source, None)]
 
     def described(self, objects: set[Any], ox: Any) -> list[Any]:
         source = ox.NamedNode(KG_SOURCE)
-        return [
-            q for o in objects for q in (*self._now(None, source, o), *self._gone(None, source, o))
-        ]
+        return [q for o in objects for q in self._either(None, source, o)]
 
     def before_of(self, region: set[Any]) -> list[Any]:
-        found: list[Any] = []
-        for subject in region:
-            found += [q for q in self._now(subject, None, None) if q not in self.added]
-            found += self._gone(subject, None, None)
-        return found
+        return [q for subject in region for q in self._stored(subject, None, None)]
 
     def after_of(self, region: set[Any]) -> list[Any]:
-        return [q for subject in region for q in self._now(subject, None, None)]
+        return [q for subject in region for q in self.quads_for_pattern(subject, None, None)]
 
 
 def _region(delta: set[Any], lookup: _SetLookup | _StoreLookup, ox: Any) -> set[Any]:
@@ -425,7 +424,7 @@ def _region(delta: set[Any], lookup: _SetLookup | _StoreLookup, ox: Any) -> set[
 
 def _typed_after(
     store: Any, typed_before: set[str], added: set[Any], removed: set[Any], ox: Any
-) -> set[str]:
+) -> _Typed:
     """The typed nodes after an update, from those before and what it changed (a node that
     lost one type statement may keep another)."""
     untyped = typed_nodes(removed, ox)
@@ -437,7 +436,25 @@ def _typed_after(
             store.quads_for_pattern(ox.NamedNode(node_iri(node_id)), kind, None, default), ox
         )
     }
-    return (typed_before - untyped) | kept | typed_nodes(added, ox)
+    return _Typed(typed_before, untyped - kept, typed_nodes(added, ox))
+
+
+class _Typed:
+    """A set of node ids as a base set with some taken out and some put in, answering ``in``
+    without copying the base (a resident graph's typed nodes: copying them would cost every
+    write the whole set)."""
+
+    def __init__(self, base: set[str], gone: set[str], new: set[str]) -> None:
+        self.base, self.gone, self.new = base, gone, new
+
+    def __contains__(self, node_id: object) -> bool:
+        return node_id in self.new or (node_id in self.base and node_id not in self.gone)
+
+    def __sub__(self, other: set[str]) -> _Typed:
+        return _Typed(self.base, self.gone | other, self.new - other)
+
+    def __or__(self, other: set[str]) -> _Typed:
+        return _Typed(self.base, self.gone - other, self.new | other)
 
 
 def typed_nodes(quads: Any, ox: Any) -> set[str]:
