@@ -47,6 +47,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import gc
 import importlib.abc
 import importlib.util
 import json
@@ -859,6 +860,10 @@ def main(argv: list[str]) -> int:
     os.close(inbox)  # the zygote never touches the protocol
     os.close(outbox)
     loaded, failed = _preload(list(config.get("preload", [])))
+    # What the zygote loaded moves out of the collector's reach: a job's full collection would
+    # otherwise walk (and so copy into the job) every page of it.
+    gc.collect()
+    gc.freeze()
     ready = {"pid": os.getpid(), "uid": os.getuid(), "preloaded": loaded, "failed": failed}
     zygote_end.send(json.dumps({**ready, "python": sys.version.split()[0]}).encode())
     with contextlib.suppress(BrokenPipeError, ConnectionError):
