@@ -345,9 +345,7 @@ def on_create(store: Any, aide: Any) -> None:
         raise
 
 
-async def run_program(
-    aide: Any, report: Any, now: Any, exceeded: Any
-) -> dict[str, Any] | None:
+async def run_program(aide: Any, report: Any, now: Any, exceeded: Any) -> dict[str, Any] | None:
     """Run ``aide``'s program (other than ``digest``) for this cycle; what it did."""
     module = _program_module(aide.row.program)
     if module is None:
