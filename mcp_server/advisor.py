@@ -21,6 +21,10 @@ JSON-ready data:
 * ``alerts(store, aide, user, *, since=None)`` — the user's alerts, newest first, each with
   its rule and facts (no model).
 
+``ask`` on an entity with an advisor also offers the run the advisor's ``market_data`` tool
+(``agent_tools(store, entity)``, :func:`advisor_agent_tools`): quotes and daily bars from that
+advisor's price cache.
+
 A briefing may call the model, so it has a cost cap like ``ask``: before it starts, its worst
 case (every draft, each over the whole evidence budget, the drafts before it and a long reply,
 at the planning model's price) must fit the server's ``--ask-max-cost-usd`` (or the call's
@@ -49,6 +53,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ADVISOR_MODULE",
+    "advisor_agent_tools",
     "advisor_entry_points",
     "advisor_of",
     "briefing_cost_bound",
@@ -78,6 +83,17 @@ def advisor_entry_points() -> dict[str, Callable[..., Any]]:
         return {}
     found = {name: getattr(module, name, None) for name in ("briefing", "alerts")}
     return {name: function for name, function in found.items() if callable(function)}
+
+
+def advisor_agent_tools(store: "Store", entity: str) -> list[Any]:
+    """The tools the advisor package gives a KGoT run on ``entity`` (``market_data`` when
+    the entity has an advisor with a price provider; none without the package)."""
+    try:
+        module = importlib.import_module(ADVISOR_MODULE)
+    except ImportError:
+        return []
+    build = getattr(module, "agent_tools", None)
+    return list(build(store, entity)) if callable(build) else []
 
 
 def advisor_of(store: "Store", entity: str, name: str | None = None) -> "AideRow":

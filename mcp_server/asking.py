@@ -1,7 +1,8 @@
 """The model-backed tools: ``ask`` (the KGoT loop on an entity, with progress and a cap) and
 ``remember`` (the ingestion primitive: a text becomes facts).
 
-``ask`` runs :func:`kgot.controller.ask_async` on the entity with the server's store. Each
+``ask`` runs :func:`kgot.controller.ask_async` on the entity with the server's store (with
+the ``market_data`` tool when the entity has an advisor with a price provider). Each
 finished step of the loop becomes an MCP progress notification (its name, the round, model
 calls and cost so far). Two caps bound a run: its model cost in USD (needs known prices:
 ``[llm.prices]``) and its number of model requests (works with any model). They are checked at
@@ -96,6 +97,7 @@ async def ask(
     """
     from kgot.controller import ask_async
     from kgot.controller.events import StepFinished
+    from kgot.mcp_server.advisor import advisor_agent_tools
 
     question = question.strip()
     if not question:
@@ -121,11 +123,13 @@ async def ask(
         if caps.stopped_by is not None and running is not None:
             loop.call_soon_threadsafe(running.cancel)
 
+    extra_tools = await asyncio.to_thread(advisor_agent_tools, store, entity)
     running = asyncio.ensure_future(
         ask_async(
             question,
             settings=settings,
             entity=entity,
+            extra_tools=extra_tools,
             store=store,
             run_id=run_id,
             on_event=on_event,

@@ -18,6 +18,8 @@ The public API (each name is imported on first use):
   :func:`ack_alert`, :func:`ask`, and the ``*_async`` variants;
 * prices: :func:`set_market_data`, :func:`quotes`, :func:`history`
   (:mod:`kgot.aides.advisor.market_data`);
+* the KGoT agent's tools on the advisor's entity: :func:`agent_tools` (``market_data``, for
+  ``kgot ask --entity`` and the MCP server's ``ask``);
 * the parts: :func:`install_types`, :func:`build_pack`, :func:`check_citations`,
   :func:`evaluate_alerts`.
 
@@ -32,6 +34,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from kgot.aides.advisor.agent import agent_tools
     from kgot.aides.advisor.alerts import Alert
     from kgot.aides.advisor.alerts import evaluate as evaluate_alerts
     from kgot.aides.advisor.api import (
@@ -76,6 +79,7 @@ _HOMES = {
     "User": ("records", "User"),
     "install_types": ("types", "install_types"),
     "check_citations": ("writing", "check_citations"),
+    "agent_tools": ("agent", "agent_tools"),
     **{
         name: ("api", name)
         for name in (
@@ -121,6 +125,7 @@ __all__ = [
     "add_position",
     "add_user",
     "add_user_output",
+    "agent_tools",
     "alerts",
     "ask",
     "ask_async",

@@ -694,3 +694,17 @@ def _float(value: Any) -> float | None:
     if value is None or value == "":
         return None
     return float(value)
+
+
+def price_symbols(store: Store, aides: Sequence[AideRow], *, limit: int) -> list[str]:
+    """Symbols these aides have cached prices of, alphabetically (at most ``limit``)."""
+    table = TABLES.advisor_prices
+    query = (
+        select(table.c.symbol)
+        .where(table.c.aide_id.in_([aide.id for aide in aides]))
+        .distinct()
+        .order_by(table.c.symbol)
+        .limit(limit)
+    )
+    with _read(store) as connection:
+        return [str(symbol) for symbol in connection.execute(query).scalars()]
