@@ -172,3 +172,57 @@ def test_briefing_of_the_entitys_advisor_is_written_then_reused(tmp_path: Path) 
     assert "Apple beat estimates" in made["text"]
     again = second.structured_content["result"]
     assert again["reused"] and again["id"] == made["id"]
+
+
+def test_ask_on_an_advisors_entity_offers_market_data(tmp_path: Path) -> None:
+    """The ``ask`` tool's run on an entity whose advisor has a price file calls
+    ``market_data`` and gets the cached close; on an entity without an advisor the same
+    scripted call finds no such tool."""
+    from kgot.aides.advisor import set_market_data
+
+    url = str(tmp_path / "kgot.db")
+    prices = tmp_path / "quotes.csv"
+    prices.write_text("symbol,date,close\nAAPL,2026-11-18,100\nAAPL,2026-11-19,103.25\n")
+    with open_store(url) as store:
+        create_aide(store, "adv", "markets", program="advisor")
+        set_market_data(store, "adv", file=str(prices))
+        store.create_entity("plain")
+    call = {"name": "market_data", "args": {"symbols": ["AAPL"], "days": 1}}
+    script = tmp_path / "model.json"
+    script.write_text(
+        json.dumps(
+            {
+                "decide": [
+                    {"decision": "INSERT", "reason": "need the price"},
+                    {"decision": "RETRIEVE", "reason": "have it"},
+                ],
+                "define_tool_calls": [{"$tool_calls": [call]}],
+                "update_graph": [
+                    '```python\nG.add_node("aapl", label="Asset", symbol="AAPL")\n```'
+                ],
+                "query": ["```python\nresult = 1\n```"],
+                "math_check": [{"needs_math": False, "reason": "stated"}],
+                "solve": [{"answer": "103.25", "reasoning": "from the tool"}],
+            }
+        )
+    )
+    config = tmp_path / "config.toml"
+    config.write_text(f'[llm]\nmodel = "scripted:{script}"\n[controller]\nvotes = 1\n')
+
+    async def ask(entity: str) -> Any:
+        command = ["mcp", "serve", "--entity", entity, "--db", url]
+        async with stdio_session(command, config=config) as session:
+            return await session.call_tool("ask", {"question": "Where did Apple close?"})
+
+    events = {}
+    for entity in ("markets", "plain"):
+        answered = run(lambda entity=entity: ask(entity))
+        assert not answered.is_error, text_of(answered)
+        run_id = answered.structured_content["run_id"]
+        with open_store(url) as store:
+            events[entity] = [e for e in store.run_events(run_id) if e["type"] == "tool_result"]
+    [used] = events["markets"]
+    assert used["name"] == "market_data" and used["ok"], used
+    assert '"close":103.25' in used["output"] and '"day":"2026-11-19"' in used["output"]
+    [refused] = events["plain"]
+    assert not refused["ok"] and "no tool named 'market_data'" in refused["output"], refused
