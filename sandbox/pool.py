@@ -178,6 +178,9 @@ class WorkerProcess:
             raise SandboxUnavailableError(
                 f"cannot start the sandbox ({error}); run `kgot sandbox check` for details"
             ) from None
+        except RuntimeError:  # the interpreter is exiting: a warm-up raced it, nobody waits
+            self._release()
+            raise PoolClosed("the process is exiting") from None
         finally:
             for action in plan.cleanup:
                 with contextlib.suppress(OSError):
