@@ -31,5 +31,5 @@ def test_the_figures_come_from_a_cycle_that_ingested_every_item(
     figures = perf_aides.measure(200, items=3)
 
     assert [cycle.ingested for cycle in cycles] == [1, 3, 0]
-    assert [f.unit for f in figures] == ["ms"] * 4
+    assert [f.unit for f in figures] == ["ms"] * 5  # item, first cycle, idle, upkeep, waiting
     assert figures[0].target == 50 and figures[0].value > 0
