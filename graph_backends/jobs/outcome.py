@@ -91,6 +91,19 @@ def failure(kind: str, summary: str, detail: str = "", problems: list[str] | Non
     }
 
 
+def changeset_outcome(changes: dict[str, Any], problems: list[str], broke: str) -> dict:
+    """A write's outcome: its changeset, or the rule ``problems`` it broke (``broke`` begins
+    the detail: "The changes break", "The update breaks")."""
+    if problems:
+        return failure(
+            "violations",
+            f"{len(problems)} rule violation(s): {problems[0]}",
+            f"{broke} the graph rules; nothing was applied:\n- " + "\n- ".join(problems),
+            problems,
+        )
+    return {"ok": True, "changeset": changes}
+
+
 class _Budget:
     def __init__(self, items: int) -> None:
         self.left = items

@@ -34,6 +34,7 @@ from kgot.graph_model.records import (
 from . import resident
 from .outcome import (
     MAX_ITEMS,
+    changeset_outcome,
     collector_paused,
     describe_exception,
     failure,
@@ -180,14 +181,7 @@ def _write_outcome(graph: Any, before_nodes: dict, before_edges: dict, nx: Any) 
     after_nodes = dict(graph.nodes(data=True))
     after_edges = {(s, t, k): a for s, t, k, a in graph.edges(keys=True, data=True)}
     changes, problems = diff_graphs(before_nodes, before_edges, after_nodes, after_edges)
-    if problems:
-        return failure(
-            "violations",
-            f"{len(problems)} rule violation(s): {problems[0]}",
-            "The changes break the graph rules; nothing was applied:\n- " + "\n- ".join(problems),
-            problems,
-        )
-    return {"ok": True, "changeset": changes}
+    return changeset_outcome(changes, problems, "The changes break")
 
 
 def _region_write_outcome(graph: Any, held: resident.Resident, nx: Any) -> dict[str, Any]:
@@ -200,14 +194,7 @@ def _region_write_outcome(graph: Any, held: resident.Resident, nx: Any) -> dict[
     changes, problems = diff_graphs(
         before_nodes, before_edges, after_nodes, after_edges, other_nodes=graph._node
     )
-    if problems:
-        return failure(
-            "violations",
-            f"{len(problems)} rule violation(s): {problems[0]}",
-            "The changes break the graph rules; nothing was applied:\n- " + "\n- ".join(problems),
-            problems,
-        )
-    return {"ok": True, "changeset": changes}
+    return changeset_outcome(changes, problems, "The changes break")
 
 
 def _region_nodes(
@@ -220,10 +207,8 @@ def _region_nodes(
         # 7 next to "7": the duplicate check sees both, the loaded "7" first as in the table.
         for name in dict.fromkeys((str(node_id), node_id)):
             if name in table:
-                attrs = table[name]
-                if "id" in attrs and attrs["id"] == name:
-                    del attrs["id"]
-                after[name] = attrs
+                _drop_node_identity(name, table[name])
+                after[name] = table[name]
             if isinstance(name, str) and name in held.nodes:
                 before[name] = held.nodes[name]
     return before, after
@@ -232,7 +217,8 @@ def _region_nodes(
 def _region_edges(
     graph: Any, held: resident.Resident, pairs: Iterable[tuple[Any, Any]]
 ) -> tuple[dict, dict]:
-    """The edges between the region's node pairs before and after (new ones keyed)."""
+    """The edges between the region's node pairs before and after (identity attributes
+    dropped, then new edges keyed, in a full diff's order)."""
     before, after = {}, {}
     for source, target in pairs:
         for key in held.pairs.get((source, target), ()):
@@ -240,36 +226,31 @@ def _region_edges(
         keyed = graph._succ.get(source, {}).get(target)
         if keyed is None:
             continue
-        _key_new_edges(keyed)
         for key, attrs in keyed.items():
-            for name, actual in (("source", source), ("target", target), ("key", key)):
-                if name in attrs and attrs[name] == actual:
-                    del attrs[name]
-            after[(source, target, key)] = attrs
+            _drop_edge_identity(source, target, key, attrs)
+        key_new_edges(keyed)
+        after.update(((source, target, key), attrs) for key, attrs in keyed.items())
     return before, after
-
-
-def _key_new_edges(keyed: dict[Any, Any]) -> None:
-    """:func:`assign_edge_keys` for the edges between one pair of nodes."""
-    unkeyed = [(k, a) for k, a in keyed.items() if not isinstance(k, str)]
-    for key, _ in unkeyed:
-        del keyed[key]
-    for _, attrs in unkeyed:
-        new_key = edge_key_for(keyed, attrs)
-        if new_key is not None:
-            keyed[new_key] = attrs
 
 
 def normalize_identity_attributes(graph: Any) -> None:
     """Drop attributes that merely repeat an element's identity (``id`` equal to the node key,
     ``source``/``target``/``key`` equal to the edge's); different values stay and are reported."""
     for node_id, attrs in graph.nodes(data=True):
-        if "id" in attrs and attrs["id"] == node_id:
-            del attrs["id"]
+        _drop_node_identity(node_id, attrs)
     for source, target, key, attrs in graph.edges(keys=True, data=True):
-        for name, actual in (("source", source), ("target", target), ("key", key)):
-            if name in attrs and attrs[name] == actual:
-                del attrs[name]
+        _drop_edge_identity(source, target, key, attrs)
+
+
+def _drop_node_identity(node_id: Any, attrs: dict[str, Any]) -> None:
+    if "id" in attrs and attrs["id"] == node_id:
+        del attrs["id"]
+
+
+def _drop_edge_identity(source: Any, target: Any, key: Any, attrs: dict[str, Any]) -> None:
+    for name, actual in (("source", source), ("target", target), ("key", key)):
+        if name in attrs and attrs[name] == actual:
+            del attrs[name]
 
 
 def assign_edge_keys(graph: Any) -> None:
@@ -278,15 +259,21 @@ def assign_edge_keys(graph: Any) -> None:
     Parallel edges of one relationship get ``REL~2``, ``REL~3`` …; an edge identical to one
     already between the same nodes is a re-statement and is dropped.
     """
-    unkeyed = [
-        (s, t, k, a) for s, t, k, a in graph.edges(keys=True, data=True) if not isinstance(k, str)
-    ]
-    for source, target, key, _ in unkeyed:
-        graph.remove_edge(source, target, key)
-    for source, target, _, attrs in unkeyed:
-        new_key = edge_key_for(graph.get_edge_data(source, target) or {}, attrs)
+    for neighbours in graph._succ.values():
+        for keyed in neighbours.values():
+            key_new_edges(keyed)
+
+
+def key_new_edges(keyed: dict[Any, Any]) -> None:
+    """:func:`assign_edge_keys` for the edges between one pair of nodes (``keyed``: key ->
+    attributes, the graph's own dict, shared by both directions' adjacency)."""
+    unkeyed = [(k, a) for k, a in keyed.items() if not isinstance(k, str)]
+    for key, _ in unkeyed:
+        del keyed[key]
+    for _, attrs in unkeyed:
+        new_key = edge_key_for(keyed, attrs)
         if new_key is not None:
-            graph.add_edge(source, target, key=new_key, **attrs)
+            keyed[new_key] = attrs
 
 
 def edge_key_for(existing: Mapping[Any, Any], attrs: Mapping[str, Any]) -> str | None:

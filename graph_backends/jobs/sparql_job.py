@@ -31,6 +31,7 @@ from kgot.graph_model.records import diff_graphs
 from . import resident
 from .outcome import (
     MAX_ITEMS,
+    changeset_outcome,
     collector_paused,
     failure,
     is_empty,
@@ -254,14 +255,7 @@ def _write(store: Any, text: str, ox: Any, *, held: Any = None) -> dict[str, Any
         problems += _dangling(store, node_id, region, ox)
     changes, more = diff_graphs(old.nodes, old.edges, new.nodes, new.edges, other_nodes=nodes_after)
     problems += more
-    if problems:
-        return failure(
-            "violations",
-            f"{len(problems)} rule violation(s): {problems[0]}",
-            "The update breaks the graph rules; nothing was applied:\n- " + "\n- ".join(problems),
-            problems,
-        )
-    return {"ok": True, "changeset": changes}
+    return changeset_outcome(changes, problems, "The update breaks")
 
 
 _DATA_WORDS = frozenset({"INSERT", "DELETE", "DATA", "A", "TRUE", "FALSE"})

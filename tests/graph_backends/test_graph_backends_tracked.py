@@ -40,6 +40,8 @@ CODES = [
     "G.add_edge('a', 'c', relationship='VISITED')",
     "G.add_edge('a', 'c', relationship='LIVES_IN', since=1990)",  # a re-statement: dropped
     "G.add_edge('a', 'c', relationship='LIVES_IN', since=2000)",  # a parallel edge
+    # Identity attributes go before keys are given: this one is a re-statement, dropped.
+    "G.add_edge('a', 'c', relationship='LIVES_IN', since=1990, source='a')",
     "G.add_edge('lonely', 'a', relationship='KNOWS')",
     "G.remove_edge('b', 'c', key='LIVES_IN~2')",
     "G.remove_node('b')",
