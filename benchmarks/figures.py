@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Literal
 
@@ -55,3 +55,22 @@ def print_figures(figures: Sequence[Figure], *, as_json: bool = False) -> None:
             verdict = "ok" if figure.meets_target else "MISSED"
             line += f"   (target {sign} {figure.target:g} {figure.unit}: {verdict})"
         sys.stdout.write(line + "\n")
+
+
+def perf_main(
+    run: Callable[..., Sequence[Figure]],
+    *,
+    prog: str,
+    quick_help: str,
+    argv: Sequence[str] | None = None,
+) -> int:
+    """The command line every plain perf script has: ``--quick`` (``quick_help`` says what it
+    measures instead) and ``--json``; prints ``run(quick=…)``'s figures."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog=prog)
+    parser.add_argument("--quick", action="store_true", help=quick_help)
+    parser.add_argument("--json", action="store_true", help="JSON lines")
+    args = parser.parse_args(argv)
+    print_figures(run(quick=args.quick), as_json=args.json)
+    return 0

@@ -22,7 +22,6 @@ Figures only; nothing here asserts a timing.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import tempfile
@@ -39,7 +38,7 @@ from kgot.aides.advisor.api import _strength
 from kgot.aides.advisor.evidence import MarketIndex, build_pack
 from kgot.aides.advisor.holdings import PositionRow
 from kgot.aides.advisor.market_data import quote_from
-from kgot.benchmarks.figures import Figure, print_figures
+from kgot.benchmarks.figures import Figure, perf_main
 from kgot.graph_model import Changeset, Edge, Node, count_tokens
 from kgot.persistence import Provenance, Store, open_store
 
@@ -331,12 +330,12 @@ def run(quick: bool = False) -> list[Figure]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kgot.benchmarks.perf_advisor")
-    parser.add_argument("--quick", action="store_true", help="1,000 nodes, 20 users")
-    parser.add_argument("--json", action="store_true", help="JSON lines")
-    args = parser.parse_args(argv)
-    print_figures(run(quick=args.quick), as_json=args.json)
-    return 0
+    return perf_main(
+        run,
+        prog="python -m kgot.benchmarks.perf_advisor",
+        quick_help="1,000 nodes, 20 users",
+        argv=argv,
+    )
 
 
 if __name__ == "__main__":

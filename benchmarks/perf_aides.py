@@ -21,7 +21,6 @@ Figures only; nothing here asserts a timing.
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import sys
@@ -34,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from kgot.aides import create_aide
-from kgot.benchmarks.figures import Figure, print_figures
+from kgot.benchmarks.figures import Figure, perf_main
 from kgot.config import load_settings
 from kgot.graph_model import Changeset, Node
 from kgot.llm.scripted import ScriptedChatModel
@@ -127,12 +126,12 @@ def run(quick: bool = False) -> list[Figure]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kgot.benchmarks.perf_aides")
-    parser.add_argument("--quick", action="store_true", help="1,000 nodes, 10 items")
-    parser.add_argument("--json", action="store_true", help="JSON lines")
-    args = parser.parse_args(argv)
-    print_figures(run(quick=args.quick), as_json=args.json)
-    return 0
+    return perf_main(
+        run,
+        prog="python -m kgot.benchmarks.perf_aides",
+        quick_help="1,000 nodes, 10 items",
+        argv=argv,
+    )
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ Figures only; nothing here asserts a timing.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import tempfile
@@ -31,7 +30,7 @@ from typing import Any
 
 import anyio
 
-from kgot.benchmarks.figures import Figure, print_figures
+from kgot.benchmarks.figures import Figure, perf_main
 from kgot.benchmarks.perf_memory import SEED, _ingest, _p95, _queries
 from kgot.memory.evaluation import synthetic_nodes
 from kgot.persistence import open_store
@@ -179,12 +178,9 @@ def run(quick: bool = False) -> list[Figure]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kgot.benchmarks.perf_mcp")
-    parser.add_argument("--quick", action="store_true", help="2,000 nodes")
-    parser.add_argument("--json", action="store_true", help="JSON lines")
-    args = parser.parse_args(argv)
-    print_figures(run(quick=args.quick), as_json=args.json)
-    return 0
+    return perf_main(
+        run, prog="python -m kgot.benchmarks.perf_mcp", quick_help="2,000 nodes", argv=argv
+    )
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ Figures only; nothing here asserts a timing.
 
 from __future__ import annotations
 
-import argparse
 import random
 import statistics
 import sys
@@ -32,7 +31,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from kgot.benchmarks.figures import Figure, print_figures
+from kgot.benchmarks.figures import Figure, perf_main
 from kgot.graph_model import Changeset, Edge, Node
 from kgot.memory import open_memory
 from kgot.memory.evaluation import evaluate, synthetic_nodes
@@ -249,12 +248,9 @@ def run(quick: bool = False) -> list[Figure]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kgot.benchmarks.perf_memory")
-    parser.add_argument("--quick", action="store_true", help="2,000 nodes")
-    parser.add_argument("--json", action="store_true", help="JSON lines")
-    args = parser.parse_args(argv)
-    print_figures(run(quick=args.quick), as_json=args.json)
-    return 0
+    return perf_main(
+        run, prog="python -m kgot.benchmarks.perf_memory", quick_help="2,000 nodes", argv=argv
+    )
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kgot.benchmarks import perf_memory
+from kgot.benchmarks.figures import print_figures
 
 
 def test_perf_memory_prints_every_figure_at_a_tiny_size(
@@ -31,7 +32,7 @@ def test_perf_memory_prints_every_figure_at_a_tiny_size(
     precision, recall = figures[0].value, figures[1].value
     assert precision >= 0.97 and recall >= 0.85  # quality, unlike speed, does not vary
 
-    perf_memory.print_figures(figures)
+    print_figures(figures)
     out = capsys.readouterr().out
     assert "memory: SQLite: memory search at 300 nodes / 300 edges, warm p95" in out
     assert "(target ≤ 50 ms: " in out
