@@ -677,7 +677,7 @@ class PooledSandbox:
             worker.kill()  # stopped from outside mid-job (Ctrl-C, cancelled): no reason to wait
         self._discard(worker, replace=not key)  # kills every process of the job with it
         if isinstance(error, WorkerSilent):
-            return _silent_worker_result(limits)
+            return silent_worker_result(limits)
         if isinstance(error, WorkerCrashed):
             return failed_result(f"{WORKER_DIED} ({error}); it was replaced")
         raise error
@@ -968,7 +968,7 @@ class PooledSandbox:
             result = worker.run(job, limits, self._nproc_base(worker))
         except WorkerSilent:
             worker.kill()
-            return _silent_worker_result(limits, (time.monotonic() - started) * 1000)
+            return silent_worker_result(limits, (time.monotonic() - started) * 1000)
         except WorkerCrashed as why:
             return failed_result(
                 f"{WORKER_DIED} ({why})",
@@ -985,7 +985,8 @@ class PooledSandbox:
 _CLOSED_WHILE_STARTING = "the sandbox was closed while the job's worker started"
 
 
-def _silent_worker_result(limits: Limits, duration_ms: float = 0.0) -> ExecResult:
+def silent_worker_result(limits: Limits, duration_ms: float = 0.0) -> ExecResult:
+    """A job whose worker went silent past its deadline: the whole worker was killed."""
     result = failed_result(
         f"timed out after {limits.timeout_s:g} s (wall clock) and the sandbox's supervisor did "
         "not report (the job may have stopped it): the whole worker was killed, with every "

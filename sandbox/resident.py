@@ -115,7 +115,12 @@ class ResidentWorker:
             StateRefused: the update failed; the job did not run.
             SandboxUnavailableError, ValueError: as :meth:`run`.
         """
-        from kgot.sandbox.pool import WORKER_DIED, WorkerCrashed, WorkerSilent
+        from kgot.sandbox.pool import (
+            WORKER_DIED,
+            WorkerCrashed,
+            WorkerSilent,
+            silent_worker_result,
+        )
 
         validate_job(job)
         if job.mounts or job.packages:
@@ -130,12 +135,7 @@ class ResidentWorker:
                 return result
             except WorkerSilent:
                 self._replace(worker)
-                result = failed_result(
-                    f"timed out after {limits.timeout_s:g} s and the sandbox's supervisor did "
-                    "not report: the whole worker was killed"
-                )
-                result.timed_out = True
-                return result
+                return silent_worker_result(limits)
             except WorkerCrashed as why:
                 self._replace(worker)  # the new generation tells the caller its state is gone
                 return failed_result(f"{WORKER_DIED} ({why}); it was replaced")
