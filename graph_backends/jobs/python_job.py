@@ -219,7 +219,8 @@ def _region_edges(
 ) -> tuple[dict, dict]:
     """The edges between the region's node pairs before and after (identity attributes
     dropped, then new edges keyed, in a full diff's order)."""
-    before, after = {}, {}
+    before: dict[tuple[Any, Any, Any], Any] = {}
+    after: dict[tuple[Any, Any, Any], Any] = {}
     for source, target in pairs:
         for key in held.pairs.get((source, target), ()):
             before[(source, target, key)] = held.edges[(source, target, key)]
