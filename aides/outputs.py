@@ -41,6 +41,7 @@ from kgot.retrying import (
 
 if TYPE_CHECKING:
     from kgot.config import Settings
+    from kgot.persistence import Store
 
 OutputKind = Literal["stdout", "jsonl", "webhook", "smtp"]
 OUTPUT_KINDS: tuple[OutputKind, ...] = ("stdout", "jsonl", "webhook", "smtp")
@@ -256,6 +257,47 @@ def deliver(
             kind, spec, payload, delivery_key=delivery_key, settings=settings, policy=policy
         )
     )
+
+
+async def deliver_once(
+    store: Store,
+    aide: Any,
+    output: Any,
+    key: str,
+    payload: Mapping[str, Any],
+    *,
+    cycle_id: int,
+    now: Any,
+    settings: Settings,
+    spec: Mapping[str, Any] | None = None,
+) -> DeliveryResult | None:
+    """Deliver ``payload`` to an aide's ``output`` under ``key`` unless its delivery log says
+    that was done or given up on (``None`` then), and log the attempt. ``spec``: the output's
+    settings to deliver with, when not its own."""
+    from kgot.aides import records
+
+    tried = records.delivery_state(store, output.id, key)
+    if tried is not None and (tried.ok or tried.attempts >= records.MAX_DELIVERIES):
+        return None
+    result = await deliver_async(
+        output.kind,
+        output.spec if spec is None else spec,
+        payload,
+        delivery_key=key,
+        settings=settings,
+    )
+    records.record_delivery(
+        store,
+        aide,
+        output.id,
+        key,
+        cycle_id,
+        ok=result.ok,
+        attempts=result.attempts,
+        error=result.error,
+        now=now,
+    )
+    return result
 
 
 async def deliver_async(

@@ -454,7 +454,7 @@ class Aide:
     async def _deliver(self, report: CycleReport, now: datetime) -> None:
         """Deliver this cycle's digest to each output, and the digests of recent cycles that
         an output has not accepted yet (it failed, or the process died before delivering)."""
-        from kgot.aides.outputs import deliver_async
+        from kgot.aides.outputs import deliver_once
 
         recent = records.recent_digests(self.store, self.row, records.REDELIVER_CYCLES)
         for output in records.outputs(self.store, self.row):
@@ -463,23 +463,18 @@ class Aide:
                 if added is not None and started is not None and started < added:
                     continue  # made before this output existed
                 key = f"aide {self.row.id}/cycle {cycle_id}"
-                tried = records.delivery_state(self.store, output.id, key)
-                if tried is not None and (tried.ok or tried.attempts >= records.MAX_DELIVERIES):
-                    continue
-                result = await deliver_async(
-                    output.kind, output.spec, digest, delivery_key=key, settings=self.settings
-                )
-                records.record_delivery(
+                result = await deliver_once(
                     self.store,
                     self.row,
-                    output.id,
+                    output,
                     key,
-                    cycle_id,
-                    ok=result.ok,
-                    attempts=result.attempts,
-                    error=result.error,
+                    digest,
+                    cycle_id=cycle_id,
                     now=now,
+                    settings=self.settings,
                 )
+                if result is None:
+                    continue  # delivered, or given up on, before
                 report.deliveries.append(
                     {
                         "output": output.id,

@@ -455,7 +455,7 @@ async def _deliver(aide: Aide, report: CycleReport, now: datetime) -> None:
     """Send new briefings and alerts, and recent ones an output has not accepted yet, to each
     output made before them (a user's output: that user's only)."""
     from kgot.aides import records as aide_records
-    from kgot.aides.outputs import deliver_async
+    from kgot.aides.outputs import deliver_once
     from kgot.persistence.timeutil import as_utc
 
     store, row = aide.store, aide.row
@@ -489,24 +489,20 @@ async def _deliver(aide: Aide, report: CycleReport, now: datetime) -> None:
                 continue  # another user's output never sees this user's data
             if added is not None and made_at is not None and made_at < added:
                 continue
-            tried = aide_records.delivery_state(store, output.id, key)
-            if tried is not None and (tried.ok or tried.attempts >= aide_records.MAX_DELIVERIES):
-                continue
             spec = {k: v for k, v in dict(output.spec).items() if k != "user"}
-            result = await deliver_async(
-                output.kind, spec, payload, delivery_key=key, settings=aide.settings
-            )
-            aide_records.record_delivery(
+            result = await deliver_once(
                 store,
                 row,
-                output.id,
+                output,
                 key,
-                report.cycle_id,
-                ok=result.ok,
-                attempts=result.attempts,
-                error=result.error,
+                payload,
+                cycle_id=report.cycle_id,
                 now=now,
+                settings=aide.settings,
+                spec=spec,
             )
+            if result is None:
+                continue  # delivered, or given up on, before
             report.deliveries.append(
                 {
                     "output": output.id,
