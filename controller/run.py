@@ -25,6 +25,7 @@ from kgot.controller.signals import RunTerminated, stopped_by_termination
 from kgot.controller.state import RunState, Usage, add_usage, empty_usage
 from kgot.errors import GraphFileError, KgotError, UsageError
 from kgot.graph_model import Changeset, apply_to_networkx
+from kgot.persistence.storable import storable_text
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +107,9 @@ async def ask_async(
         EntityNotFoundError: ``entity`` does not exist.
         StoreError: the database cannot be reached.
     """
-    question = question.strip()
+    # A NUL or a lone surrogate (from a client, a file, a pasted page) could be neither
+    # checkpointed nor stored: each becomes U+FFFD, as in everything the store keeps.
+    question = storable_text(question).strip()
     if not question:
         raise UsageError('the question is empty; pass the question text, e.g. kgot ask "…"')
     if entity and graph_file:

@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 
 from kgot.errors import StoreError
+from kgot.persistence import storable
 from kgot.persistence.target import StoreTarget
 
 BUSY_TIMEOUT_MS = 30_000
@@ -27,21 +28,33 @@ _WRITE = "kgot_write"
 
 
 def create_store_engine(target: StoreTarget) -> Engine:
-    """An engine for ``target`` (no connection is made yet)."""
+    """An engine for ``target`` (no connection is made yet).
+
+    Every text it sends is made storable first (no NUL, no lone surrogate: see
+    :mod:`kgot.persistence.storable`), JSON columns' text included, on both databases.
+    """
     if target.is_sqlite:
         engine = create_engine(
             target.url,
             # The pool hands a connection to one thread at a time, so sharing across threads
             # (the controller commits from worker threads) is safe.
             connect_args={"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000},
+            json_serializer=storable.dumps,
         )
         event.listen(engine, "connect", _sqlite_on_connect)
         event.listen(engine, "begin", _sqlite_on_begin)
-        return engine
-    connect_args: dict[str, Any] = {"connect_timeout": 10}
-    if target.schema:
-        connect_args["options"] = f"-c search_path={target.schema}"
-    return create_engine(target.url, connect_args=connect_args, pool_pre_ping=True)
+    else:
+        connect_args: dict[str, Any] = {"connect_timeout": 10}
+        if target.schema:
+            connect_args["options"] = f"-c search_path={target.schema}"
+        engine = create_engine(
+            target.url,
+            connect_args=connect_args,
+            pool_pre_ping=True,
+            json_serializer=storable.dumps,
+        )
+    storable.install(engine)
+    return engine
 
 
 def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
