@@ -33,11 +33,12 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from html.parser import HTMLParser
 from pathlib import Path
+from stat import S_ISREG
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
@@ -90,6 +91,15 @@ class SourceItem:
     published_at: datetime | None
     kind: str
 
+    def __post_init__(self) -> None:
+        # Whatever produced the item (a hostile feed, a file named in Latin-1, a converter's
+        # output), its texts go to the store and to the models: a NUL (PostgreSQL's text
+        # refuses it) or a lone surrogate (it has no UTF-8) would break the poll recording it.
+        for name in ("item_id", "title", "text", "source_ref"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                object.__setattr__(self, name, storable(value))
+
 
 @dataclass(frozen=True)
 class PollResult:
@@ -106,6 +116,11 @@ class PollResult:
     items: tuple[SourceItem, ...] = ()
     cursor: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+
+    def __post_init__(self) -> None:
+        # The error names files and entries, which may carry the same unstorable characters.
+        if self.error is not None:
+            object.__setattr__(self, "error", storable(self.error))
 
 
 # --------------------------------------------------------------------------- specs
@@ -202,11 +217,12 @@ def _feed_file_spec(text: str, path: Path, max_mb: float) -> dict[str, Any]:
             f"--rss {text!r}: cannot read it ({error.strerror or error}); fix its permissions"
         ) from None
     resolved = path.resolve()
-    _entries, problem = _parse_feed(body, resolved.as_uri(), None)
+    # Entries that cannot be read do not refuse the feed: its polls skip them and say so.
+    problem = _parse_feed(body, resolved.as_uri(), None).problem
     if problem is not None:
         raise UsageError(
-            f"--rss {text!r} {problem}; name a feed file (documents that are not feeds go "
-            "in a --dir folder)"
+            f"--rss {storable(text)!r} {problem}; name a feed file (documents that are not "
+            "feeds go in a --dir folder)"
         )
     return {"path": str(resolved)}
 
@@ -323,36 +339,56 @@ async def poll_rss_async(
     if fetched.status == 304:
         return PollResult((), previous, None)
 
-    entries, problem = _parse_feed(fetched.body, fetched.url, fetched.content_type)
-    if problem is not None:
+    feed = _parse_feed(fetched.body, fetched.url, fetched.content_type)
+    if feed.problem is not None:
         return PollResult(
             (),
             previous,
-            f"the feed {shown} {problem}; check the address or ask the site for its feed URL",
+            f"the feed {shown} {feed.problem}; check the address or ask the site for its feed URL",
         )
-    items, seen = _unseen(entries, previous)
+    items, seen, skipped = _unseen(feed, previous)
     next_cursor: dict[str, Any] = {"seen": seen}
     for header, key in (("etag", "etag"), ("last-modified", "modified")):
         if fetched.headers.get(header):
             next_cursor[key] = fetched.headers[header]
-    return PollResult(items, next_cursor, None)
+    return PollResult(
+        items, next_cursor, one_line(f"the feed {shown} {skipped}", 600) if skipped else None
+    )
 
 
 def _unseen(
-    entries: list[SourceItem], previous: Mapping[str, Any]
-) -> tuple[tuple[SourceItem, ...], list[str]]:
-    """The entries whose ids the cursor's ``seen`` lacks, oldest first, and the ids to keep."""
+    feed: _ParsedFeed, previous: Mapping[str, Any]
+) -> tuple[tuple[SourceItem, ...], list[str], str | None]:
+    """The entries whose ids the cursor's ``seen`` lacks, oldest first, the ids to keep, and a
+    note naming the entries skipped as unreadable.
+
+    A skipped entry's id is kept as seen: its conversion fails the same way every time, so it
+    is reported once instead of making the source look broken at every poll.
+    """
     seen = [str(i) for i in previous.get("seen") or []]
     known = set(seen)
     items = []
-    for item in entries:
+    for item in feed.entries:
         if item.item_id in known:
             continue
         known.add(item.item_id)
         seen.append(item.item_id)
         items.append(item)
     items.sort(key=lambda i: i.published_at or datetime.max.replace(tzinfo=UTC))
-    return tuple(items), seen[-MAX_SEEN_IDS:]
+    skipped: list[str] = []
+    for key, name, why in feed.skipped:
+        if key in known:
+            continue
+        if key:  # one without an id ("entry 3") is named at every poll: nothing to remember
+            known.add(key)
+            seen.append(key)
+        skipped.append(f"{one_line(name, 120)!r} ({why})")
+    note = None
+    if skipped:
+        count = "1 entry" if len(skipped) == 1 else f"{len(skipped)} entries"
+        more = f"; and {len(skipped) - 3} more" if len(skipped) > 3 else ""
+        note = f"skipped {count} it could not read: {'; '.join(skipped[:3])}{more}"
+    return tuple(items), seen[-MAX_SEEN_IDS:], note
 
 
 def poll_feed_file(
@@ -422,45 +458,150 @@ async def poll_feed_file_async(
     record = [stat.st_size, stat.st_mtime_ns, hashlib.sha256(body).hexdigest()]
     if known and known[2] == record[2]:
         return PollResult((), {**previous, "file": record}, None)  # touched, not changed
-    entries, problem = _parse_feed(body, feed.resolve().as_uri(), None)
-    if problem is not None:
-        return PollResult((), previous, f"the feed file {feed} {problem}; fix or replace the file")
-    items, seen = _unseen(entries, previous)
-    return PollResult(items, {"file": record, "seen": seen}, None)
+    parsed = _parse_feed(body, feed.resolve().as_uri(), None)
+    if parsed.problem is not None:
+        return PollResult(
+            (), previous, f"the feed file {feed} {parsed.problem}; fix or replace the file"
+        )
+    items, seen, skipped = _unseen(parsed, previous)
+    note = one_line(f"the feed file {feed} {skipped}", 600) if skipped else None
+    return PollResult(items, {"file": record, "seen": seen}, note)
 
 
-def _parse_feed(
-    body: bytes, url: str, content_type: str | None
-) -> tuple[list[SourceItem], str | None]:
-    """The entries of a feed body that say something, or why it is not a feed."""
+@dataclass(frozen=True)
+class _ParsedFeed:
+    """A feed body read: its entries that say something, the entries that could not be read
+    (``(id, name, why)``: the id they would have had, or ``""``, and how to name them), or why
+    it is not a feed."""
+
+    entries: list[SourceItem]
+    skipped: list[tuple[str, str, str]]
+    problem: str | None = None
+
+
+def _parse_feed(body: bytes, url: str, content_type: str | None) -> _ParsedFeed:
+    """The entries of a feed body, the ones that could not be read, or why it is not a feed.
+
+    One bad entry fails alone: an entry whose conversion raises is named in ``skipped`` and
+    the others come through. The body is cleaned first (:func:`_xml_safe`) because
+    feedparser's fallback parser crashes on a reference to a lone surrogate, which would make
+    the whole feed unreadable.
+    """
     import feedparser
 
+    body, content_type = _xml_safe(body, content_type)
     headers = {"content-location": url}
     if content_type:
         headers["content-type"] = content_type
-    # A stream, never bytes or str: given those, feedparser tries them as a URL or a file name.
-    parsed = feedparser.parse(io.BytesIO(body), response_headers=headers)
-    entries = [_feed_item(e, url) for e in list(parsed.get("entries") or [])[:MAX_FEED_ENTRIES]]
-    entries = [e for e in entries if e.text]  # a truncated feed leaves empty shells
+    try:
+        # A stream, never bytes or str: given those, feedparser tries them as a URL or a file.
+        parsed = feedparser.parse(io.BytesIO(body), response_headers=headers)
+    except Exception as error:  # its fallback parser has crashed on hostile bytes before
+        return _ParsedFeed(
+            [], [], f"is not a readable RSS or Atom feed (the parser failed: {_describe(error)})"
+        )
+    entries: list[SourceItem] = []
+    skipped: list[tuple[str, str, str]] = []
+    for number, entry in enumerate(list(parsed.get("entries") or [])[:MAX_FEED_ENTRIES], 1):
+        try:
+            item = _feed_item(entry, url)
+        except Exception as error:  # one entry in a shape nobody foresaw: skip it, not the feed
+            try:
+                key = _entry_key(entry, url)
+            except Exception:
+                key = ""
+            skipped.append((key, key or f"entry {number}", _describe(error)))
+            continue
+        if item.text:  # a truncated feed leaves empty shells
+            entries.append(item)
     # No recognised format (an HTML page) or a parse failure, and nothing to show for it.
-    if not entries and (parsed.get("bozo") or not parsed.get("version")):
+    if not entries and not skipped and (parsed.get("bozo") or not parsed.get("version")):
         reason = parsed.get("bozo_exception")
-        detail = f" ({one_line(str(reason), 120)})" if reason else ""
-        return [], f"is not a readable RSS or Atom feed{detail}"
-    return entries, None
+        detail = f" ({one_line(storable(str(reason)), 120)})" if reason else ""
+        return _ParsedFeed([], [], f"is not a readable RSS or Atom feed{detail}")
+    return _ParsedFeed(entries, skipped)
+
+
+# Character references XML 1.0 forbids (NUL, other C0 controls, lone surrogates, FFFE/FFFF,
+# beyond 10FFFF). Expat rejects the document for one, feedparser falls back to its loose
+# parser, and that one raises on a surrogate: the whole feed would be lost for one entry.
+_CHAR_REF = re.compile(rb"&#(?:[xX]([0-9a-fA-F]+)|([0-9]+));")
+_REPLACEMENT_REF = b"&#xFFFD;"
+# UTF-16 and UTF-32 bodies, by byte-order mark or by how ``<`` begins them (XML 1.0, F.1);
+# the 32-bit marks first: FF FE 00 00 also begins with UTF-16's FF FE.
+_WIDE_STARTS: tuple[tuple[bytes, str], ...] = (
+    (b"\x00\x00\xfe\xff", "utf-32"),
+    (b"\xff\xfe\x00\x00", "utf-32"),
+    (b"\x00\x00\x00<", "utf-32-be"),
+    (b"<\x00\x00\x00", "utf-32-le"),
+    (b"\xfe\xff", "utf-16"),
+    (b"\xff\xfe", "utf-16"),
+    (b"\x00<", "utf-16-be"),
+    (b"<\x00", "utf-16-le"),
+)
+_XML_DECLARED_ENCODING = re.compile(r"""^(\s*<\?xml[^>]*?\bencoding\s*=\s*)(["'])[^"']*\2""")
+_CHARSET_PARAMETER = re.compile(r";\s*charset\s*=[^;]*", re.IGNORECASE)
+
+
+def _xml_allowed(code: int) -> bool:
+    """Whether XML 1.0's ``Char`` production admits this code point."""
+    return (
+        code in (0x9, 0xA, 0xD)
+        or 0x20 <= code <= 0xD7FF
+        or 0xE000 <= code <= 0xFFFD
+        or 0x10000 <= code <= 0x10FFFF
+    )
+
+
+def _safe_ref(match: re.Match[bytes]) -> bytes:
+    hexa, decimal = match.group(1), match.group(2)
+    digits = hexa or decimal
+    if len(digits) > 8:  # far beyond 10FFFF (and int() refuses thousands of digits)
+        return _REPLACEMENT_REF
+    code = int(digits, 16) if hexa else int(digits)
+    return match.group(0) if _xml_allowed(code) else _REPLACEMENT_REF
+
+
+def _xml_safe(body: bytes, content_type: str | None) -> tuple[bytes, str | None]:
+    """A feed body whose forbidden character references and raw NUL bytes are U+FFFD
+    references, and the content type to parse it with.
+
+    A UTF-16 or UTF-32 body is first re-encoded as UTF-8 (its NUL bytes are its encoding, and
+    its references cannot be found byte-wise), its XML declaration and content type told so.
+    Any other body is ASCII-compatible (UTF-8, the ISO-8859 and Windows code pages, the East
+    Asian multi-byte encodings): a NUL byte is never part of a character there, and an ``&#``
+    reference is those very bytes. A reference (not the UTF-8 bytes of U+FFFD) replaces a raw
+    NUL, whatever the encoding.
+    """
+    for start, codec in _WIDE_STARTS:
+        if body.startswith(start):
+            text = body.decode(codec, errors="replace").lstrip("\ufeff")
+            text = _XML_DECLARED_ENCODING.sub(r"\g<1>\g<2>utf-8\g<2>", text, count=1)
+            # ``replace`` has already turned undecodable units and lone surrogates into U+FFFD.
+            body = text.encode("utf-8")
+            if content_type:
+                content_type = _CHARSET_PARAMETER.sub("", content_type)
+            break
+    if b"&#" in body:
+        body = _CHAR_REF.sub(_safe_ref, body)
+    return body.replace(b"\x00", _REPLACEMENT_REF), content_type
+
+
+def _entry_key(entry: Mapping[str, Any], feed_url: str) -> str:
+    """An entry's id: its guid (a feed-local one scoped by the feed's URL), else its link."""
+    guid = storable(str(entry.get("id") or "")).strip()
+    if guid and ":" not in guid:
+        guid = f"{feed_url}#{guid}"  # "42" means something only within its feed
+    return guid or storable(str(entry.get("link") or "")).strip()
 
 
 def _feed_item(entry: Mapping[str, Any], feed_url: str) -> SourceItem:
-    link = str(entry.get("link") or "").strip()
+    link = storable(str(entry.get("link") or "")).strip()
     title = _clean_line(str(entry.get("title") or ""))
     body = _entry_text(entry)
     text = "\n\n".join(part for part in (title, body) if part)
-    guid = str(entry.get("id") or "").strip()
-    if guid and ":" not in guid:
-        guid = f"{feed_url}#{guid}"  # "42" means something only within its feed
-    item_id = guid or link or _content_id(text)
     return SourceItem(
-        item_id=item_id,
+        item_id=_entry_key(entry, feed_url) or _content_id(text),
         title=title or _first_line(body) or link or feed_url,
         text=_capped(text),
         source_ref=link or feed_url,
@@ -527,15 +668,29 @@ async def poll_dir_async(
     A file is new or changed when its size and modification time differ from the cursor's and
     its content hash does too (a touched but unchanged file is not an item again). Text and
     Markdown are read directly; HTML, PDF and JSON are parsed in the sandbox's conversion
-    workers. Hidden files, editors' ``~`` files, links to folders and files written in the last
+    workers. Hidden files and editors' ``~`` files are skipped, files written in the last
     ``settle_seconds`` (maybe half-written) are left for later. A file that cannot be read is
     tried again in the next polls, :data:`MAX_FILE_TRIES` times per version, and reported.
+
+    Nothing is read through a link: links to files and to folders are never followed (one
+    leaving the folder is reported; the target of one staying inside is read under its own
+    name), and each file is opened without following a link and checked to be the file at a
+    real path inside the folder, so a link put in place meanwhile is not read through either.
 
     Cursor: ``files`` (``{path: [size, mtime_ns, sha256]}``) and ``failures``
     (``{path: [sha256, tries]}``).
     """
     previous = dict(cursor or {})
     folder = Path(path)
+    if folder.is_symlink():
+        # Stored resolved when added: a link here now was put in its place, and everything
+        # under its target would count as inside.
+        return PollResult(
+            (),
+            previous,
+            f"the folder {folder} is a link now (to {os.path.realpath(folder)}); add the "
+            "folder itself as the source again",
+        )
     if not folder.is_dir():
         return PollResult((), previous, f"the folder {folder} does not exist any more")
     scan = _FolderScan(
@@ -545,10 +700,12 @@ async def poll_dir_async(
         settled_before=time.time() - settle_seconds,
         files={str(k): list(v) for k, v in dict(previous.get("files") or {}).items()},
         failures={str(k): list(v) for k, v in dict(previous.get("failures") or {}).items()},
+        folder=folder,
+        root=os.path.realpath(folder),
     )
     present: set[str] = set()
-    for candidate in _documents_in(folder):
-        present.add(str(candidate))
+    for candidate in _documents_in(folder, scan.root, scan.problems):
+        present.add(_path_key(candidate))
         if len(scan.items) < MAX_DIR_ITEMS:  # the rest wait for the next poll
             await scan.visit(candidate)
     # Forget files that are gone: one that comes back is new again.
@@ -569,22 +726,28 @@ class _FolderScan:
 
     ``files`` maps a path to ``[size, mtime_ns, sha256]`` of the version already handled (its
     hash ``None`` when it was too large to read); ``failures`` maps a path to ``[sha256,
-    tries]`` of a version that could not be read yet.
+    tries]`` of a version that could not be read yet. ``root`` is the folder's real path:
+    nothing outside it is read.
     """
 
     settings: Settings
     settled_before: float
     files: dict[str, list[Any]]
     failures: dict[str, list[Any]]
+    folder: Path
+    root: str
     problems: list[str] = field(default_factory=list)
     items: list[SourceItem] = field(default_factory=list)
     parser_down: bool = False
 
     async def visit(self, candidate: Path) -> None:
         """Look at one file: an item when it is new or changed and readable."""
-        key = str(candidate)
+        key = _path_key(candidate)
+        name = storable(candidate.name)
         try:
-            stat = candidate.stat()
+            # lstat: a quick look that follows no link; only the open in _load decides what
+            # is read.
+            stat = candidate.lstat()
         except OSError:
             return  # removed meanwhile
         if stat.st_mtime > self.settled_before:
@@ -592,19 +755,10 @@ class _FolderScan:
         known = self.files.get(key)
         if known and known[0] == stat.st_size and known[1] == stat.st_mtime_ns:
             return
-        cap_mb = self.settings.tools.max_download_mb
-        if stat.st_size > cap_mb * 1024 * 1024:
-            if not (known and known[2] is None):  # said once, not every poll
-                self.problems.append(
-                    f"{candidate.name} is over the {cap_mb} MB cap (tools.max_download_mb)"
-                )
-            self.files[key] = [stat.st_size, stat.st_mtime_ns, None]
+        loaded = self._load(candidate, key, known)
+        if loaded is None:
             return
-        try:
-            content = candidate.read_bytes()
-        except OSError as error:
-            self.problems.append(f"cannot read {candidate.name} ({error.strerror or error})")
-            return
+        stat, content = loaded
         digest = hashlib.sha256(content).hexdigest()
         if known and known[2] == digest:
             self.files[key] = [stat.st_size, stat.st_mtime_ns, digest]  # touched, not changed
@@ -618,7 +772,7 @@ class _FolderScan:
             self.problems.append(f"{down}; documents other than text wait for the next poll")
             return
         except OSError as error:  # the private copy for the parser could not be written
-            self.problems.append(f"cannot read {candidate.name} ({error.strerror or error})")
+            self.problems.append(f"cannot read {name} ({error.strerror or error})")
             return
         except _Unreadable as unreadable:
             self._failed(key, digest, [stat.st_size, stat.st_mtime_ns, digest], str(unreadable))
@@ -626,18 +780,42 @@ class _FolderScan:
         self.files[key] = [stat.st_size, stat.st_mtime_ns, digest]
         self.failures.pop(key, None)
         if not text.strip():
-            self.problems.append(f"{candidate.name} has no text (a scanned PDF?); skipped")
+            self.problems.append(f"{name} has no text (a scanned PDF?); skipped")
             return
         self.items.append(
             SourceItem(
                 item_id=f"{key}#sha256:{digest}",
-                title=title or candidate.name,
+                title=title or name,
                 text=_capped(text),
                 source_ref=key,
                 published_at=datetime.fromtimestamp(stat.st_mtime, UTC),
                 kind="dir",
             )
         )
+
+    def _load(
+        self, candidate: Path, key: str, known: list[Any] | None
+    ) -> tuple[os.stat_result, bytes] | None:
+        """The file's status and bytes, if it is a file inside the folder within the cap;
+        else ``None``, the reason noted."""
+        name = storable(candidate.name)
+        cap_mb = self.settings.tools.max_download_mb
+        try:
+            stat, content = _read_inside(candidate, self.root, int(cap_mb * 1024 * 1024))
+        except _LeftFolder as outside:
+            self.problems.append(f"{_shown(self.folder, candidate)} {outside}; not read")
+            return None
+        except FileNotFoundError:
+            return None  # removed meanwhile
+        except OSError as error:
+            self.problems.append(f"cannot read {name} ({error.strerror or error})")
+            return None
+        if content is None:
+            if not (known and known[2] is None):  # said once, not every poll
+                self.problems.append(f"{name} is over the {cap_mb} MB cap (tools.max_download_mb)")
+            self.files[key] = [stat.st_size, stat.st_mtime_ns, None]
+            return None
+        return stat, content
 
     def _failed(self, key: str, digest: str, record: list[Any], why: str) -> None:
         """Count a failed read of this version; after :data:`MAX_FILE_TRIES` give it up."""
@@ -652,17 +830,126 @@ class _FolderScan:
             self.problems.append(f"{why} (will try again)")
 
 
-def _documents_in(folder: Path) -> Iterable[Path]:
-    """Candidate documents under ``folder``, in a stable order; links to folders are not
-    followed (they could loop), hidden and editor files are skipped."""
-    for root, folders, names in os.walk(folder, followlinks=False):
-        folders[:] = sorted(d for d in folders if not d.startswith("."))
-        for name in sorted(names):
-            if name.startswith((".", "~")) or Path(name).suffix.lower() not in DIR_EXTENSIONS:
+def _documents_in(folder: Path, root: str, problems: list[str]) -> Iterator[Path]:
+    """Candidate documents under ``folder``, in a stable order (a folder's files by name, then
+    its subfolders', depth first), hidden and editor files skipped.
+
+    No link is followed, to a file or to a folder: a link leaving the folder (its real path is
+    not under ``root``) could read any file on the machine, and is named in ``problems``; one
+    that stays inside points at a file the walk reads under its own name anyway (and a link to
+    a folder inside could loop), so it is skipped quietly. A folder that cannot be listed is
+    named in ``problems`` too.
+    """
+    pending = [folder]
+    while pending:
+        current = pending.pop()
+        try:
+            with os.scandir(current) as listing:
+                entries = sorted(listing, key=lambda entry: entry.name)
+        except OSError as error:
+            problems.append(f"cannot list {_shown(folder, current)} ({error.strerror or error})")
+            continue
+        subfolders: list[Path] = []
+        for entry in entries:
+            if entry.name.startswith("."):
                 continue
-            candidate = Path(root, name)
-            if candidate.is_file():
-                yield candidate
+            candidate = Path(entry.path)
+            try:
+                if entry.is_symlink():
+                    _note_link(folder, root, candidate, problems)
+                elif entry.is_dir(follow_symlinks=False):
+                    subfolders.append(candidate)
+                elif _is_document_name(entry.name) and entry.is_file(follow_symlinks=False):
+                    yield candidate
+            except OSError:
+                continue  # removed meanwhile
+        pending.extend(reversed(subfolders))
+
+
+def _is_document_name(name: str) -> bool:
+    return not name.startswith((".", "~")) and Path(name).suffix.lower() in DIR_EXTENSIONS
+
+
+def _note_link(folder: Path, root: str, link: Path, problems: list[str]) -> None:
+    """Name a link that leaves the folder (one the walk would have read: a document's name,
+    or a folder); it is never followed either way. Resolving it reads no file."""
+    target = os.path.realpath(link)
+    if _inside(target, root):
+        return
+    if _is_document_name(link.name) or os.path.isdir(target):
+        problems.append(
+            f"{_shown(folder, link)} is a link to {target}, outside the folder; not read"
+        )
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+class _LeftFolder(Exception):
+    """The file opened is not one inside the folder (a link put on its path meanwhile)."""
+
+
+_OPEN_FLAGS = (
+    os.O_RDONLY
+    # The last component is never followed: a link there fails the open (ELOOP).
+    | getattr(os, "O_NOFOLLOW", 0)
+    # A FIFO swapped in under a document's name would block the open forever.
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+)
+
+
+def _read_inside(path: Path, root: str, cap: int) -> tuple[os.stat_result, bytes | None]:
+    """The file's status and bytes (``None`` when over ``cap`` bytes), if it is a regular file
+    inside ``root``.
+
+    Time-of-check to time-of-use safe: the file is opened first (the last component not
+    followed) and the open file itself is checked: a regular file, and the very inode found at
+    its real path, which is under ``root``. A folder on its path swapped for a link to /etc
+    after the walk saw it fails the check, whenever the swap happens.
+
+    Raises:
+        _LeftFolder: not a regular file, or not inside ``root``.
+        OSError: it cannot be opened or read (ELOOP: it is a link now).
+    """
+    descriptor = os.open(path, _OPEN_FLAGS)
+    try:
+        stat = os.fstat(descriptor)
+        if not S_ISREG(stat.st_mode):
+            raise _LeftFolder("is not a regular file")
+        real = os.path.realpath(path)
+        try:
+            there = os.stat(real)
+        except OSError:
+            there = None
+        if (
+            not _inside(real, root)
+            or there is None
+            or (there.st_dev, there.st_ino) != (stat.st_dev, stat.st_ino)
+        ):
+            raise _LeftFolder(f"resolves to {real}, outside the folder")
+        if stat.st_size > cap:
+            return stat, None
+        with os.fdopen(descriptor, "rb", closefd=False) as handle:
+            content = handle.read(cap + 1)
+        return stat, (content if len(content) <= cap else None)  # grew past the cap meanwhile
+    finally:
+        os.close(descriptor)
+
+
+def _path_key(path: Path) -> str:
+    """A file's path as the cursor and its items name it: a name that is not UTF-8 (Python
+    decodes its bytes to lone surrogates) gets U+FFFD, so it can be stored."""
+    return storable(str(path))
+
+
+def _shown(folder: Path, path: Path | str) -> str:
+    """``path`` relative to the watched folder, for a problem line."""
+    try:
+        return storable(str(Path(path).relative_to(folder))) if Path(path) != folder else "."
+    except ValueError:
+        return storable(str(path))
 
 
 class _Unreadable(Exception):
@@ -877,16 +1164,27 @@ def html_to_text(fragment: str) -> str:
     except (AssertionError, ValueError):  # HTMLParser's own failures on broken markup
         from kgot.tools.text import strip_markup
 
-        return strip_markup(fragment)
+        return storable(strip_markup(fragment))
     return _clean_text("".join(collector.parts))
 
 
 _SPACES = re.compile(r"[ \t\f\v\r\u00a0]+")
+# In a str every code point from D800 to DFFF is a lone surrogate (a valid pair is one code
+# point above FFFF): feeds and JSON can name them (``&#xD800;``, ``"\\ud800"``) and Python
+# decodes undecodable file names to them.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def storable(text: str) -> str:
+    """``text`` with each NUL and lone surrogate replaced by U+FFFD: what any database and
+    UTF-8 take (PostgreSQL refuses NUL in text; a lone surrogate cannot be encoded at all)."""
+    return _UNSTORABLE.sub("\ufffd", text) if _UNSTORABLE.search(text) else text
 
 
 def _clean_text(text: str) -> str:
-    """Spaces collapsed within lines, blank lines collapsed to one, ends trimmed."""
-    lines = [_SPACES.sub(" ", line).strip() for line in text.split("\n")]
+    """Spaces collapsed within lines, blank lines collapsed to one, ends trimmed; NULs and
+    lone surrogates replaced (:func:`storable`)."""
+    lines = [_SPACES.sub(" ", line).strip() for line in storable(text).split("\n")]
     out: list[str] = []
     for line in lines:
         if line or (out and out[-1]):
@@ -910,7 +1208,7 @@ def _capped(text: str) -> str:
 
 
 def _content_id(text: str) -> str:
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return "sha256:" + hashlib.sha256(storable(text).encode("utf-8")).hexdigest()
 
 
 def _describe(error: BaseException) -> str:
