@@ -24,6 +24,12 @@ Messages and source references name a URL through :func:`shown_url` (no password
 query value), and an API call by its configured endpoint — never the query kgot built, which
 holds SerpAPI's ``api_key``.
 
+Bodies are read raw and decoded here (:class:`~kgot.tools.decoding.BoundedBody`), never by
+httpx: the download cap (``tools.max_download_mb``) holds for the bytes received and for the
+bytes they decode to, with every decoding step bounded, so a small compressed answer cannot
+inflate past it (a gzip or zstd "bomb"). ``Accept-Encoding`` names only what that decodes; a
+chain of encodings or an unknown one is refused.
+
 Retries (two, with backoff, honouring ``Retry-After`` up to a few seconds) happen only for
 connection failures, timeouts and the statuses in :data:`RETRY_STATUSES`. Everything else,
 including TLS failures, fails at once.
@@ -54,6 +60,13 @@ from kgot.retrying import (
     retry_async,
 )
 from kgot.tools.base import ToolFailure, TransientNetworkError
+from kgot.tools.decoding import (
+    BodyTooLarge,
+    BoundedBody,
+    CorruptBody,
+    UnsupportedEncoding,
+    accept_encoding,
+)
 from kgot.version import __version__
 
 if TYPE_CHECKING:
@@ -102,8 +115,9 @@ class Fetched:
     url: str  # after redirects
     status: int
     content_type: str | None
-    body: bytes
-    # Response headers (names lower-case), for callers that remember ETag and Last-Modified.
+    body: bytes  # decoded: any Content-Encoding is undone
+    # Response headers (names lower-case), for callers that remember ETag and Last-Modified;
+    # Content-Encoding and Content-Length among them describe the body as it was sent.
     headers: dict[str, str] = field(default_factory=dict)
 
 
@@ -307,7 +321,9 @@ class Http:
         return httpx.AsyncClient(
             timeout=timeout,
             verify=ssl_context(),
-            headers={"User-Agent": USER_AGENT},
+            # Only what _read_capped decodes within the cap (httpx would offer br whenever a
+            # brotli package happens to be installed).
+            headers={"User-Agent": USER_AGENT, "Accept-Encoding": accept_encoding()},
             follow_redirects=False,  # _exchange follows them, checking every hop's URL
             transport=transport,
         )
@@ -353,9 +369,11 @@ class Http:
                 request, trusted_endpoint=url, service=service, setting=setting, api=True
             ) as response:
                 body = await self._read_capped(response, endpoint)
+            # Read in full (the status checks quote the body) and already decoded: without its
+            # Content-Encoding, httpx would try to decode it a second time.
             answer = httpx.Response(
-                response.status_code, headers=response.headers, content=body
-            )  # read in full: the status checks quote the body
+                response.status_code, headers=_decoded_headers(response.headers), content=body
+            )
             _raise_for_api_status(answer, service, endpoint, setting, key_setting or setting)
             try:
                 return answer.json()
@@ -402,8 +420,9 @@ class Http:
                 another origin drops all but the harmless ones.
 
         Raises:
-            ToolFailure: ``input`` (bad or refused URL), ``not_found``, ``network``,
-                ``unsupported`` (larger than the download cap).
+            ToolFailure: ``input`` (bad or refused URL), ``not_found``, ``network`` (also a
+                body that does not decode), ``unsupported`` (larger than the download cap as
+                sent or once decompressed, or compressed in a way kgot does not decode).
         """
         request = _Request("GET", url, headers={"Accept": BROWSER_ACCEPT, **(headers or {})})
 
@@ -497,22 +516,44 @@ class Http:
         )
 
     async def _read_capped(self, response: httpx.Response, url: str) -> bytes:
+        """The body of ``response``, decoded, within the download cap.
+
+        The raw bytes (``aiter_raw``, not httpx's decoding ``aiter_bytes``, which inflates a
+        chunk whole before anything can count it) go through :class:`BoundedBody`: neither
+        what arrives nor what it decodes to may pass the cap, and decoding stops there.
+
+        Raises:
+            ToolFailure: ``unsupported`` (over the cap, or an encoding kgot does not decode),
+                ``network`` (a body that does not decode, or a transport failure).
+        """
         import httpx
 
+        cap_mb = self.settings.max_download_mb
         declared = response.headers.get("content-length")
         if declared and declared.isdigit() and int(declared) > self.max_bytes:
-            raise _too_large(url, int(declared), self.settings.max_download_mb)
-        chunks: list[bytes] = []
-        total = 0
+            raise _too_large(url, int(declared), cap_mb)
+        body = BoundedBody(response.headers.get("content-encoding"), self.max_bytes)
         try:
-            async for chunk in response.aiter_bytes():
-                total += len(chunk)
-                if total > self.max_bytes:
-                    raise _too_large(url, None, self.settings.max_download_mb)
-                chunks.append(chunk)
+            async for chunk in response.aiter_raw():
+                body.feed(chunk)
+            return body.finish()
+        except BodyTooLarge as over:
+            raise _too_large(url, None, cap_mb, decoded=over.encoded) from None
+        except UnsupportedEncoding as refused:
+            raise ToolFailure(
+                f"{url} cannot be read: {refused}; try another source",
+                kind="unsupported",
+                source_ref=url,
+            ) from None
+        except CorruptBody as corrupt:
+            raise ToolFailure(
+                f"{url} sent a body that does not decode: {corrupt}; try again later or "
+                "another source",
+                kind="network",
+                source_ref=url,
+            ) from None
         except httpx.HTTPError as error:
             raise _transport_failure(error, url, "the web server") from None
-        return b"".join(chunks)
 
     async def _with_retries(self, attempt: Callable[[], Awaitable[T]]) -> T:
         try:
@@ -571,6 +612,16 @@ def _redirect_request(
         headers = {k: v for k, v in request.headers.items() if k.lower() not in dropped}
     content = request.content if method == request.method else None
     return client.build_request(method, location, headers=headers, content=content)
+
+
+def _decoded_headers(headers: httpx.Headers) -> list[tuple[str, str]]:
+    """``headers`` as they fit a body already decoded: no Content-Encoding, and no
+    Content-Length (the encoded size). A list: a header may come more than once."""
+    return [
+        (name, value)
+        for name, value in headers.multi_items()
+        if name.lower() not in ("content-encoding", "content-length")
+    ]
 
 
 def _origin(url: str) -> tuple[str, str, int]:
@@ -806,8 +857,10 @@ def _tls_failure(error: ssl.SSLError, url: str) -> ToolFailure:
     )
 
 
-def _too_large(url: str, size: int | None, cap_mb: int) -> ToolFailure:
+def _too_large(url: str, size: int | None, cap_mb: int, *, decoded: bool = False) -> ToolFailure:
     shown = f"{size / 1024 / 1024:.1f} MB" if size else f"more than {cap_mb} MB"
+    if decoded:  # a small download that inflates past the cap: say so, or it looks like a bug
+        shown += " once decompressed"
     return ToolFailure(
         f"{url} is {shown}, over the download cap of {cap_mb} MB (tools.max_download_mb); "
         "look for a smaller version or a specific section of it",
