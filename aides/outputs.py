@@ -272,20 +272,45 @@ async def deliver_once(
     spec: Mapping[str, Any] | None = None,
 ) -> DeliveryResult | None:
     """Deliver ``payload`` to an aide's ``output`` under ``key`` unless its delivery log says
-    that was done or given up on (``None`` then), and log the attempt. ``spec``: the output's
-    settings to deliver with, when not its own."""
-    from kgot.aides import records
+    not to now (``None`` then: delivered, given up on, waiting for its next try, or being
+    sent by another worker), and log the try. ``spec``: the output's settings to deliver
+    with, when not its own.
 
-    tried = records.delivery_state(store, output.id, key)
-    if tried is not None and (tried.ok or tried.attempts >= records.MAX_DELIVERIES):
+    The delivery is claimed in the log before anything is sent, so of several workers only
+    one sends it. A try is one call here, however many requests the output's own retries
+    make; a failed one waits before the next (:func:`kgot.aides.records.retry_delay`).
+    """
+    from kgot.aides import records
+    from kgot.persistence.owner import current_owner
+
+    owner = current_owner()
+    if not records.claim_delivery(
+        store,
+        aide,
+        output.id,
+        key,
+        cycle_id,
+        owner=owner,
+        now=now,
+        at_most_once=output.kind == "smtp",
+    ):
         return None
-    result = await deliver_async(
-        output.kind,
-        output.spec if spec is None else spec,
-        payload,
-        delivery_key=key,
-        settings=settings,
-    )
+    try:
+        result = await deliver_async(
+            output.kind,
+            output.spec if spec is None else spec,
+            payload,
+            delivery_key=key,
+            settings=settings,
+        )
+    except BaseException:
+        # Stopped (a signal) or broken mid-send. A webhook or outbox may have it; it is sent
+        # again later under the same key, which receivers de-duplicate on. An email may
+        # have gone: its claim stays, and the next worker gives it up instead of sending
+        # it twice (records.claim_delivery).
+        if output.kind != "smtp":
+            records.release_delivery(store, output.id, key, owner=owner)
+        raise
     records.record_delivery(
         store,
         aide,
@@ -293,9 +318,9 @@ async def deliver_once(
         key,
         cycle_id,
         ok=result.ok,
-        attempts=result.attempts,
         error=result.error,
         now=now,
+        owner=owner,
     )
     return result
 
@@ -578,17 +603,22 @@ def _email(spec: Mapping[str, Any], message: Mapping[str, Any], delivery_key: st
     from email.message import EmailMessage
     from email.utils import formatdate
 
+    from kgot.aides.mail import AddressHeader, TextHeader
+
     email = EmailMessage()
     aide = message.get("aide")
     subject = message.get("subject") or (f"kgot aide {aide}" if aide else "kgot aide report")
-    email["Subject"] = one_line(str(subject), 200)
-    email["From"] = str(spec["from"])
-    email["To"] = ", ".join(spec["to"])
-    email["Date"] = formatdate(localtime=False)
+    # Every header is literal text that the email package stores and writes as it is, never
+    # parsing it: an encoded word in an aide's name or a subject ("=?utf-8?q?x=0D=0A
+    # Reply-To:…?=") would otherwise be decoded into a header break (CVE-2024-6923).
+    email["Subject"] = TextHeader("Subject", one_line(str(subject), 200))
+    email["From"] = AddressHeader("From", [str(spec["from"])])
+    email["To"] = AddressHeader("To", [str(address) for address in spec["to"]])
+    email["Date"] = TextHeader("Date", formatdate(localtime=False))
     # The same delivery always has the same Message-ID, so a mail client shows a repeat once.
     digest = hashlib.sha256(delivery_key.encode("utf-8")).hexdigest()[:32]
-    email["Message-ID"] = f"<{digest}@kgot.invalid>"
-    email[DELIVERY_HEADER] = one_line(delivery_key, 200)
+    email["Message-ID"] = TextHeader("Message-ID", f"<{digest}@kgot.invalid>")
+    email[DELIVERY_HEADER] = TextHeader(DELIVERY_HEADER, one_line(delivery_key, 200))
     text = message.get("text") or message.get("digest")
     if not isinstance(text, str) or not text.strip():
         shown = {k: v for k, v in message.items() if k != "subject"}

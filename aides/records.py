@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, delete, func, insert, or_, select, update
+from sqlalchemy import Connection, case, delete, func, insert, null, or_, select, update
 
 from kgot.errors import EntityNotFoundError, UsageError
 from kgot.persistence.schema import TABLES
@@ -43,6 +43,8 @@ LEASE = timedelta(minutes=15)
 UPKEEP_EVERY = timedelta(hours=1)  # how often an aide's cycles run the memory upkeep pass
 REDELIVER_CYCLES = 10  # digests of this many recent cycles are delivered again if not yet
 MAX_DELIVERIES = 10  # tries of one delivery (each with the output's own retries) at most
+# Why an item of a removed source whose worker died mid-ingestion is left failed.
+_SOURCE_REMOVED = "its source was removed while it was being ingested, by a worker now gone"
 
 
 @dataclass(frozen=True)
@@ -118,12 +120,15 @@ def get_aide(store: Store, name: str) -> AideRow:
     """The aide called ``name``.
 
     Raises:
-        UsageError: no such aide (the message lists how to see them).
+        UsageError: no such aide (the message names the database looked in, since a wrong
+            KGOT_DB / --db is the usual cause, and says how to list the aides).
     """
     with _read(store) as connection:
         row = _aide_rows(connection, name)
     if not row:
-        raise UsageError(f"no aide named {name!r}; list them with `kgot aide list`")
+        raise UsageError(
+            f"no aide named {name!r} in {store.target.display}; list them with `kgot aide list`"
+        )
     return row[0]
 
 
@@ -260,6 +265,334 @@ def outputs(store: Store, aide: AideRow) -> list[Any]:
         )
 
 
+# ---------------------------------------------------------------------------- corrections
+# Listing, editing and removing an aide's sources and outputs (`kgot aide source list|set|
+# remove`, `kgot aide output list|remove`). Every statement names the aide and its entity, so
+# an id typed for one aide never reads or touches another aide's rows.
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """A source as ``kgot aide source list`` shows it, its items counted by status."""
+
+    id: int
+    kind: str
+    spec: dict[str, Any]
+    items: dict[str, int]  # status -> count (new, ingesting, done, failed)
+    last_error: str | None
+    failures: int  # failed polls in a row
+    polled_at: datetime | None
+    created_at: datetime | None
+
+    def text(self) -> str:
+        return part_text(self.kind, self.spec)
+
+
+@dataclass(frozen=True)
+class OutputInfo:
+    """An output as ``kgot aide output list`` shows it, with its delivery log counted."""
+
+    id: int
+    kind: str
+    spec: dict[str, Any]
+    delivered: int  # digests logged as delivered
+    undelivered: int  # logged as refused: retried by the next cycles, or given up on
+    created_at: datetime | None
+
+    def text(self) -> str:
+        return part_text(self.kind, self.spec)
+
+
+@dataclass(frozen=True)
+class SourceRemoval:
+    """What :func:`remove_source` did."""
+
+    id: int
+    kind: str
+    spec: dict[str, Any]
+    kept: int  # done items: their facts stay in the graph, their rows (detached) stay listed
+    dropped: int  # items never ingested (new, or failed): deleted
+    in_flight: int  # items being ingested: left to their worker, not retried if they fail
+
+    def summary(self) -> str:
+        line = (
+            f"removed source {self.id} ({part_text(self.kind, self.spec)}); "
+            f"{_count(self.kept, 'item')} it brought "
+            f"{'stays' if self.kept == 1 else 'stay'} in the graph; "
+            f"{_count(self.dropped, 'pending or failed item')} dropped"
+        )
+        if self.in_flight:
+            line += (
+                f"; {_count(self.in_flight, 'item')} being ingested "
+                f"{'is' if self.in_flight == 1 else 'are'} left to finish"
+            )
+        return line
+
+
+@dataclass(frozen=True)
+class SourceUpdate:
+    """What :func:`update_source` did: ``old`` and ``new`` are equal when nothing changed."""
+
+    id: int
+    kind: str
+    old: dict[str, Any]
+    new: dict[str, Any]
+    known: int  # item ids the source has recorded: never recorded again, whatever the cursor
+
+    @property
+    def changed(self) -> bool:
+        return self.old != self.new
+
+    def summary(self) -> str:
+        if not self.changed:
+            return f"source {self.id} ({part_text(self.kind, self.old)}) is unchanged"
+        return (
+            f"source {self.id} now reads {part_text(self.kind, self.new)} (was "
+            f"{part_text(self.kind, self.old)}); it is polled afresh, and the "
+            f"{_count(self.known, 'item')} it has read {'is' if self.known == 1 else 'are'} "
+            "not ingested again"
+        )
+
+
+@dataclass(frozen=True)
+class OutputRemoval:
+    """What :func:`remove_output` did."""
+
+    id: int
+    kind: str
+    spec: dict[str, Any]
+    deliveries: int  # its delivery log's rows, deleted with it
+
+    def summary(self) -> str:
+        return (
+            f"removed output {self.id} ({part_text(self.kind, self.spec)}); its delivery log "
+            f"({_count(self.deliveries, 'entry', 'entries')}) was deleted with it"
+        )
+
+
+def part_text(kind: str, spec: Mapping[str, Any]) -> str:
+    """A source or output in a few words: ``rss https://…``, ``dir /srv/inbox``, ``stdout``."""
+    if kind == "smtp":
+        where = f"{spec.get('host')}:{spec.get('port')} to {', '.join(spec.get('to') or [])}"
+    else:
+        where = str(spec.get("url") or spec.get("path") or spec.get("query") or "")
+    return f"{kind} {where}".strip()
+
+
+def _count(number: int, noun: str, plural: str | None = None) -> str:
+    return f"{number} {noun if number == 1 else plural or noun + 's'}"
+
+
+def _mine(table: Any, aide: AideRow) -> Any:
+    return (table.c.aide_id == aide.id) & (table.c.entity_id == aide.entity_id)
+
+
+def _part_row(
+    connection: Connection, table: Any, aide: AideRow, part_id: int, part: str, *, lock: bool
+) -> Any:
+    """The aide's source or output ``part_id``; on PostgreSQL locked when ``lock``, so two
+    corrections of one part at once go one after the other (SQLite has one writer anyway).
+
+    Raises:
+        UsageError: the aide has no such source or output.
+    """
+    query = select(table).where(table.c.id == part_id, _mine(table, aide))
+    if lock and connection.dialect.name == "postgresql":
+        query = query.with_for_update()
+    row = connection.execute(query).first()
+    if row is None:
+        raise UsageError(
+            f"aide {aide.name!r} has no {part} {part_id}; see its {part}s with "
+            f"`kgot aide {part} list {aide.name}`"
+        )
+    return row
+
+
+def source_infos(store: Store, aide: AideRow, source_id: int | None = None) -> list[SourceInfo]:
+    """The aide's sources (or only ``source_id``), oldest first.
+
+    Raises:
+        UsageError: ``source_id`` is not one of the aide's sources.
+    """
+    sources_table, items_table = TABLES.aide_sources, TABLES.aide_items
+    query = select(sources_table).where(_mine(sources_table, aide)).order_by(sources_table.c.id)
+    counted = (
+        select(items_table.c.source_id, items_table.c.status, func.count())
+        .where(_mine(items_table, aide), items_table.c.source_id.is_not(None))
+        .group_by(items_table.c.source_id, items_table.c.status)
+    )
+    with _read(store) as connection:
+        if source_id is not None:
+            _part_row(connection, sources_table, aide, source_id, "source", lock=False)
+            query = query.where(sources_table.c.id == source_id)
+            counted = counted.where(items_table.c.source_id == source_id)
+        rows = connection.execute(query).all()
+        counts: dict[int, dict[str, int]] = {}
+        for owner_id, status, number in connection.execute(counted):
+            counts.setdefault(owner_id, {})[status] = int(number)
+    return [
+        SourceInfo(
+            id=row.id,
+            kind=row.kind,
+            spec=dict(row.spec),
+            items=counts.get(row.id, {}),
+            last_error=row.last_error,
+            failures=row.failures,
+            polled_at=as_utc(row.polled_at),
+            created_at=as_utc(row.created_at),
+        )
+        for row in rows
+    ]
+
+
+def output_infos(store: Store, aide: AideRow) -> list[OutputInfo]:
+    """The aide's outputs, oldest first."""
+    outputs_table, log = TABLES.aide_outputs, TABLES.aide_deliveries
+    with _read(store) as connection:
+        rows = connection.execute(
+            select(outputs_table).where(_mine(outputs_table, aide)).order_by(outputs_table.c.id)
+        ).all()
+        counts: dict[tuple[int, int], int] = {
+            (output_id, ok): int(number)
+            for output_id, ok, number in connection.execute(
+                select(log.c.output_id, log.c.ok, func.count())
+                .where(_mine(log, aide))
+                .group_by(log.c.output_id, log.c.ok)
+            )
+        }
+    return [
+        OutputInfo(
+            id=row.id,
+            kind=row.kind,
+            spec=dict(row.spec),
+            delivered=counts.get((row.id, 1), 0),
+            undelivered=counts.get((row.id, 0), 0),
+            created_at=as_utc(row.created_at),
+        )
+        for row in rows
+    ]
+
+
+def remove_source(store: Store, aide: AideRow, source_id: int) -> SourceRemoval:
+    """Remove a source in one transaction. Its done items' rows stay, detached from it (the
+    facts they brought are in the graph; ``kgot aide items`` still lists them with their
+    versions). Its items never ingested (new, or failed) are deleted. An item being ingested
+    stays with its worker; detached, it is never claimed again (:func:`claim_next`), so it
+    ends done or failed, not retried. Item ids are a source's own: a source added again is a
+    new source and reads its items anew (to point a source elsewhere without that, use
+    :func:`update_source`).
+
+    Raises:
+        UsageError: the aide has no source ``source_id``.
+    """
+    sources_table, items_table = TABLES.aide_sources, TABLES.aide_items
+    with _write(store) as connection:
+        row = _part_row(connection, sources_table, aide, source_id, "source", lock=True)
+        its = (items_table.c.source_id == row.id) & _mine(items_table, aide)
+        dropped = connection.execute(
+            delete(items_table).where(its, items_table.c.status.in_(("new", "failed")))
+        ).rowcount
+        # Detached before the source goes: the items' foreign key would cascade its delete.
+        kept = connection.execute(
+            update(items_table).where(its, items_table.c.status == "done").values(source_id=None)
+        ).rowcount
+        in_flight = connection.execute(
+            update(items_table).where(its).values(source_id=None)
+        ).rowcount
+        connection.execute(
+            delete(sources_table).where(sources_table.c.id == row.id, _mine(sources_table, aide))
+        )
+    return SourceRemoval(
+        id=row.id,
+        kind=row.kind,
+        spec=dict(row.spec),
+        kept=kept,
+        dropped=dropped,
+        in_flight=in_flight,
+    )
+
+
+def update_source(
+    store: Store, aide: AideRow, source_id: int, kind: str, spec: Mapping[str, Any]
+) -> SourceUpdate:
+    """Point a source at ``spec`` (checked by the caller; its kind stays ``kind``).
+
+    A changed spec starts with an empty cursor, no error and no failures: the old cursor (a
+    feed's ETag and seen ids, a folder's file records) describes the old place. The source
+    keeps its id and its items, and a poll skips an item id the source has recorded
+    (:func:`record_poll`), so an entry read before (a feed moved to a new URL) is not
+    ingested twice. Pending items of the old place stay pending.
+
+    Raises:
+        UsageError: no such source, a source of another kind, or a spec another of the aide's
+            sources has.
+    """
+    sources_table, items_table = TABLES.aide_sources, TABLES.aide_items
+    new = dict(spec)
+    with _write(store) as connection:
+        row = _part_row(connection, sources_table, aide, source_id, "source", lock=True)
+        old = dict(row.spec)
+        keeps_kind(aide, row.id, row.kind, kind)
+        known = int(
+            connection.execute(
+                select(func.count())
+                .select_from(items_table)
+                .where(_mine(items_table, aide), items_table.c.source_id == row.id)
+            ).scalar()
+            or 0
+        )
+        if new == old:
+            return SourceUpdate(id=row.id, kind=row.kind, old=old, new=new, known=known)
+        for other in connection.execute(
+            select(sources_table.c.id, sources_table.c.kind, sources_table.c.spec).where(
+                _mine(sources_table, aide), sources_table.c.id != row.id
+            )
+        ):
+            if other.kind == kind and dict(other.spec) == new:
+                raise UsageError(
+                    f"aide {aide.name!r} has this {kind} source already (source {other.id}); "
+                    f"remove one of them with `kgot aide source remove {aide.name} ID`"
+                )
+        connection.execute(
+            update(sources_table)
+            .where(sources_table.c.id == row.id, _mine(sources_table, aide))
+            .values(spec=new, cursor={}, last_error=None, failures=0, polled_at=None)
+        )
+    return SourceUpdate(id=row.id, kind=row.kind, old=old, new=new, known=known)
+
+
+def keeps_kind(aide: AideRow, source_id: int, kind: str, given: str) -> None:
+    """Refuse to give source ``source_id`` (of ``kind``) a value of another kind.
+
+    Raises:
+        UsageError: ``given`` is not ``kind``.
+    """
+    if given != kind:
+        raise UsageError(
+            f"source {source_id} of aide {aide.name!r} is a {kind} source and keeps its kind; "
+            f"give --{kind}, or remove it and add a new source with --{given}"
+        )
+
+
+def remove_output(store: Store, aide: AideRow, output_id: int) -> OutputRemoval:
+    """Remove an output and its delivery log's rows (the log only says what this output was
+    sent; an output added again later gets the digests of cycles after it was added).
+
+    Raises:
+        UsageError: the aide has no output ``output_id``.
+    """
+    outputs_table, log = TABLES.aide_outputs, TABLES.aide_deliveries
+    with _write(store) as connection:
+        row = _part_row(connection, outputs_table, aide, output_id, "output", lock=True)
+        deliveries = connection.execute(
+            delete(log).where(log.c.output_id == row.id, _mine(log, aide))
+        ).rowcount
+        connection.execute(
+            delete(outputs_table).where(outputs_table.c.id == row.id, _mine(outputs_table, aide))
+        )
+    return OutputRemoval(id=row.id, kind=row.kind, spec=dict(row.spec), deliveries=deliveries)
+
+
 # ---------------------------------------------------------------------------- items
 
 
@@ -272,18 +605,42 @@ def record_poll(
     cursor: Mapping[str, Any],
     error: str | None,
     now: datetime,
-) -> int:
-    """Record a poll in one transaction: its new items (ids seen before are skipped), the
-    source's cursor and its error (failures in a row counted). Returns the items added."""
+    spec: Mapping[str, Any] | None = None,
+) -> PollRecord:
+    """Record a poll in one transaction: its new items (ids this source gave before are
+    skipped), the source's cursor and its error (failures in a row counted).
+
+    Item ids are this source's own: another source (a feed publishing some other feed's
+    entry id) can neither suppress an item nor be suppressed by one. Each item is written in
+    a savepoint of its own, so an item the database refuses fails alone: it is named in the
+    source's error, and the other items and the cursor are recorded.
+
+    ``spec``: the source's settings the poll was made with; when the source no longer has
+    them (it was edited or removed meanwhile) nothing is recorded: the poll read another
+    place than the source now names.
+    """
+    from sqlalchemy.exc import OperationalError, StatementError
+
     table, source_table = TABLES.aide_items, TABLES.aide_sources
+    refused: list[str] = []
     with _write(store) as connection:
+        if spec is not None:
+            current = connection.execute(
+                select(source_table.c.spec).where(
+                    source_table.c.id == source_id, source_table.c.aide_id == aide.id
+                )
+            ).scalar()
+            if current is None or dict(current) != dict(spec):
+                return PollRecord(0, None)
         ids = list(dict.fromkeys(item.item_id for item in items))
         seen: set[str] = set()
         for start in range(0, len(ids), 500):
             seen.update(
                 connection.execute(
                     select(table.c.item_id).where(
-                        table.c.aide_id == aide.id, table.c.item_id.in_(ids[start : start + 500])
+                        table.c.aide_id == aide.id,
+                        table.c.source_id == source_id,
+                        table.c.item_id.in_(ids[start : start + 500]),
                     )
                 ).scalars()
             )
@@ -292,30 +649,52 @@ def record_poll(
             if item.item_id in seen:
                 continue
             seen.add(item.item_id)
-            result = connection.execute(
-                _insert_new(connection, table).values(
-                    entity_id=aide.entity_id,
-                    aide_id=aide.id,
-                    source_id=source_id,
-                    item_id=item.item_id,
-                    title=item.title or "",
-                    source_ref=item.source_ref,
-                    kind=item.kind,
-                    published_at=item.published_at,
-                    text=item.text,
-                    status="new",
-                    created_at=now,
-                    updated_at=now,
-                )
+            try:
+                with connection.begin_nested():
+                    result = connection.execute(
+                        _insert_new(connection, table).values(
+                            entity_id=aide.entity_id,
+                            aide_id=aide.id,
+                            source_id=source_id,
+                            item_id=item.item_id,
+                            title=item.title or "",
+                            source_ref=item.source_ref,
+                            kind=item.kind,
+                            published_at=item.published_at,
+                            text=item.text,
+                            status="new",
+                            created_at=now,
+                            updated_at=now,
+                        )
+                    )
+                    added += result.first() is not None  # none back: another worker has it
+            except OperationalError:
+                raise  # the database itself is away: not this item's fault
+            except StatementError as failure:
+                detail = str(getattr(failure, "orig", failure)).strip().splitlines() or ["?"]
+                refused.append(f"{item.item_id[:120]!r} ({detail[0][:160]})")
+        if refused:
+            shown = "; ".join(refused[:3]) + (
+                f"; and {len(refused) - 3} more" if len(refused) > 3 else ""
             )
-            added += result.first() is not None  # no row back: another worker recorded it
+            note = f"{len(refused)} item(s) could not be stored and were skipped: {shown}"
+            error = f"{error}; {note}" if error else note
         failures = source_table.c.failures + 1 if error else 0
         connection.execute(
             update(source_table)
             .where(source_table.c.id == source_id)
             .values(cursor=dict(cursor), last_error=error, failures=failures, polled_at=now)
         )
-    return added
+    return PollRecord(added, error)
+
+
+@dataclass(frozen=True)
+class PollRecord:
+    """What :func:`record_poll` recorded: the items added, and the source's error as kept
+    (the poll's own, with the items the database refused)."""
+
+    added: int
+    error: str | None
 
 
 def _insert_new(connection: Connection, table: Any) -> Any:
@@ -361,7 +740,17 @@ def reclaim_abandoned(store: Store, aide: AideRow, now: datetime) -> int:
                     _same(table.c.lease_owner, row.lease_owner),
                     _same(table.c.lease_expires_at, row.lease_expires_at),
                 )
-                .values(status="new", lease_owner=None, lease_expires_at=None, updated_at=now)
+                .values(
+                    # An item of a source removed meanwhile is not retried (claim_next skips
+                    # it): it ends failed rather than waiting forever as new.
+                    status=case((table.c.source_id.is_(None), "failed"), else_="new"),
+                    reason=case(
+                        (table.c.source_id.is_(None), _SOURCE_REMOVED), else_=table.c.reason
+                    ),
+                    lease_owner=None,
+                    lease_expires_at=None,
+                    updated_at=now,
+                )
             ).rowcount
     return reclaimed
 
@@ -381,6 +770,7 @@ def pending_items(store: Store, aide: AideRow, limit: int | None) -> list[Any]:
                 table.c.status == "new",
                 (table.c.status == "failed") & (table.c.attempts < MAX_ATTEMPTS),
             ),
+            table.c.source_id.is_not(None),  # a removed source's items are not retried
         )
         .order_by(table.c.id)
     )
@@ -417,6 +807,7 @@ def claim_next(
                 (table.c.status == "failed") & (table.c.attempts < MAX_ATTEMPTS),
             ),
             or_(table.c.cycle_id.is_(None), table.c.cycle_id != cycle_id),
+            table.c.source_id.is_not(None),  # a removed source's items are not retried
         )
         .order_by(table.c.id)
         .limit(1)
@@ -540,21 +931,107 @@ def item_counts(store: Store, aide: AideRow) -> dict[str, int]:
 # ---------------------------------------------------------------------------- cycles
 
 
-def start_cycle(store: Store, aide: AideRow, now: datetime) -> int:
+def start_cycle(store: Store, aide: AideRow, now: datetime, owner: str | None = None) -> int:
+    """Record a new cycle run by ``owner`` (its spend starts at 0 and grows as it happens:
+    :func:`add_spend`), after marking the aide's cycles whose worker died as ``killed``."""
     table = TABLES.aide_cycles
     with _write(store) as connection:
+        _mark_killed(connection, aide, now)
         result = connection.execute(
             insert(table).values(
-                entity_id=aide.entity_id, aide_id=aide.id, started_at=now, status="running"
+                entity_id=aide.entity_id,
+                aide_id=aide.id,
+                started_at=now,
+                status="running",
+                owner=owner,
+                heartbeat_at=now,
+                cost_usd=0.0,
             )
         )
         return _new_id(result)
+
+
+# A running cycle whose worker is on another machine (its liveness cannot be checked) and that
+# wrote nothing for this long is taken for dead. Spend is written at every model call and
+# leases are renewed every 5 minutes, so a live cycle is never this quiet.
+SILENT_CYCLE = timedelta(hours=6)
+
+
+def _mark_killed(connection: Connection, aide: AideRow, now: datetime) -> None:
+    from kgot.persistence.owner import owner_state
+
+    table = TABLES.aide_cycles
+    rows = connection.execute(
+        select(table.c.id, table.c.owner, table.c.heartbeat_at, table.c.started_at).where(
+            table.c.aide_id == aide.id, table.c.status == "running"
+        )
+    ).all()
+    for row in rows:
+        last = as_utc(row.heartbeat_at) or as_utc(row.started_at) or now
+        if owner_state(row.owner) == "gone" or last <= now - SILENT_CYCLE:
+            connection.execute(
+                update(table)
+                .where(table.c.id == row.id, table.c.status == "running")
+                .values(
+                    status="killed",
+                    finished_at=last,
+                    stop_reason=(
+                        "its worker died (killed or crashed); the spend shown is what it "
+                        "had recorded by its last model call"
+                    ),
+                )
+            )
 
 
 def finish_cycle(store: Store, cycle_id: int, values: Mapping[str, Any]) -> None:
     table = TABLES.aide_cycles
     with _write(store) as connection:
         connection.execute(update(table).where(table.c.id == cycle_id).values(**values))
+
+
+def add_spend(
+    store: Store,
+    cycle_id: int,
+    *,
+    calls: int,
+    input_tokens: int,
+    output_tokens: int,
+    cost_usd: float | None,
+    now: datetime,
+) -> None:
+    """Add one model call's usage to a running cycle, so a cycle killed before its end still
+    shows (and budgets still count) what it spent. ``cost_usd=None`` (an unknown price) makes
+    the cycle's cost unknown, as in its final figures."""
+    table = TABLES.aide_cycles
+    cost = (
+        null()
+        if cost_usd is None
+        else case((table.c.cost_usd.is_(None), null()), else_=table.c.cost_usd + cost_usd)
+    )
+    with _write(store) as connection:
+        connection.execute(
+            update(table)
+            .where(table.c.id == cycle_id, table.c.status == "running")
+            .values(
+                llm_calls=table.c.llm_calls + calls,
+                input_tokens=table.c.input_tokens + input_tokens,
+                output_tokens=table.c.output_tokens + output_tokens,
+                cost_usd=cost,
+                heartbeat_at=now,
+            )
+        )
+
+
+def cycle_spend(store: Store, cycle_id: int) -> Any:
+    """The spend a cycle recorded so far (``llm_calls``, ``input_tokens``, ``output_tokens``,
+    ``cost_usd``), or ``None`` when there is no such cycle."""
+    table = TABLES.aide_cycles
+    with _read(store) as connection:
+        return connection.execute(
+            select(
+                table.c.llm_calls, table.c.input_tokens, table.c.output_tokens, table.c.cost_usd
+            ).where(table.c.id == cycle_id)
+        ).first()
 
 
 def cycles(store: Store, aide: AideRow, limit: int = 10) -> list[Any]:
@@ -582,42 +1059,67 @@ def upkeep_due(store: Store, aide: AideRow, now: datetime) -> bool:
     return not any(isinstance(row.report, dict) and row.report.get("upkeep") for row in rows)
 
 
-def cost_since(store: Store, aide: AideRow, since: datetime) -> float:
-    """What the aide's cycles started since ``since`` cost (unknown prices count as 0)."""
+def cost_since(
+    store: Store, aide: AideRow, since: datetime, *, excluding: int | None = None
+) -> float:
+    """What the aide's cycles started since ``since`` cost so far (unknown prices count as 0),
+    running and killed cycles included: their spend is written as it happens. ``excluding``:
+    a cycle left out (the one asking, which counts its own spend itself)."""
     table = TABLES.aide_cycles
+    query = select(func.coalesce(func.sum(table.c.cost_usd), 0.0)).where(
+        table.c.aide_id == aide.id, table.c.started_at >= since
+    )
+    if excluding is not None:
+        query = query.where(table.c.id != excluding)
     with _read(store) as connection:
-        total = connection.execute(
-            select(func.coalesce(func.sum(table.c.cost_usd), 0.0)).where(
-                table.c.aide_id == aide.id, table.c.started_at >= since
-            )
-        ).scalar()
+        total = connection.execute(query).scalar()
     return float(total or 0.0)
 
 
 # ---------------------------------------------------------------------------- deliveries
 
+# A failed delivery is tried again after 1 minute, then 2, 4, … at most 6 hours apart, up to
+# MAX_DELIVERIES tries in all (the tenth about 15 hours after the first): an output down for
+# an afternoon still gets its digests, and idle cycles do not burn the tries in minutes.
+RETRY_FIRST = timedelta(minutes=1)
+RETRY_MAX = timedelta(hours=6)
+# How long one worker's claim on a delivery holds: longer than a delivery's own retries
+# (outputs.DEFAULT_POLICY gives up after 120 s) with room to record the outcome.
+DELIVERY_CLAIM = timedelta(minutes=10)
+
+
+def retry_delay(tries: int) -> timedelta:
+    """How long after its ``tries``-th failed try a delivery is tried again."""
+    return min(RETRY_MAX, RETRY_FIRST * 2 ** max(0, tries - 1))
+
 
 def delivery_state(store: Store, output_id: int, delivery_key: str) -> Any:
-    """The delivery log's row for this output and key (``ok``, ``attempts``), or ``None``."""
+    """The delivery log's row for this output and key (``ok``, ``attempts``, ``error``,
+    ``next_attempt_at``, ``claim_owner``), or ``None``."""
     table = TABLES.aide_deliveries
     with _read(store) as connection:
         return connection.execute(
-            select(table.c.ok, table.c.attempts).where(
-                table.c.output_id == output_id, table.c.delivery_key == delivery_key
-            )
+            select(
+                table.c.ok,
+                table.c.attempts,
+                table.c.error,
+                table.c.next_attempt_at,
+                table.c.claim_owner,
+            ).where(table.c.output_id == output_id, table.c.delivery_key == delivery_key)
         ).first()
 
 
 def recent_digests(
     store: Store, aide: AideRow, limit: int
 ) -> list[tuple[int, datetime | None, dict[str, Any]]]:
-    """``(cycle id, start, digest)`` of the aide's last ``limit`` cycles that made one,
-    oldest first."""
+    """``(cycle id, start, digest)`` of the aide's last ``limit`` cycles that made a digest,
+    oldest first (cycles that made none do not count: idle cycles never push an undelivered
+    digest out of the retry window)."""
     table = TABLES.aide_cycles
     with _read(store) as connection:
         rows = connection.execute(
             select(table.c.id, table.c.started_at, table.c.report)
-            .where(table.c.aide_id == aide.id)
+            .where(table.c.aide_id == aide.id, table.c.made_digest == 1)
             .order_by(table.c.id.desc())
             .limit(limit)
         ).all()
@@ -629,6 +1131,102 @@ def recent_digests(
     return made[::-1]
 
 
+def claim_delivery(
+    store: Store,
+    aide: AideRow,
+    output_id: int,
+    delivery_key: str,
+    cycle_id: int,
+    *,
+    owner: str,
+    now: datetime,
+    at_most_once: bool,
+) -> bool:
+    """Claim the delivery of ``delivery_key`` to an output for ``owner`` before sending it;
+    ``False`` when it is not to be sent now: delivered, given up on, waiting for its next try
+    (backoff), or claimed by another live worker.
+
+    The claim is one transaction (on PostgreSQL the log row is locked, a new row is inserted
+    with ``ON CONFLICT DO NOTHING``), so of several workers exactly one sends. A claim left by
+    a worker that died is taken over; for an ``at_most_once`` output (email: a message cannot
+    be recalled, and a worker that died while sending may have sent it) it is given up on
+    instead, saying why.
+    """
+    from kgot.persistence.owner import owner_state
+
+    table = TABLES.aide_deliveries
+    expires = now + DELIVERY_CLAIM
+    with _write(store) as connection:
+        query = select(table).where(
+            table.c.output_id == output_id, table.c.delivery_key == delivery_key
+        )
+        if connection.dialect.name == "postgresql":
+            query = query.with_for_update()
+        row = connection.execute(query).first()
+        if row is None:
+            inserted = connection.execute(
+                _insert_new(connection, table).values(
+                    entity_id=aide.entity_id,
+                    aide_id=aide.id,
+                    output_id=output_id,
+                    delivery_key=delivery_key,
+                    cycle_id=cycle_id,
+                    ok=0,
+                    attempts=0,
+                    delivered_at=now,
+                    claim_owner=owner,
+                    claim_expires_at=expires,
+                )
+            ).first()
+            return inserted is not None  # none: another worker inserted it first
+        if row.ok or row.attempts >= MAX_DELIVERIES:
+            return False
+        waiting = as_utc(row.next_attempt_at)
+        if waiting is not None and waiting > now:
+            return False
+        if row.claim_owner is not None:
+            held_until = as_utc(row.claim_expires_at) or now
+            if owner_state(row.claim_owner) != "gone" and held_until > now:
+                return False  # another worker is sending it now
+            if at_most_once:
+                connection.execute(
+                    update(table)
+                    .where(table.c.id == row.id, _same(table.c.claim_owner, row.claim_owner))
+                    .values(
+                        attempts=MAX_DELIVERIES,
+                        claim_owner=None,
+                        claim_expires_at=None,
+                        error=(
+                            "its worker died while sending it, so it may have been sent; "
+                            "email is not sent twice: check the recipients' inboxes"
+                        ),
+                    )
+                )
+                return False
+        return bool(
+            connection.execute(
+                update(table)
+                .where(table.c.id == row.id, _same(table.c.claim_owner, row.claim_owner))
+                .values(claim_owner=owner, claim_expires_at=expires)
+            ).rowcount
+        )
+
+
+def release_delivery(store: Store, output_id: int, delivery_key: str, *, owner: str) -> None:
+    """Drop ``owner``'s claim on a delivery without counting a try (it was stopped)."""
+    table = TABLES.aide_deliveries
+    with _write(store) as connection:
+        connection.execute(
+            update(table)
+            .where(
+                table.c.output_id == output_id,
+                table.c.delivery_key == delivery_key,
+                table.c.claim_owner == owner,
+            )
+            .values(claim_owner=None, claim_expires_at=None)
+        )
+
+
 def record_delivery(
     store: Store,
     aide: AideRow,
@@ -637,20 +1235,31 @@ def record_delivery(
     cycle_id: int,
     *,
     ok: bool,
-    attempts: int,
     error: str | None,
     now: datetime,
+    owner: str | None = None,
 ) -> None:
-    """Log a delivery (one row per output and key: a retry updates it)."""
+    """Log one try of a delivery (however many requests the output's own retries made) and
+    release ``owner``'s claim on it; a failed try waits :func:`retry_delay` before the next.
+    Without ``owner`` (no claim was made) the row is written as is."""
     table = TABLES.aide_deliveries
-    values = {"ok": int(ok), "attempts": attempts, "error": error, "delivered_at": now}
     with _write(store) as connection:
-        changed = connection.execute(
-            update(table)
-            .where(table.c.output_id == output_id, table.c.delivery_key == delivery_key)
-            .values(attempts=table.c.attempts + attempts, ok=int(ok), error=error, delivered_at=now)
-        ).rowcount
-        if not changed:
+        row = connection.execute(
+            select(table.c.id, table.c.attempts, table.c.claim_owner).where(
+                table.c.output_id == output_id, table.c.delivery_key == delivery_key
+            )
+        ).first()
+        tries = (row.attempts if row is not None else 0) + 1
+        values = {
+            "ok": int(ok),
+            "attempts": tries,
+            "error": error,
+            "delivered_at": now,
+            "claim_owner": None,
+            "claim_expires_at": None,
+            "next_attempt_at": None if ok else now + retry_delay(tries),
+        }
+        if row is None:
             connection.execute(
                 insert(table).values(
                     entity_id=aide.entity_id,
@@ -661,6 +1270,11 @@ def record_delivery(
                     **values,
                 )
             )
+            return
+        held = table.c.id == row.id
+        if owner is not None:
+            held = held & _same(table.c.claim_owner, owner)
+        connection.execute(update(table).where(held).values(**values))
 
 
 def _new_id(result: Any) -> int:

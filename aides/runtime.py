@@ -153,6 +153,9 @@ class Aide:
         self.row = row
         self.settings = settings
         self.models = models
+        # While a cycle runs: called with each model call its ingestions and program make,
+        # to write the cycle's spend as it happens (programs subscribe their ledgers to it).
+        self.on_model_call: Callable[[Any], None] | None = None
 
     @property
     def name(self) -> str:
@@ -193,6 +196,57 @@ class Aide:
         the entity and its graph stay."""
         records.delete_aide(self.store, self.row)
 
+    def sources(self) -> list[records.SourceInfo]:
+        """The aide's sources, oldest first, each with its items counted by status."""
+        return records.source_infos(self.store, self.row)
+
+    def outputs(self) -> list[records.OutputInfo]:
+        """The aide's outputs, oldest first, each with its delivery log counted."""
+        return records.output_infos(self.store, self.row)
+
+    def set_source(
+        self, source_id: int, value: str, *, kind: str | None = None
+    ) -> records.SourceUpdate:
+        """Point source ``source_id`` at ``value`` (checked as :meth:`add_source` checks it);
+        the source keeps its kind, id and items. A changed value is polled afresh (a new
+        cursor); item ids the source has read stay known, so an entry read before is not
+        ingested twice. Returns a :class:`records.SourceUpdate` (``.changed``,
+        ``.summary()``).
+
+        Args:
+            kind: the kind the caller means (``--rss``, ``--dir``, ``--search``); refused when
+                it is not the source's.
+
+        Raises:
+            UsageError: no such source, another kind, a bad value, or another source's value.
+        """
+        from kgot.aides.sources import parse_source_spec
+
+        [source] = records.source_infos(self.store, self.row, source_id)
+        # The kind is checked before the value, which is read as that kind.
+        records.keeps_kind(self.row, source_id, source.kind, kind or source.kind)
+        spec = parse_source_spec(source.kind, value, max_mb=self.settings.tools.max_download_mb)
+        return records.update_source(self.store, self.row, source_id, source.kind, spec)
+
+    def remove_source(self, source_id: int) -> records.SourceRemoval:
+        """Remove a source. What it brought stays in the graph (its done items' rows too, for
+        ``items``); its items not ingested yet are dropped; an item being ingested is left to
+        finish. Returns what was done (``.summary()`` says it in one line). A source added
+        again later is a new source: it reads its items anew (:meth:`set_source` does not).
+
+        Raises:
+            UsageError: the aide has no such source.
+        """
+        return records.remove_source(self.store, self.row, source_id)
+
+    def remove_output(self, output_id: int) -> records.OutputRemoval:
+        """Remove an output with its delivery log's rows; what it was sent stays where it went.
+
+        Raises:
+            UsageError: the aide has no such output.
+        """
+        return records.remove_output(self.store, self.row, output_id)
+
     # -------------------------------------------------------------------------- the cycle
 
     def run_cycle(self, now: datetime | None = None, **limits: Any) -> CycleReport:
@@ -230,8 +284,10 @@ class Aide:
             return now + timedelta(seconds=time.perf_counter() - started)
 
         owner = current_owner()
-        cycle_id = records.start_cycle(self.store, self.row, now)
+        cycle_id = records.start_cycle(self.store, self.row, now, owner)
         report = CycleReport(aide=self.name, entity=self.entity, cycle_id=cycle_id, started_at=now)
+        self.on_model_call = self._spend_writer(cycle_id, clock)
+        budget = _Budget(max_cost_usd, max_cost_usd_day, lambda: self._day_cost(now, cycle_id))
         try:
             report.reclaimed = records.reclaim_abandoned(self.store, self.row, now)
             await self._poll(report, now)
@@ -245,7 +301,7 @@ class Aide:
                     clock=clock,
                     lease=lease,
                     owner=owner,
-                    budget=_Budget(max_cost_usd, max_cost_usd_day, self._day_cost(now)),
+                    budget=budget,
                     should_stop=should_stop or (lambda: False),
                 )
             # At most once per UPKEEP_EVERY, whatever was ingested: the cycle's own writes
@@ -256,23 +312,55 @@ class Aide:
             if self.row.program != "digest":
                 from kgot.aides.programs import run_program
 
-                spent = _Budget(max_cost_usd, max_cost_usd_day, self._day_cost(now))
-                report.program = await run_program(self, report, now, spent.exceeded)
+                report.program = await run_program(self, report, now, budget.exceeded)
             if report.digest is not None:  # kept before delivery: a crash does not lose it
-                records.finish_cycle(self.store, cycle_id, {"report": report.to_json()})
+                records.finish_cycle(
+                    self.store, cycle_id, {"report": report.to_json(), "made_digest": 1}
+                )
             await self._deliver(report, now)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            # A signal (the CLI cancels the cycle) or Ctrl-C in the Python API: nothing new
+            # is started; the item being ingested was given back (_ingest_one).
+            report.stop_reason = report.stop_reason or (
+                "stopped by a signal; what the cycle had not done waits for the next run"
+            )
+            self._finish(report, started, status="stopped")
+            raise
         except BaseException as error:
             report.stop_reason = report.stop_reason or f"failed: {_one_line(error)}"
             self._finish(report, started, status="failed")
             raise
+        finally:
+            self.on_model_call = None
         report.backlog = len(records.pending_items(self.store, self.row, None))
         self._finish(report, started, status="stopped" if report.stop_reason else "finished")
         log.info("%s", report.line())
         return report
 
-    def _day_cost(self, now: datetime) -> float:
+    def _day_cost(self, now: datetime, cycle_id: int) -> float:
+        """What the aide's other cycles spent since UTC midnight, read now: other workers'
+        running cycles and killed ones write their spend as it happens."""
         midnight = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-        return records.cost_since(self.store, self.row, midnight)
+        return records.cost_since(self.store, self.row, midnight, excluding=cycle_id)
+
+    def _spend_writer(self, cycle_id: int, clock: Callable[[], datetime]) -> Callable[[Any], None]:
+        """A usage-ledger listener adding each model call to the cycle's row as it is made."""
+
+        def write(call: Any) -> None:
+            try:
+                records.add_spend(
+                    self.store,
+                    cycle_id,
+                    calls=1,
+                    input_tokens=call.input_tokens,
+                    output_tokens=call.output_tokens,
+                    cost_usd=call.cost_usd,
+                    now=clock(),
+                )
+            except StoreError as error:  # the final figures are still written at the end
+                log.warning("%s: the cycle's spend was not recorded: %s", self.name, error)
+
+        return write
 
     async def _poll(self, report: CycleReport, now: datetime) -> None:
         from kgot.aides.sources import poll_async
@@ -282,7 +370,7 @@ class Aide:
             result = await poll_async(
                 source.kind, source.spec, source.cursor, settings=self.settings, now=now
             )
-            added = records.record_poll(
+            recorded = records.record_poll(
                 self.store,
                 self.row,
                 source.id,
@@ -290,12 +378,13 @@ class Aide:
                 cursor=result.cursor,
                 error=result.error,
                 now=now,
+                spec=source.spec,  # an edit meanwhile (kgot aide source set) voids this poll
             )
-            report.new_items += added
-            if result.error:
+            report.new_items += recorded.added
+            if recorded.error:
                 shown = f"source {source.id} ({source.kind} {_spec_text(source.spec)})"
-                report.source_errors.append(f"{shown}: {result.error}")
-                log.warning("%s: %s", shown, result.error)
+                report.source_errors.append(f"{shown}: {recorded.error}")
+                log.warning("%s: %s", shown, recorded.error)
 
     async def _ingest(
         self,
@@ -317,6 +406,8 @@ class Aide:
         async with Ingestor(
             self.store, self.entity, self.settings, models=self.models, run_id=run_id
         ) as ingestor:
+            if self.on_model_call is not None:
+                ingestor.ledger.subscribe(self.on_model_call)
             claimed = 0
             while max_items is None or claimed < max_items:
                 if should_stop():
@@ -410,6 +501,13 @@ class Aide:
                 self.store, row.id, owner=claim.owner, status=row.status, attempts=row.attempts
             )
             raise _CycleHalt(f"{type(error).__name__}: {_one_line(error)}") from error
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            # Stopped by a signal: the item waits for the next run, this attempt not counted
+            # (its result key keeps a commit that landed from being written twice).
+            records.release_item(
+                self.store, row.id, owner=claim.owner, status=row.status, attempts=row.attempts
+            )
+            raise
         except KgotError as error:
             outcome.reason = _one_line(error)
         else:
@@ -490,6 +588,14 @@ class Aide:
     def _finish(self, report: CycleReport, started: float, *, status: str) -> None:
         report.duration_s = time.perf_counter() - started
         report.finished_at = datetime.now(UTC)
+        # The spend written call by call is the cycle's (the report's own figures are summed
+        # from ledgers only at the end of each stage, which a signal may not reach).
+        spend = records.cycle_spend(self.store, report.cycle_id)
+        if spend is not None and spend.llm_calls >= report.llm_calls:
+            report.llm_calls = spend.llm_calls
+            report.input_tokens = spend.input_tokens
+            report.output_tokens = spend.output_tokens
+            report.cost_usd = spend.cost_usd
         records.finish_cycle(
             self.store,
             report.cycle_id,
@@ -505,6 +611,7 @@ class Aide:
                 "cost_usd": report.cost_usd,
                 "duration_s": report.duration_s,
                 "errors": report.source_errors or None,
+                "made_digest": int(report.digest is not None),
                 "report": report.to_json(),
             },
         )
@@ -581,17 +688,16 @@ class _LeaseKeeper:
 class _Budget:
     cycle: float | None
     day: float | None
-    spent_today: float
+    others_today: Callable[[], float]  # the aide's other cycles today, read when asked
 
     def exceeded(self, spent: float) -> str | None:
-        """Why no more items may be ingested this cycle, or ``None``."""
+        """Why no more model work may be started this cycle, or ``None``."""
         if self.cycle is not None and spent >= self.cycle:
             return f"the cycle's cost reached --max-cost-usd {self.cycle:g} (${spent:.4f})"
-        if self.day is not None and self.spent_today + spent >= self.day:
-            return (
-                f"today's cost reached the daily budget {self.day:g} "
-                f"(${self.spent_today + spent:.4f})"
-            )
+        if self.day is not None:
+            today = self.others_today() + spent
+            if today >= self.day:
+                return f"today's cost reached the daily budget {self.day:g} (${today:.4f})"
         return None
 
 

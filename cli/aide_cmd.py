@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -33,7 +34,8 @@ app.add_typer(output_app, name="output")
 
 NameArgument = Annotated[str, typer.Argument(help="The aide's name.", show_default=False)]
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
-_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+# No unit-less durations: `--every 15` reads as 15 minutes to some and 15 seconds to others.
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 @app.command("create")
@@ -73,6 +75,87 @@ def source_add(
     with _aide(ctx, db, name) as aide:
         source_id = aide.add_source(kind, value)
     typer.echo(f"added {kind} source {source_id} to aide {name}")
+
+
+@source_app.command("list")
+def source_list(
+    ctx: typer.Context, name: NameArgument, as_json: JsonOption = False, db: DbOption = None
+) -> None:
+    """The aide's sources with their ids, items and errors."""
+    from kgot.persistence.schema import AIDE_ITEM_STATUSES
+
+    with _aide(ctx, db, name) as aide:
+        found = aide.sources()
+    if as_json:
+        print_json(
+            [
+                {
+                    "id": source.id,
+                    "kind": source.kind,
+                    "spec": source.spec,
+                    "items": source.items,
+                    "last_error": source.last_error,
+                    "failures": source.failures,
+                    "polled_at": _time(source.polled_at),
+                    "created_at": _time(source.created_at),
+                }
+                for source in found
+            ]
+        )
+        return
+    if not found:
+        typer.echo(
+            f"aide {name} has no sources; add one with `kgot aide source add {name} --dir FOLDER`"
+        )
+    for source in found:
+        counted = ", ".join(
+            f"{source.items[status]} {status}"
+            for status in AIDE_ITEM_STATUSES
+            if source.items.get(status)
+        )
+        line = f"source {source.id}: {source.text()} ({counted or 'no items yet'})"
+        if source.last_error:
+            line += f"; failing {source.failures}x: {source.last_error}"
+        typer.echo(printable(line))
+
+
+SourceIdArgument = Annotated[
+    int,
+    typer.Argument(
+        metavar="ID", help="The source's id (`kgot aide source list`).", show_default=False
+    ),
+]
+
+
+@source_app.command("set")
+def source_set(
+    ctx: typer.Context,
+    name: NameArgument,
+    source_id: SourceIdArgument,
+    rss: Annotated[
+        str | None, typer.Option("--rss", help="An RSS/Atom feed: http(s) URL or file.")
+    ] = None,
+    folder: Annotated[str | None, typer.Option("--dir", help="A folder of documents.")] = None,
+    search: Annotated[str | None, typer.Option("--search", help="A web search query.")] = None,
+    db: DbOption = None,
+) -> None:
+    """Point a source elsewhere (its kind stays); it is polled afresh, and items already
+    read are not ingested again."""
+    kind, value = _exactly_one("source", rss=rss, dir=folder, search=search)
+    with _aide(ctx, db, name) as aide:
+        changed = aide.set_source(source_id, value, kind=kind)
+    typer.echo(printable(changed.summary()))
+
+
+@source_app.command("remove")
+def source_remove(
+    ctx: typer.Context, name: NameArgument, source_id: SourceIdArgument, db: DbOption = None
+) -> None:
+    """Remove a source: what it brought stays in the graph; its items not ingested yet are
+    dropped."""
+    with _aide(ctx, db, name) as aide:
+        removed = aide.remove_source(source_id)
+    typer.echo(printable(removed.summary()))
 
 
 @output_app.command("add")
@@ -123,6 +206,59 @@ def output_add(
     typer.echo(f"added {kind} output {output_id} to aide {name}")
 
 
+@output_app.command("list")
+def output_list(
+    ctx: typer.Context, name: NameArgument, as_json: JsonOption = False, db: DbOption = None
+) -> None:
+    """The aide's outputs with their ids and deliveries."""
+    with _aide(ctx, db, name) as aide:
+        found = aide.outputs()
+    if as_json:
+        print_json(
+            [
+                {
+                    "id": output.id,
+                    "kind": output.kind,
+                    "spec": output.spec,
+                    "delivered": output.delivered,
+                    "undelivered": output.undelivered,
+                    "created_at": _time(output.created_at),
+                }
+                for output in found
+            ]
+        )
+        return
+    if not found:
+        typer.echo(
+            f"aide {name} has no outputs; add one with `kgot aide output add {name} --jsonl FILE`"
+        )
+    for output in found:
+        typer.echo(
+            printable(
+                f"output {output.id}: {output.text()} ({output.delivered} delivered, "
+                f"{output.undelivered} not delivered)"
+            )
+        )
+
+
+@output_app.command("remove")
+def output_remove(
+    ctx: typer.Context,
+    name: NameArgument,
+    output_id: Annotated[
+        int,
+        typer.Argument(
+            metavar="ID", help="The output's id (`kgot aide output list`).", show_default=False
+        ),
+    ],
+    db: DbOption = None,
+) -> None:
+    """Remove an output and its delivery log; what it was sent stays where it went."""
+    with _aide(ctx, db, name) as aide:
+        removed = aide.remove_output(output_id)
+    typer.echo(printable(removed.summary()))
+
+
 @app.command("run")
 def run(
     ctx: typer.Context,
@@ -160,19 +296,42 @@ def run(
     schedule = _schedule(once=once, every=every, cron=cron)
     settings = settings_from(ctx, {"store.db": db, "llm.model": model})
     _log_to_stderr(json_logs)
-    stop = threading.Event()
-    with _aide(ctx, db, name, settings=settings) as aide, _stopping_on_signals(stop):
+    limits = {
+        "max_items": max_items,
+        "max_cost_usd": max_cost_usd,
+        "max_cost_usd_day": max_cost_usd_day,
+    }
+    stop = _SignalStop()
+    with _aide(ctx, db, name, settings=settings) as aide:
         owner = current_owner()
         claim_worker(aide.store, aide.row, owner)
         try:
+            asyncio.run(_serve(aide, schedule, limits, as_json=as_json, stop=stop))
+        finally:
+            release_worker(aide.store, aide.row, owner)
+    if stop.signum is not None:
+        signame = signal.Signals(stop.signum).name
+        sys.stderr.write(
+            f"kgot: stopped by {signame}; the cycle was recorded as stopped and what it had "
+            "not done waits for the next run\n"
+        )
+        raise typer.Exit(128 + stop.signum)
+
+
+async def _serve(
+    aide: Aide,
+    schedule: Any,
+    limits: dict[str, Any],
+    *,
+    as_json: bool,
+    stop: _SignalStop,
+) -> None:
+    """Run cycles (one, or on the schedule) until done or stopped by a signal."""
+    with stop.cancelling(asyncio.current_task()):
+        try:
             while True:
                 try:
-                    report = aide.run_cycle(
-                        max_items=max_items,
-                        max_cost_usd=max_cost_usd,
-                        max_cost_usd_day=max_cost_usd_day,
-                        should_stop=stop.is_set,
-                    )
+                    report = await aide.run_cycle_async(**limits)
                 except (UsageError, ConfigError):
                     raise
                 except KgotError as error:
@@ -185,13 +344,14 @@ def run(
                     if as_json:
                         sys.stdout.write(json.dumps(report.to_json(), default=str) + "\n")
                         sys.stdout.flush()
-                if schedule is None or stop.is_set():
-                    break
+                if schedule is None:
+                    return
                 wait = (schedule(datetime.now(UTC)) - datetime.now(UTC)).total_seconds()
-                if stop.wait(max(0.0, wait)):
-                    break
-        finally:
-            release_worker(aide.store, aide.row, owner)
+                await asyncio.sleep(max(0.0, wait))
+        except asyncio.CancelledError:
+            if stop.signum is None:
+                raise  # not ours
+            return
 
 
 @app.command("status")
@@ -290,9 +450,32 @@ def list_cmd(ctx: typer.Context, as_json: JsonOption = False, db: DbOption = Non
 
 
 @app.command("delete")
-def delete(ctx: typer.Context, name: NameArgument, db: DbOption = None) -> None:
-    """Delete an aide and what it recorded; its entity's graph stays."""
-    with _aide(ctx, db, name) as aide:
+def delete(
+    ctx: typer.Context,
+    name: NameArgument,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    db: DbOption = None,
+) -> None:
+    """Delete an aide and what it recorded (asks first); its entity's graph stays."""
+    from kgot.aides import records
+
+    with _aide(ctx, db, name) as aide:  # an unknown aide fails before any question
+        if not yes:
+            recorded = (
+                f"{_count(len(aide.sources()), 'source')}, "
+                f"{_count(sum(records.item_counts(aide.store, aide.row).values()), 'item')}, "
+                f"{_count(len(aide.outputs()), 'output')}"
+            )
+            # As `kgot entities delete`: no question a script could not answer; it says --yes.
+            if not sys.stdin.isatty():
+                raise UsageError(
+                    f"deleting aide {name!r} ({recorded}) cannot be undone; pass --yes to confirm"
+                )
+            typer.confirm(
+                f"Delete aide {name!r} with {recorded}? Entity {aide.entity!r} and its graph "
+                "stay. This cannot be undone",
+                abort=True,
+            )
         aide.delete()
     typer.echo(f"deleted aide {name} (entity {aide.entity} and its graph are kept)")
 
@@ -304,13 +487,23 @@ def delete(ctx: typer.Context, name: NameArgument, db: DbOption = None) -> None:
 def _aide(ctx: typer.Context, db: str | None, name: str, settings: Any = None) -> Iterator[Aide]:
     from kgot.aides.runtime import open_aide
     from kgot.persistence import StoreNotFoundError
+    from kgot.persistence.target import parse_target
 
     settings = settings or settings_from(ctx, {"store.db": db})
     try:
         with opened_store(ctx, db) as store:
             yield open_aide(store, name, settings=settings)
     except StoreNotFoundError:
-        raise UsageError(f"no aide named {name!r}; create it with `kgot aide create`") from None
+        # Named, since a mistyped KGOT_DB / --db is the usual reason for a missing aide.
+        raise UsageError(
+            f"no aide named {name!r}: there is no kgot database at "
+            f"{parse_target(settings.store.db).display}; create the aide with `kgot aide "
+            f"create {name} --entity E` (or check KGOT_DB / --db)"
+        ) from None
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def _exactly_one(what: str, **given: str | None) -> tuple[str, str]:
@@ -322,15 +515,20 @@ def _exactly_one(what: str, **given: str | None) -> tuple[str, str]:
 
 
 def parse_every(text: str) -> timedelta:
-    """``15m``, ``1h``, ``30s``, ``1d`` or seconds as a number.
+    """``15m``, ``1h``, ``30s`` or ``1d``: a number and its unit.
 
     Raises:
-        UsageError: anything else, or less than a second.
+        UsageError: anything else (a bare number too), or less than a second.
     """
     match = _DURATION.match(text)
     if match is None:
         raise UsageError(f"--every {text!r} is not a duration; write it like 15m, 1h, 30s or 1d")
-    seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    number, unit = match.groups()
+    if not unit:
+        raise UsageError(
+            f"--every {number} needs a unit: {number}s, {number}m, {number}h or {number}d"
+        )
+    seconds = float(number) * _UNIT_SECONDS[unit]
     if seconds < 1:
         raise UsageError(f"--every {text!r} is shorter than a second")
     return timedelta(seconds=seconds)
@@ -358,28 +556,49 @@ def _schedule(*, once: bool, every: str | None, cron: str | None) -> Any:
     return lambda now: croniter(cron, now).get_next(datetime)
 
 
-@contextmanager
-def _stopping_on_signals(stop: threading.Event) -> Iterator[None]:
-    """SIGINT and SIGTERM set ``stop``: the current item finishes, the cycle is recorded and
-    the command exits 0. A second signal stops at once."""
-    previous: dict[signal.Signals, Any] = {}
+class _SignalStop:
+    """SIGINT and SIGTERM stop a running aide within moments, as they stop `kgot ask`: the
+    cycle's task is cancelled, so the item being ingested is given back (its attempt not
+    counted), a delivery being sent is abandoned (retried later under the same key; an email
+    is never sent twice), nothing new starts (no program stage, no next item), the cycle is
+    recorded as ``stopped`` and the command exits 128 + the signal's number (130, 143). A
+    second signal ends the process at once (the default action)."""
 
-    def handler(number: int, _frame: Any) -> None:
-        if stop.is_set():
-            raise KeyboardInterrupt
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    @contextmanager
+    def cancelling(self, task: asyncio.Task[Any] | None) -> Iterator[None]:
+        loop = asyncio.get_running_loop()
+        installed: list[int] = []
+        if task is not None and threading.current_thread() is threading.main_thread():
+            for number in (signal.SIGINT, signal.SIGTERM):
+                with suppress(NotImplementedError, RuntimeError, ValueError):
+                    loop.add_signal_handler(number, self._received, number, task, loop)
+                    installed.append(number)
+        try:
+            yield
+        finally:
+            for number in installed:
+                with suppress(NotImplementedError, RuntimeError, ValueError):
+                    loop.remove_signal_handler(number)
+
+    def _received(
+        self, number: int, task: asyncio.Task[Any], loop: asyncio.AbstractEventLoop
+    ) -> None:
+        if self.signum is not None:
+            return
+        self.signum = number
         logging.getLogger("kgot.aides").info(
-            "%s: finishing the current item, then exiting", signal.Signals(number).name
+            "%s: stopping now (the current item waits for the next run)",
+            signal.Signals(number).name,
         )
-        stop.set()
-
-    for number in (signal.SIGINT, signal.SIGTERM):
-        with suppress(ValueError):  # not the main thread (tests): no handlers
-            previous[number] = signal.signal(number, handler)
-    try:
-        yield
-    finally:
-        for stopped, old in previous.items():
-            signal.signal(stopped, old)
+        # The next one is not ours to soften: the default action ends the process at once.
+        for other in (signal.SIGINT, signal.SIGTERM):
+            with suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.remove_signal_handler(other)
+            signal.signal(other, signal.SIG_DFL)
+        task.cancel()
 
 
 class _LogLine(logging.Formatter):

@@ -152,6 +152,31 @@ def _v5_advisor(connection: Connection) -> None:
         getattr(added, name).create(connection)
 
 
+def _v6_aide_guarantees(connection: Connection) -> None:
+    """Item ids unique per source instead of per aide; a cycle's worker, heartbeat and
+    whether it made a digest; a delivery's claim and backoff. Columns are added (nullable or
+    with a default) and one index is replaced; no row is rewritten."""
+    prefix = "kgot_"
+    connection.exec_driver_sql(f"DROP INDEX {prefix}aide_items_uq")
+    connection.exec_driver_sql(
+        f"CREATE UNIQUE INDEX {prefix}aide_items_source_uq "
+        f"ON {prefix}aide_items (aide_id, source_id, item_id)"
+    )
+    for table, column, kind in (
+        ("aide_cycles", "owner", "TEXT"),
+        ("aide_cycles", "heartbeat_at", _timestamp(connection)),
+        ("aide_cycles", "made_digest", "INTEGER NOT NULL DEFAULT 0"),
+        ("aide_deliveries", "claim_owner", "TEXT"),
+        ("aide_deliveries", "claim_expires_at", _timestamp(connection)),
+        ("aide_deliveries", "next_attempt_at", _timestamp(connection)),
+    ):
+        connection.exec_driver_sql(f"ALTER TABLE {prefix}{table} ADD COLUMN {column} {kind}")
+
+
+def _timestamp(connection: Connection) -> str:
+    return "TIMESTAMP WITH TIME ZONE" if connection.dialect.name == "postgresql" else "DATETIME"
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -175,6 +200,12 @@ MIGRATIONS: tuple[Migration, ...] = (
         5,
         "advisor: users, positions, watchlists, briefings, alerts and prices, scoped by entity",
         _v5_advisor,
+    ),
+    Migration(
+        6,
+        "aide guarantees: item ids unique per source, cycles' live spend and worker, "
+        "delivery claims and backoff",
+        _v6_aide_guarantees,
     ),
 )
 LATEST = MIGRATIONS[-1].version

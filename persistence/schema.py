@@ -74,7 +74,7 @@ CLOSE_REASONS = ("changed", "removed", "contradicted", "merged", "expired", "pru
 SUGGESTION_KINDS = ("merge", "contradiction")
 SUGGESTION_STATUSES = ("open", "accepted", "rejected")
 # The schema version `define_tables` describes by default: the last migration's.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # Facts and types: JSON text on both databases (see above). Run options and totals are only
 # stored and shown, never compared, so JSONB's rewriting does them no harm.
@@ -284,7 +284,7 @@ def define_tables(metadata: MetaData, *, version: int = SCHEMA_VERSION) -> Simpl
     if version >= 3:
         tables.run_events = _v3_run_events(metadata, runs)
     if version >= 4:
-        for name, table in _v4_aide_tables(metadata, entities).items():
+        for name, table in _v4_aide_tables(metadata, entities, version).items():
             setattr(tables, name, table)
     if version >= 5:
         for name, table in _v5_advisor_tables(metadata, entities, tables.aides).items():
@@ -304,14 +304,21 @@ AIDE_TABLES = (
 )
 
 
-def _v4_aide_tables(metadata: MetaData, entities: Table) -> dict[str, Table]:
-    """The tables migration 4 adds: aides (kgot.aides), each bound to one entity.
+def _v4_aide_tables(metadata: MetaData, entities: Table, version: int) -> dict[str, Table]:
+    """The tables migration 4 adds: aides (kgot.aides), each bound to one entity, with what
+    migration 6 changes in them when ``version`` is 6 or later.
 
     Every row carries its entity (``entity_id``) and its aide: deleting an aide deletes its
     rows, deleting the entity deletes its aides, and the entity's graph never depends on them.
-    An item's id is unique within its aide, so an item seen before is never recorded twice; a
-    delivery key is unique within its output, so nothing is sent twice.
+    An item's id is unique within its source (migration 6; within its aide before, which let
+    one feed suppress another's entry by publishing its id), so an item seen before is never
+    recorded twice; a delivery key is unique within its output, so nothing is sent twice.
+
+    Migration 6 also adds: a cycle's worker and heartbeat (its spend is written as it happens,
+    so a killed cycle is seen and counted) and whether it made a digest; a delivery's claim
+    (one worker sends it; the others leave it) and when it may be tried next (backoff).
     """
+    v6 = version >= 6
 
     def scoped(name: str, *columns: Any, **options: Any) -> Table:
         return Table(
@@ -374,7 +381,16 @@ def _v4_aide_tables(metadata: MetaData, entities: Table) -> dict[str, Table]:
         Column("updated_at", Timestamp, nullable=False),
         CheckConstraint(f"status IN ({statuses})", name="kgot_aide_items_status"),
     )
-    Index(f"{PREFIX}aide_items_uq", items.c.aide_id, items.c.item_id, unique=True)
+    if v6:
+        Index(
+            f"{PREFIX}aide_items_source_uq",
+            items.c.aide_id,
+            items.c.source_id,
+            items.c.item_id,
+            unique=True,
+        )
+    else:
+        Index(f"{PREFIX}aide_items_uq", items.c.aide_id, items.c.item_id, unique=True)
     Index(f"{PREFIX}aide_items_status", items.c.aide_id, items.c.status, items.c.id)
     cycles = owned(
         "aide_cycles",
@@ -391,6 +407,15 @@ def _v4_aide_tables(metadata: MetaData, entities: Table) -> dict[str, Table]:
         Column("duration_s", Float, nullable=False, server_default=text("0")),
         Column("errors", JsonValue, nullable=True),
         Column("report", JsonValue, nullable=True),
+        *(
+            [
+                Column("owner", Text, nullable=True),  # the worker (kgot.persistence.owner)
+                Column("heartbeat_at", Timestamp, nullable=True),  # its last spend written
+                Column("made_digest", Integer, nullable=False, server_default=text("0")),
+            ]
+            if v6
+            else []
+        ),
     )
     Index(f"{PREFIX}aide_cycles_recent", cycles.c.aide_id, cycles.c.started_at)
     outputs = owned(
@@ -407,7 +432,17 @@ def _v4_aide_tables(metadata: MetaData, entities: Table) -> dict[str, Table]:
         Column("ok", Integer, nullable=False),  # 1 delivered, 0 failed (retried next cycle)
         Column("attempts", Integer, nullable=False, server_default=text("0")),
         Column("error", Text, nullable=True),
-        Column("delivered_at", Timestamp, nullable=False),
+        Column("delivered_at", Timestamp, nullable=False),  # the last try's time
+        *(
+            [
+                # The worker sending it now and until when its claim holds.
+                Column("claim_owner", Text, nullable=True),
+                Column("claim_expires_at", Timestamp, nullable=True),
+                Column("next_attempt_at", Timestamp, nullable=True),  # a failed one's backoff
+            ]
+            if v6
+            else []
+        ),
     )
     Index(
         f"{PREFIX}aide_deliveries_uq",

@@ -107,10 +107,17 @@ class _Models:
             from kgot.llm import UsageLedger, build_llm_clients
 
             ledger = UsageLedger()
-            self.ledgers.append(ledger)
+            self.track(ledger)
             roles = build_llm_clients(self.aide.settings, ledger, models=self.aide.models)
             self._planning = roles.planning
         return self._planning
+
+    def track(self, ledger: Any) -> None:
+        """Count ``ledger``'s calls as the program's, each written to the cycle's spend as it
+        is made (a cycle killed mid-briefing still shows what it cost)."""
+        self.ledgers.append(ledger)
+        if self.aide.on_model_call is not None:
+            ledger.subscribe(self.aide.on_model_call)
 
     def spent(self) -> float:
         return sum(float(ledger.totals().cost_usd or 0.0) for ledger in self.ledgers)
@@ -278,7 +285,7 @@ class _Cycle:
             models=self.aide.models,
             run_id=f"{self.run_id}/insights",
         ) as ingestor:
-            self.models.ledgers.append(ingestor.ledger)
+            self.models.track(ingestor.ledger)
             retrieved = None
             try:
                 retrieved = await ingestor.retrieve(

@@ -6,6 +6,7 @@ deleting an aide keeps the graph, deleting the entity takes its aides."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -62,13 +63,16 @@ def test_a_digest_an_output_refused_is_delivered_by_a_later_cycle(
     aide.add_output("jsonl", str(outbox))
     outbox.mkdir()  # the outbox cannot be written: the delivery fails
 
-    failed = aide.run_cycle()
+    start = datetime.now(UTC)
+    failed = aide.run_cycle(now=start)
     outbox.rmdir()
-    later = aide.run_cycle()
-    last = aide.run_cycle()
+    waiting = aide.run_cycle(now=start + timedelta(seconds=30))  # within the first backoff
+    later = aide.run_cycle(now=start + timedelta(minutes=2))
+    last = aide.run_cycle(now=start + timedelta(minutes=3))
 
     [refused] = failed.deliveries
     assert not refused["ok"] and refused["error"]
+    assert waiting.deliveries == []  # a failed try waits a minute before the next
     assert later.digest is None  # nothing new this cycle, but the earlier digest goes out now
     assert [(d["cycle"], d["ok"]) for d in later.deliveries] == [(failed.cycle_id, True)]
     [line] = outbox.read_text(encoding="utf-8").splitlines()
