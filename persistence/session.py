@@ -720,6 +720,39 @@ class EntitySession:
         self._context.note_rows_written(written)
         return new_version
 
+    def close_facts_as_read(
+        self,
+        facts: Mapping[FactKey, upkeep_store.FactAsRead | None],
+        reason: str,
+        provenance: Provenance,
+    ) -> upkeep_store.ClosedFacts:
+        """:meth:`close_facts`, each fact only while its current row is still as read (its
+        :class:`~kgot.persistence.upkeep_store.FactAsRead`; ``None``: whatever it holds). A fact
+        a writer re-stated since is left current, and so are its edges; a node closed takes
+        every current edge with it. Returns what was closed and what was left.
+
+        Raises:
+            UsageError: a malformed key, a reason not in :data:`CLOSE_REASONS`, or ``merged``.
+            EntityNotFoundError: the entity was deleted.
+        """
+        if checked_reason(reason) == "merged":
+            raise UsageError("facts are closed as merged by merge_nodes, not close_facts")
+        with (
+            self._lock,
+            write_transaction(self._context.engine, self._context.target) as connection,
+        ):
+            version = self._lock_entity(connection)
+            done = upkeep_store.close_facts_as_read(
+                connection,
+                entity_id=self._entity_id,
+                version=version,
+                facts=facts,
+                reason=reason,
+                provenance=provenance,
+            )
+        self._context.note_rows_written(len(done.closed))
+        return done
+
     def lapsed_facts(self, now: datetime | None = None) -> list[tuple[FactKey, str]]:
         """Current facts whose ``expires_at`` is not after ``now`` (default: the wall clock),
         each with the expiry that hides it: reads already hide them, but nothing has closed

@@ -22,7 +22,13 @@ from kgot.errors import ChangesetError, UsageError
 from kgot.graph_model import Changeset, Node
 from kgot.persistence.catalog import TypeCatalog
 from kgot.persistence.context import CommitConflictError, Provenance, View
-from kgot.persistence.facts import FactKey, key_from_stored, split_keys, stored_key
+from kgot.persistence.facts import (
+    FactKey,
+    checked_key,
+    key_from_stored,
+    split_keys,
+    stored_key,
+)
 from kgot.persistence.planner import chunks, source_key
 from kgot.persistence.schema import SUGGESTION_KINDS, SUGGESTION_STATUSES, TABLES
 from kgot.persistence.timeutil import as_utc, iso, utc_now
@@ -222,6 +228,75 @@ def _close_rows(
         )
 
 
+@dataclass(frozen=True)
+class FactAsRead:
+    """A fact as the upkeep pass read it: the pass closes it only while it is still so.
+
+    The pass decides on one read and closes later; a writer may re-state the fact in between.
+    A re-statement either writes a new row (a content or metadata change, or a lapsed fact
+    written again: the row read is closed already) or updates the row read in place (the
+    same fact again: ``reinforced_at`` and, from a new source, ``corroborations``). Either
+    makes the decision stale, so the close is conditional on the row as read.
+
+    Attributes:
+        version: the row's ``valid_from_version`` as read; ``None`` for a fact the pass found
+            hidden by its own expiry (then ``lapsed_at`` is the check).
+        reinforced_at: the row's ``reinforced_at`` as read (``None``: never reinforced).
+        corroborations: the row's ``corroborations`` as read.
+        lapsed_at: close only while the row's own ``expires_at`` is at or before this moment
+            (a re-stated lapsed fact is a new row that is not lapsed).
+        strength: the fact's use strength as read; a higher one now (someone used the fact
+            meanwhile: no row is written for that) leaves it alone. ``None``: not checked.
+    """
+
+    version: int | None = None
+    reinforced_at: datetime | None = None
+    corroborations: int = 1
+    lapsed_at: datetime | None = None
+    strength: float | None = None
+
+    def guard(self, table: Any) -> list[Any]:
+        """The row conditions, for the closing UPDATE's WHERE clause."""
+        if self.version is None:
+            moment = self.lapsed_at if self.lapsed_at is not None else utc_now()
+            return [table.c.expires_at.is_not(None), table.c.expires_at <= as_utc(moment)]
+        reinforced = (
+            table.c.reinforced_at.is_(None)
+            if self.reinforced_at is None
+            else table.c.reinforced_at == as_utc(self.reinforced_at)
+        )
+        return [
+            table.c.valid_from_version == self.version,
+            table.c.corroborations == self.corroborations,
+            reinforced,
+        ]
+
+    def row_state(self) -> tuple[Any, ...]:
+        """What rows closed by one UPDATE share (the guard's parameters)."""
+        return (self.version, self.reinforced_at, self.corroborations, self.lapsed_at)
+
+
+@dataclass(frozen=True)
+class ClosedFacts:
+    """What :func:`close_facts_as_read` did.
+
+    Attributes:
+        version: the new version, or the version before when nothing was closed.
+        closed: each closed fact, with the node id it was closed with (``None``: closed on
+            its own). A closed node takes every current edge with it, including edges written
+            after the read, so that no current edge hangs on a closed node.
+        left: facts asked for that are still current but changed since they were read, each
+            with how: ``re-stated`` (a new row, or the row read reinforced or corroborated)
+            or ``used`` (its use strength rose); not closed.
+        gone: facts asked for that had no current row (another writer closed them).
+    """
+
+    version: int
+    closed: dict[FactKey, str | None] = field(default_factory=dict)
+    left: dict[FactKey, str] = field(default_factory=dict)
+    gone: tuple[FactKey, ...] = ()
+
+
 def close_facts(
     connection: Connection,
     *,
@@ -232,25 +307,145 @@ def close_facts(
     provenance: Provenance,
 ) -> tuple[int, int]:
     """Close the current rows of ``keys`` (a node's current edges with it) for ``reason`` in
-    one commit; return ``(new version or version when nothing was current, rows closed)``."""
+    one commit, whatever they hold now; return ``(new version or version when nothing was
+    current, rows closed)``."""
     node_ids, edge_idents = split_keys(keys)
-    nodes = current_nodes(connection, entity_id, node_ids)
-    edges = {row.row_id: row for row in current_edges(connection, entity_id, edge_idents).values()}
-    for row in incident_edges(connection, entity_id, nodes):
-        edges[row.row_id] = row
-    if not nodes and not edges:
-        return version, 0
+    facts: dict[FactKey, FactAsRead | None] = {("node", n): None for n in node_ids}
+    facts.update({("edge", *ident): None for ident in edge_idents})
+    done = close_facts_as_read(
+        connection,
+        entity_id=entity_id,
+        version=version,
+        facts=facts,
+        reason=reason,
+        provenance=provenance,
+    )
+    return done.version, len(done.closed)
+
+
+def close_facts_as_read(
+    connection: Connection,
+    *,
+    entity_id: int,
+    version: int,
+    facts: Mapping[FactKey, FactAsRead | None],
+    reason: str,
+    provenance: Provenance,
+) -> ClosedFacts:
+    """Close each fact of ``facts`` whose current row is still as read (``None``: whatever
+    it holds), and the current edges of every node closed, for ``reason`` in one commit.
+
+    The row check is in each closing UPDATE's WHERE clause (optimistic concurrency): a fact a
+    writer changed since the read is left current, and so are its edges unless they were
+    asked for themselves. Runs with the entity locked (the caller's transaction), as every
+    commit does, so the UPDATEs and the rows they compare with cannot move apart.
+    """
+    node_ids, edge_idents = split_keys(facts)
+    expected = {checked_key(key): state for key, state in facts.items()}
+    node_rows = current_nodes(connection, entity_id, node_ids)
+    edge_rows = current_edges(connection, entity_id, edge_idents)
+    rows: dict[FactKey, Any] = {("node", n): row for n, row in node_rows.items()}
+    rows.update({("edge", *ident): row for ident, row in edge_rows.items()})
+    gone = tuple(key for key in expected if key not in rows)
+    used = _used_since(connection, entity_id, expected, rows)
     now = utc_now()
     new_version = version + 1
+    closed: dict[FactKey, str | None] = {}
+    for table, kind in ((_nodes, "node"), (_edges, "edge")):
+        wanted = {
+            key: rows[key] for key in expected if key[0] == kind and key in rows and key not in used
+        }
+        for row in _close_guarded(
+            connection, table, wanted, expected, new_version, now=now, reason=reason
+        ):
+            closed[_row_key(row)] = None
+    closed_nodes = [key[1] for key in closed if key[0] == "node"]
+    hanging = [
+        row
+        for row in incident_edges(connection, entity_id, closed_nodes)
+        if _row_key(row) not in closed
+    ]
     _close_rows(
-        connection, _nodes, [r.row_id for r in nodes.values()], new_version, now=now, reason=reason
+        connection, _edges, [row.row_id for row in hanging], new_version, now=now, reason=reason
     )
-    _close_rows(connection, _edges, sorted(edges), new_version, now=now, reason=reason)
-    parts = [f"{len(nodes)} node{'s' * (len(nodes) != 1)}"] if nodes else []
-    parts += [f"{len(edges)} edge{'s' * (len(edges) != 1)}"] if edges else []
+    ends = set(closed_nodes)
+    for row in hanging:
+        closed[_row_key(row)] = row.source if row.source in ends else row.target
+    left = {
+        key: "used" if key in used else "re-stated"
+        for key in expected
+        if key in rows and key not in closed
+    }
+    if not closed:
+        return ClosedFacts(version, left=left, gone=gone)
+    nodes = len(closed_nodes)
+    edges = len(closed) - nodes
+    parts = [f"{nodes} node{'s' * (nodes != 1)}"] if nodes else []
+    parts += [f"{edges} edge{'s' * (edges != 1)}"] if edges else []
     summary = f"closed {' and '.join(parts)} ({reason})"
+    if left:
+        summary += f"; {len(left)} left: changed since read"
     record_commit(connection, entity_id, new_version, provenance, summary=summary, now=now)
-    return new_version, len(nodes) + len(edges)
+    return ClosedFacts(new_version, closed, left, gone)
+
+
+def _used_since(
+    connection: Connection,
+    entity_id: int,
+    expected: Mapping[FactKey, FactAsRead | None],
+    rows: Mapping[FactKey, Any],
+) -> set[FactKey]:
+    """Facts whose use strength rose above the strength read. Use is counted in its own
+    table by writers that do not lock the entity (a retrieval writes no fact row), so this is
+    a check in the same transaction rather than in the UPDATE."""
+    checked = {
+        key: state.strength
+        for key, state in expected.items()
+        if state is not None and state.strength is not None and key in rows
+    }
+    if not checked:
+        return set()
+    use = read_use(connection, entity_id, checked)
+    return {key for key, read in checked.items() if key in use and use[key].strength > read + 1e-9}
+
+
+def _close_guarded(
+    connection: Connection,
+    table: Any,
+    rows: Mapping[FactKey, Any],
+    expected: Mapping[FactKey, FactAsRead | None],
+    version: int,
+    *,
+    now: datetime,
+    reason: str,
+) -> list[Any]:
+    """Close ``rows`` whose state is still the one expected; return the rows closed. Rows
+    with the same expected state (most often: written by one commit) share an UPDATE."""
+    groups: dict[tuple[Any, ...] | None, tuple[FactAsRead | None, list[int]]] = {}
+    for key, row in rows.items():
+        state = expected[key]
+        group = state.row_state() if state is not None else None
+        groups.setdefault(group, (state, []))[1].append(row.row_id)
+    identity = (
+        [table.c.node_id] if table is _nodes else [table.c.source, table.c.target, table.c.key]
+    )
+    closed: list[Any] = []
+    for state, row_ids in groups.values():
+        guard = state.guard(table) if state is not None else []
+        for chunk in chunks(sorted(row_ids)):
+            closed += connection.execute(
+                update(table)
+                .where(table.c.row_id.in_(chunk), table.c.valid_to_version.is_(None), *guard)
+                .values(valid_to_version=version, superseded_at=now, closed_reason=reason)
+                .returning(*identity)
+            ).all()
+    return closed
+
+
+def _row_key(row: Any) -> FactKey:
+    if "node_id" in row._mapping:
+        return ("node", row.node_id)
+    return ("edge", row.source, row.target, row.key)
 
 
 # ---------------------------------------------------------------------------- merges
