@@ -32,13 +32,21 @@ Closing (1, 2) closes a node's current edges with it, for the same reason. Nothi
 closed facts stay in history (``node_history`` shows ``closed_reason``), and
 ``load_graph(as_of=…)`` still shows the graph before the pass. Every write carries the
 provenance step ``memory:upkeep``.
+
+Writers do not wait for the pass, so a fact may be re-stated between the read the pass decided
+on and its close: a new row (changed, or a lapsed fact written again) or the row read updated
+in place (reinforced, corroborated), or used (a pruned fact's strength). The closes are
+conditional on each fact's row as read (``EntitySession.close_facts_as_read``): such a fact,
+and the edges that would only have closed with it, stay current and are reported as ``left``
+(not counted as closed); the next pass decides on what it then reads. A merge whose nodes
+another writer changed is left the same way.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +63,8 @@ from kgot.memory.scoring import (
     temporal_properties,
 )
 from kgot.memory.writes import _Upkeep
+from kgot.persistence.context import CommitConflictError
+from kgot.persistence.upkeep_store import ClosedFacts, FactAsRead
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -75,6 +85,7 @@ UPKEEP_STEP = "memory:upkeep"
 PROMOTE_SOURCES = 3  # distinct sources that make a fact well established
 PROMOTED_CONFIDENCE = 0.9  # the confidence a well-established fact is raised to
 ACTIONS = ("expired", "pruned", "promoted", "merged")
+LEFT = "left"  # a fact the pass would have closed or merged, re-stated while the pass ran
 _NOW_FORMAT = "an ISO 8601 date or date-time, e.g. 2026-03-01 or 2026-03-01T12:00:00Z"
 
 
@@ -83,8 +94,11 @@ class UpkeepChange:
     """One thing the pass did (or, in a dry run, would do) to one fact.
 
     Attributes:
-        action: ``expired``, ``pruned``, ``promoted`` or ``merged`` (counted), or ``skipped``
-            (a promotion or merge the fact's type no longer allows; not counted).
+        action: ``expired``, ``pruned``, ``promoted`` or ``merged`` (counted); ``left`` (a
+            fact the pass would have closed or merged, or an edge that would have closed with
+            its node, that another writer re-stated while the pass ran: still current;
+            counted apart); or ``skipped`` (a promotion or merge the fact's type no longer
+            allows, or a close another writer made first; not counted).
         key: the fact's key (``("node", id)`` or ``("edge", source, target, key)``).
         what: the fact in words (``node 'x' (Company 'Apple Inc.')``).
         why: the figures behind the decision.
@@ -104,7 +118,9 @@ class UpkeepReport:
     """What an upkeep pass did: counts per action and one :class:`UpkeepChange` per fact.
 
     ``expired`` and ``pruned`` count closed facts, nodes and edges (a node's edges closed with
-    it included); ``promoted`` counts facts raised; ``merged`` counts merged-away nodes.
+    it included); ``promoted`` counts facts raised; ``merged`` counts merged-away nodes;
+    ``left`` counts facts (nodes and edges) left current because they were re-stated while the
+    pass ran.
     """
 
     entity: str
@@ -133,13 +149,25 @@ class UpkeepReport:
     def merged(self) -> int:
         return self.count("merged")
 
+    @property
+    def left(self) -> int:
+        return self.count(LEFT)
+
     def to_json(self) -> dict[str, int]:
-        """Exactly ``{"expired": n, "pruned": n, "promoted": n, "merged": n}``."""
-        return {action: self.count(action) for action in ACTIONS}
+        """``{"expired": n, "pruned": n, "promoted": n, "merged": n}``, and ``"left": n`` when
+        facts were left because they were re-stated during the pass (only then: a pass no
+        writer raced prints the four keys it always did)."""
+        counts = {action: self.count(action) for action in ACTIONS}
+        if self.left:
+            counts[LEFT] = self.left
+        return counts
 
     def lines(self, limit: int | None = None) -> list[str]:
-        """One line per counter, then one per change (the first ``limit`` of them)."""
+        """One line per counter (``left`` only when there are some), then one per change (the
+        first ``limit`` of them)."""
         out = [f"{action}: {self.count(action)}" for action in ACTIONS]
+        if self.left:
+            out.append(f"{LEFT}: {self.left} (re-stated during the pass)")
         shown = self.changes if limit is None else self.changes[:limit]
         out += [f"  {change.line()}" for change in shown]
         if len(shown) < len(self.changes):
@@ -166,10 +194,13 @@ def run_upkeep(
     """One upkeep pass over ``session``'s entity (module docstring); ``dry_run`` decides the
     same and writes nothing.
 
+    A fact another writer re-stated while the pass ran is not closed nor merged: it is
+    reported as ``left`` (module docstring).
+
     Raises:
         EntityNotFoundError: the entity was deleted.
-        CommitConflictError: another writer changed a fact the pass was promoting or merging
-            while it ran (the closes before it stay written; run the pass again).
+        CommitConflictError: another writer changed a fact the pass was promoting while it ran
+            (the closes before it stay written; run the pass again).
     """
     moment = _as_utc(now) if now is not None else datetime.now(UTC)
     # Tracking the graph (as Memory.resolve(apply=True) does) lets the merges after the
@@ -178,26 +209,42 @@ def run_upkeep(
     version = int(graph.graph["kgot_version"])
     types = _Types(session.type_catalog())
 
-    expired = _lapsed(session, graph, moment) + _expire(graph, types, moment)
-    pruned = _prune(graph, types, moment, session)
+    expired = _Closes("expired")
+    _lapsed(session, graph, moment, expired)
+    _expire(graph, types, moment, expired)
+    pruned = _Closes("pruned")
+    _prune(graph, types, moment, session, pruned)
     promoted, promotion, skipped = _promote(graph, session, version)
     merges, merge_changes = _merge(graph, session, version)
-    changes = (*expired, *pruned, *promoted, *skipped, *merge_changes)
 
-    if not dry_run:
-        from kgot.persistence import Provenance
+    if dry_run:
+        changes = (*expired.changes, *pruned.changes, *promoted, *skipped, *merge_changes)
+        return UpkeepReport(session.entity, moment, dry_run, version, version, changes)
 
-        provenance = Provenance(run_id="", step=UPKEEP_STEP)
-        for reason, closing in (("expired", expired), ("pruned", pruned)):
-            if closing:
-                session.close_facts([c.key for c in closing], reason, provenance)
-        if not promotion.is_empty:
-            session.commit(promotion, provenance)
-        for merge, properties in merges:
+    from kgot.persistence import Provenance
+
+    provenance = Provenance(run_id="", step=UPKEEP_STEP)
+    closes: list[UpkeepChange] = []
+    for closing in (expired, pruned):
+        if closing.changes:
+            done = session.close_facts_as_read(closing.facts, closing.action, provenance)
+            closes += closing.settled(done)
+    if not promotion.is_empty:
+        session.commit(promotion, provenance)
+    left_aliases: dict[str, str] = {}
+    for merge, properties in merges:
+        try:
             session.merge_nodes(
                 merge.canonical, list(merge.aliases), provenance, properties=properties
             )
-    after = version if dry_run else _newest_version(session, version)
+        except CommitConflictError:
+            # Another writer changed one of the nodes since the read (merge_nodes checks the
+            # rows against the view the pass read): the merge was decided on what is no
+            # longer there, so it is left for the next pass; the other merges go ahead.
+            left_aliases.update(dict.fromkeys(merge.aliases, merge.canonical))
+    merge_changes = [_merge_left(change, left_aliases) for change in merge_changes]
+    changes = (*closes, *promoted, *skipped, *merge_changes)
+    after = _newest_version(session, version)
     return UpkeepReport(session.entity, moment, dry_run, version, after, changes)
 
 
@@ -205,31 +252,36 @@ def run_upkeep(
 # The steps: each decides on the working graph and removes (or updates) what it closed.
 
 
-def _lapsed(session: EntitySession, graph: nx.MultiDiGraph, now: datetime) -> list[UpkeepChange]:
+def _lapsed(session: EntitySession, graph: nx.MultiDiGraph, now: datetime, closes: _Closes) -> None:
     """Facts whose own ``_expires_at`` passed before the pass: reads (and so ``graph``) no
     longer show them, but they are still current rows until the pass closes them."""
-    changes: list[UpkeepChange] = []
-    for key, expires_at in session.lapsed_facts(now):
+    # Each closes only while its row is still lapsed: a fact written again since gets a new
+    # row that is not. An edge listed only because its node lapsed fails that check and so
+    # closes with its node, or stays when the node was written again.
+    as_read = FactAsRead(lapsed_at=now)
+    lapsed = session.lapsed_facts(now)
+    nodes = {key[1] for key, _ in lapsed if key[0] == "node" and not graph.has_node(key[1])}
+    for key, expires_at in lapsed:
         if key[0] == "node" and graph.has_node(key[1]):
             continue  # visible: _expire decides it
         if key[0] == "edge" and graph.has_edge(key[1], key[2], key[3]):
             continue
         what = f"node {key[1]!r}" if key[0] == "node" else f"edge {key[1]!r} -> {key[2]!r}"
-        changes.append(UpkeepChange("expired", key, what, f"hidden since {expires_at}"))
-    return changes
+        closes.add(UpkeepChange("expired", key, what, f"hidden since {expires_at}"), as_read)
+        end = next((end for end in key[1:3] if end in nodes), None) if key[0] == "edge" else None
+        if end is not None:
+            closes.hanging[key] = end
 
 
-def _expire(graph: nx.MultiDiGraph, types: _Types, now: datetime) -> list[UpkeepChange]:
-    changes: list[UpkeepChange] = []
+def _expire(graph: nx.MultiDiGraph, types: _Types, now: datetime, closes: _Closes) -> None:
     for node_id, data in list(graph.nodes(data=True)):
         why = _expiry(data, types.settings("node", data.get("label")), now)
         if why is not None:
-            changes += _close_node(graph, node_id, "expired", why)
+            _close_node(graph, node_id, why, closes, _as_read(data))
     for source, target, key, data in list(graph.edges(keys=True, data=True)):
         why = _expiry(data, types.settings("edge", data.get("relationship")), now)
         if why is not None:
-            changes.append(_close_edge(graph, (source, target, key), "expired", why))
-    return changes
+            _close_edge(graph, (source, target, key), why, closes, _as_read(data))
 
 
 def _expiry(data: Mapping[str, Any], settings: UpkeepSettings | None, now: datetime) -> str | None:
@@ -254,8 +306,8 @@ _WRITTEN = ("_updated_at", "_reinforced_at", "_created_at")
 
 
 def _prune(
-    graph: nx.MultiDiGraph, types: _Types, now: datetime, session: EntitySession
-) -> list[UpkeepChange]:
+    graph: nx.MultiDiGraph, types: _Types, now: datetime, session: EntitySession, closes: _Closes
+) -> None:
     facts: list[tuple[FactKey, Mapping[str, Any], UpkeepSettings, Mapping[str, Any] | None]] = []
     for node_id, data in graph.nodes(data=True):
         settings, schema = types.decaying("node", data.get("label"))
@@ -266,9 +318,9 @@ def _prune(
         if settings is not None:
             facts.append((("edge", source, target, key), data, settings, schema))
     if not facts:
-        return []
+        return
     use = session.fact_use([fact_key for fact_key, *_ in facts])
-    weak: list[tuple[FactKey, str]] = []
+    weak: list[tuple[FactKey, str, FactAsRead]] = []
     for fact_key, data, settings, schema in facts:
         fresh, age = fact_freshness(
             data,
@@ -286,19 +338,17 @@ def _prune(
                     f"weight {weight:.4f} < {PRUNE_BELOW} (confidence {confidence:g}, age "
                     f"{_age(age or 0.0)}, half-life {_setting(settings.half_life_days or 0)}, "
                     f"strength {strength:g})",
+                    # The weight also rests on the strength read: a use since saves the fact.
+                    _as_read(data, strength=strength),
                 )
             )
-    changes: list[UpkeepChange] = []
     # Nodes first: a weak node's edges close with it, whatever their own weight.
-    for fact_key, why in sorted(weak, key=lambda item: item[0][0] != "node"):
+    for fact_key, why, as_read in sorted(weak, key=lambda item: item[0][0] != "node"):
         if fact_key[0] == "node":
             if fact_key[1] in graph:
-                changes += _close_node(graph, fact_key[1], "pruned", why)
+                _close_node(graph, fact_key[1], why, closes, as_read)
         elif graph.has_edge(fact_key[1], fact_key[2], fact_key[3]):
-            changes.append(
-                _close_edge(graph, (fact_key[1], fact_key[2], fact_key[3]), "pruned", why)
-            )
-    return changes
+            _close_edge(graph, (fact_key[1], fact_key[2], fact_key[3]), why, closes, as_read)
 
 
 def _promote(
@@ -427,33 +477,111 @@ class _Types:
         return type_def.upkeep, type_def.spec.properties
 
 
-def _close_node(graph: nx.MultiDiGraph, node_id: str, action: str, why: str) -> list[UpkeepChange]:
+@dataclass
+class _Closes:
+    """What one step (expire or prune) decided to close: the report's changes, the facts it
+    closes on their own with their rows as read, and the edges that close only with a node.
+
+    Edges of a closed node are not asked for on their own: were the node re-stated meanwhile
+    and left current, its edges must stay with it.
+    """
+
+    action: str
+    changes: list[UpkeepChange] = field(default_factory=list)
+    facts: dict[FactKey, FactAsRead] = field(default_factory=dict)
+    hanging: dict[FactKey, str] = field(default_factory=dict)  # edge -> the node it closes with
+
+    def add(self, change: UpkeepChange, as_read: FactAsRead) -> None:
+        self.changes.append(change)
+        self.facts[change.key] = as_read
+
+    def settled(self, done: ClosedFacts) -> list[UpkeepChange]:
+        """The changes as the store made them: what it left or found closed already is no
+        longer reported as closed, and edges written during the pass that closed with their
+        node are added."""
+        out: list[UpkeepChange] = []
+        for change in self.changes:
+            key = change.key
+            node = self.hanging.get(key)
+            if key in done.closed:
+                out.append(change)
+            elif node is not None and ("node", node) in done.left:
+                why = f"its node {node!r} was re-stated during the pass: not {self.action}"
+                out.append(_with_action(change, LEFT, why))
+            elif key in done.left:
+                why = f"{done.left[key]} during the pass: not {self.action}"
+                out.append(_with_action(change, LEFT, why))
+            else:
+                why = f"not {self.action}: another writer closed it during the pass"
+                out.append(_with_action(change, "skipped", why))
+        reported = {change.key for change in self.changes}
+        for key, node in done.closed.items():
+            if key not in reported:
+                what = f"edge {key[1]!r} -> {key[2]!r} key {key[-1]!r}"
+                why = f"closed with node {node!r} (written during the pass)"
+                out.append(UpkeepChange(self.action, key, what, why))
+        return out
+
+
+def _with_action(change: UpkeepChange, action: str, why: str) -> UpkeepChange:
+    return UpkeepChange(action, change.key, change.what, why)
+
+
+def _merge_left(change: UpkeepChange, left: Mapping[str, str]) -> UpkeepChange:
+    """``change`` as reported after the merges: an alias of a merge that was refused because
+    another writer changed a node meanwhile is left."""
+    if change.action != "merged" or change.key[1] not in left:
+        return change
+    why = f"not merged into {left[change.key[1]]!r}: a node was re-stated during the pass"
+    return _with_action(change, LEFT, why)
+
+
+def _as_read(data: Mapping[str, Any], strength: float | None = None) -> FactAsRead:
+    """A fact's row as ``load_graph(include_meta=True)`` showed it (``_version`` is the row's
+    ``valid_from_version``; an in-place re-statement moves ``_reinforced_at``)."""
+    return FactAsRead(
+        version=int(data["_version"]),
+        reinforced_at=parse_instant(data.get("_reinforced_at")),
+        corroborations=int(data.get("_corroborations") or 1),
+        strength=strength,
+    )
+
+
+def _close_node(
+    graph: nx.MultiDiGraph, node_id: str, why: str, closes: _Closes, as_read: FactAsRead
+) -> None:
     """Close a node and its current edges (as the store will) in the working graph."""
     data = graph.nodes[node_id]
-    changes = [UpkeepChange(action, ("node", node_id), _describe_node(node_id, data), why)]
+    change = UpkeepChange(closes.action, ("node", node_id), _describe_node(node_id, data), why)
+    closes.add(change, as_read)
     incident = [*graph.out_edges(node_id, keys=True, data=True)]
     incident += [e for e in graph.in_edges(node_id, keys=True, data=True) if e[0] != node_id]
     for source, target, key, edge_data in incident:
-        changes.append(
+        edge_key = ("edge", source, target, key)
+        closes.changes.append(
             UpkeepChange(
-                action,
-                ("edge", source, target, key),
+                closes.action,
+                edge_key,
                 _describe_edge(source, target, key, edge_data),
                 f"closed with node {node_id!r}",
             )
         )
+        closes.hanging[edge_key] = node_id
     graph.remove_node(node_id)
-    return changes
 
 
 def _close_edge(
-    graph: nx.MultiDiGraph, ident: tuple[str, str, str], action: str, why: str
-) -> UpkeepChange:
+    graph: nx.MultiDiGraph,
+    ident: tuple[str, str, str],
+    why: str,
+    closes: _Closes,
+    as_read: FactAsRead,
+) -> None:
     source, target, key = ident
     data = graph.edges[source, target, key]
-    change = UpkeepChange(action, ("edge", *ident), _describe_edge(source, target, key, data), why)
+    what = _describe_edge(source, target, key, data)
+    closes.add(UpkeepChange(closes.action, ("edge", *ident), what, why), as_read)
     graph.remove_edge(source, target, key)
-    return change
 
 
 def _set_confidence(graph: nx.MultiDiGraph, fact_key: Sequence[str], value: float) -> None:
