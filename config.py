@@ -307,6 +307,25 @@ class MemorySettings(_Section):
         return merged.get(producer or "model") or merged["default"]
 
 
+class IngestSettings(_Section):
+    """Caps on one ingestion (`kgot ingest`, ``ingest_text``, an aide's item): a text is written
+    in pieces of ``tools.max_output_chars``, one model write (and its fixes) each, so its size
+    is its cost."""
+
+    max_chars: int = Field(
+        300_000,
+        ge=1,
+        description="longest text one ingestion takes (about 25 pieces at the default "
+        "`tools.max_output_chars`); a longer one is refused before any model call",
+    )
+    max_cost_usd: float | None = Field(
+        None,
+        gt=0,
+        description="an ingestion stops between pieces once its model cost reaches this "
+        "(needs the planning model's price); unset = no cap",
+    )
+
+
 class Settings(_Section):
     llm: LLMSettings = Field(default_factory=LLMSettings)
     controller: ControllerSettings = Field(default_factory=ControllerSettings)
@@ -314,6 +333,7 @@ class Settings(_Section):
     tools: ToolsSettings = Field(default_factory=ToolsSettings)
     store: StoreSettings = Field(default_factory=StoreSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
+    ingest: IngestSettings = Field(default_factory=IngestSettings)
 
 
 def default_config_path(environ: Mapping[str, str] | None = None) -> Path:
@@ -477,7 +497,7 @@ def _read_toml_layer(config_path: Path | None, env: Mapping[str, str]) -> dict[s
     return layer
 
 
-_TABLES = ("llm", "controller", "sandbox", "tools", "store")
+_TABLES = ("llm", "controller", "sandbox", "tools", "store", "ingest")
 _LLM_TABLES = (*ROLES, "grader", "prices")
 
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kgot.controller.ingest import Ingestor, IngestReport
+from kgot.controller.ingest import Ingestor, IngestReport, TextTooLongError
 from kgot.errors import UsageError
 
 if TYPE_CHECKING:
@@ -22,7 +22,13 @@ if TYPE_CHECKING:
     from kgot.config import Settings
     from kgot.persistence import Store
 
-__all__ = ["IngestReport", "ingest_text", "ingest_text_async", "read_document"]
+__all__ = [
+    "IngestReport",
+    "TextTooLongError",
+    "ingest_text",
+    "ingest_text_async",
+    "read_document",
+]
 
 
 async def ingest_text_async(
@@ -36,6 +42,8 @@ async def ingest_text_async(
     settings: Settings | None = None,
     title: str | None = None,
     result_key: str | None = None,
+    max_chars: int | None = None,
+    max_cost_usd: float | None = None,
 ) -> IngestReport:
     """:func:`ingest_text` inside an event loop."""
     settings, models = _model_settings(settings, model)
@@ -46,6 +54,8 @@ async def ingest_text_async(
             title=title,
             confidence=confidence,
             result_key=result_key,
+            max_chars=max_chars,
+            max_cost_usd=max_cost_usd,
         )
 
 
@@ -60,6 +70,8 @@ def ingest_text(
     settings: Settings | None = None,
     title: str | None = None,
     result_key: str | None = None,
+    max_chars: int | None = None,
+    max_cost_usd: float | None = None,
 ) -> IngestReport:
     """Add what ``text`` states to ``entity``'s graph and say what became of it.
 
@@ -74,16 +86,25 @@ def ingest_text(
             configured models.
         settings: effective settings (default: environment and config file).
         title: a title, shown to the model with the text.
-        result_key: names the work: a key the entity has a commit for writes nothing again.
+        result_key: names the work: a key the entity has a commit for writes nothing again
+            (a long text is committed piece by piece, each under ``<key>/part <n>``).
+        max_chars: the longest text taken (default ``[ingest] max_chars``, 300,000); a
+            longer one is refused before any model call.
+        max_cost_usd: stop between pieces once the model cost reaches this (default
+            ``[ingest] max_cost_usd``, unset: no cap); needs the model's price.
 
     Returns:
         The :class:`IngestReport`: nodes and edges inserted, nodes updated, writes merged onto
-        existing nodes, facts corroborated and superseded, and the commit's version.
+        existing nodes, facts corroborated and superseded, and the commit's version. A text the
+        cost cap stopped is ``not ok``; ``parts_done`` / ``parts_missing`` say which pieces were
+        written, and ingesting it again with ``result_key=report.result_key`` writes only the
+        missing ones.
 
     Raises:
-        UsageError: empty text, confidence outside 0–1.
+        UsageError: empty text, confidence outside 0–1, a cap not above 0.
+        TextTooLongError: the text is longer than ``max_chars`` (a :class:`UsageError`).
         EntityNotFoundError: no such entity.
-        ConfigError: no model configured.
+        ConfigError: no model configured; a cost cap with a model whose price is unknown.
     """
     return asyncio.run(
         ingest_text_async(
@@ -96,6 +117,8 @@ def ingest_text(
             settings=settings,
             title=title,
             result_key=result_key,
+            max_chars=max_chars,
+            max_cost_usd=max_cost_usd,
         )
     )
 

@@ -3,11 +3,17 @@
 The text becomes graph code written by the planning model, run in the sandbox, checked against
 the entity's types and committed with provenance, exactly as a tool result of `kgot ask
 --entity` would (no vote: the text is the result).
+
+Two caps bound its cost: ``--max-chars`` (``[ingest] max_chars``) refuses a longer text before
+any model call, and ``--max-cost-usd`` (``[ingest] max_cost_usd``) stops between the pieces a
+long text is written in; the pieces left unwritten are named, with the ``--result-key`` that
+writes only them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import shlex
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -46,7 +52,8 @@ def ingest(
             "--confidence",
             min=0.0,
             max=1.0,
-            help="Trust of its facts (0-1); default: [memory.trust] ingest, else default.",
+            help="Trust of its facts (0-1); default: the setting memory.trust's ingest, else "
+            "its default.",
             show_default=False,
         ),
     ] = None,
@@ -54,13 +61,53 @@ def ingest(
         str | None,
         typer.Option("--model", help="provider:model for both roles.", show_default=False),
     ] = None,
+    max_chars: Annotated[
+        int | None,
+        typer.Option(
+            "--max-chars",
+            min=1,
+            help="Refuse a longer text before any model call; default: the setting "
+            "ingest.max_chars (300000).",
+            show_default=False,
+        ),
+    ] = None,
+    max_cost_usd: Annotated[
+        float | None,
+        typer.Option(
+            "--max-cost-usd",
+            min=0.0001,
+            help="Stop between pieces once the model cost reaches this (USD; needs the "
+            "model's price); default: the setting ingest.max_cost_usd, else no cap.",
+            show_default=False,
+        ),
+    ] = None,
+    result_key: Annotated[
+        str | None,
+        typer.Option(
+            "--result-key",
+            help="Name this ingestion: pieces already committed under the key are not written "
+            "again (to finish one the cost cap stopped); default: a new key.",
+            show_default=False,
+        ),
+    ] = None,
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
     """Add what a text states to an entity's graph, and say what became of it."""
     from kgot.aides.ingest import ingest_text_async, read_document
+    from kgot.controller.ingest import check_size, part_ranges
 
-    settings = settings_from(ctx, {"store.db": db, "llm.model": model})
+    settings = settings_from(
+        ctx,
+        {
+            "store.db": db,
+            "llm.model": model,
+            "ingest.max_chars": max_chars,
+            "ingest.max_cost_usd": max_cost_usd,
+        },
+    )
+    if result_key is not None and not result_key.strip():
+        raise UsageError("--result-key must not be empty")
     if source == "-":
         text, title = sys.stdin.read(), None
         reference = source_ref or "stdin"
@@ -70,6 +117,17 @@ def ingest(
         reference = source_ref or str(path.resolve())
     if not text.strip():
         raise UsageError(f"{source} holds no text to ingest")
+    # Here rather than only in the ingestion itself: before the store, the sandbox and the
+    # model are opened, and with the fix this command takes.
+    size = len(text.strip())
+    check_size(
+        text.strip(),
+        settings.ingest.max_chars,
+        piece_chars=settings.tools.max_output_chars,
+        what="stdin" if source == "-" else source,
+        fix=f"split it, or raise the cap with --max-chars {size} (or [ingest] max_chars in "
+        "the config file)",
+    )
     with opened_store(ctx, db, entity=entity) as store:
         report = asyncio.run(
             ingest_text_async(
@@ -80,6 +138,7 @@ def ingest(
                 confidence=confidence,
                 settings=settings,
                 title=title,
+                result_key=result_key,
             )
         )
     if as_json:
@@ -88,5 +147,18 @@ def ingest(
         typer.echo(printable(f"{entity}: {report.summary()}"))
         for note in report.notes:
             typer.echo(printable(f"  {note}"))
+    if report.stopped_by is not None:
+        # One line a person can act on: what was written, what was not, and the command that
+        # writes only the rest (its pieces' keys are derived from the result key).
+        sys.stderr.write(
+            printable(
+                f"kgot: error: stopped at the cost cap {report.stopped_by}: "
+                f"parts {part_ranges(report.parts_done)} of {report.parts} committed, "
+                f"{part_ranges(report.parts_missing)} not; to write only those run the same "
+                f"command with --result-key {shlex.quote(report.result_key or '')} (and a "
+                "higher --max-cost-usd)"
+            )
+            + "\n"
+        )
     if not report.ok:
         raise typer.Exit(1)

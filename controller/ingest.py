@@ -12,6 +12,13 @@ texts (an aide ingests many items per cycle); each :meth:`Ingestor.ingest` catch
 with other writers first. :meth:`Ingestor.retrieve` is the other half of a run without its
 loop: the RETRIEVE path's read pass (:func:`kgot.controller.retrieve.query_graph`) over the
 same graph, for work that reads what was ingested (an aide's digest).
+
+A long text is written in pieces of ``tools.max_output_chars``, one model write (and its fixes)
+each, so two caps bound what one ingestion may cost (``[ingest]`` settings, or per call):
+``max_chars``, checked before any model call (:class:`TextTooLongError`), and ``max_cost_usd``,
+checked between pieces: once the pieces written cost that much, the rest are left unwritten and
+the report says which (``parts_done``, ``parts_missing``); each piece is committed under its own
+result key, so ingesting the text again under the same ``result_key`` writes only those.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from kgot.controller.events import StepFailed, TraceEvent
 from kgot.controller.insert import _catch_up, _integrate
 from kgot.controller.retrieve import Retrieval, query_graph
 from kgot.controller.state import PendingResult, RunState
-from kgot.errors import UsageError
+from kgot.errors import ConfigError, UsageError
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -42,6 +49,56 @@ if TYPE_CHECKING:
 INGEST_PRODUCER = "ingest"
 
 _COUNT = re.compile(r"(\d+) (corroborated|reinforced)\b")
+
+
+class TextTooLongError(UsageError):
+    """A text longer than the ingestion cap (``ingest.max_chars``), refused before any model
+    call. It is refused the same way however often it is tried."""
+
+    def __init__(self, message: str, *, chars: int, max_chars: int) -> None:
+        super().__init__(message)
+        self.chars = chars
+        self.max_chars = max_chars
+
+
+def check_size(
+    text: str,
+    max_chars: int,
+    *,
+    piece_chars: int,
+    what: str = "the text",
+    fix: str = "split it, or raise the cap (`[ingest] max_chars` in the config file, "
+    "max_chars= in Python)",
+) -> None:
+    """Refuse ``text`` when it is longer than ``max_chars``, in one line naming its size, the
+    cap, what it would have cost in model writes and ``fix``.
+
+    Raises:
+        TextTooLongError: the text is over the cap.
+    """
+    if len(text) <= max_chars:
+        return
+    # A lower bound, not split_text's count: pieces end at paragraphs, so there are more, and
+    # cutting megabytes only to refuse them would be slow.
+    pieces = -(-len(text) // piece_chars)
+    raise TextTooLongError(
+        f"{what} has {len(text):,} characters (at least {pieces:,} "
+        f"piece{'' if pieces == 1 else 's'} of {piece_chars:,}, one model write each), above "
+        f"the ingestion cap of {max_chars:,} (ingest.max_chars); {fix}",
+        chars=len(text),
+        max_chars=max_chars,
+    )
+
+
+def part_ranges(numbers: Sequence[int]) -> str:
+    """``[1, 2, 3, 5]`` as ``1-3, 5`` (piece numbers, for a line a person reads)."""
+    spans: list[list[int]] = []
+    for number in sorted(numbers):
+        if spans and number == spans[-1][1] + 1:
+            spans[-1][1] = number
+        else:
+            spans.append([number, number])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans) or "none"
 
 
 @dataclass
@@ -61,7 +118,16 @@ class IngestReport:
         superseded: facts closed as contradicted by a new value (fact keys joined by ``/``).
         queued: suggestions filed in the curation queue (kept values, possible duplicates).
         notes: every note of the entity's memory, as the model saw them.
-        failed: why no change could be made (the fix-code attempts ran out); ``None`` if fine.
+        failed: why no change could be made (the fix-code attempts ran out, or the cost cap
+            stopped the ingestion before its last piece); ``None`` if fine.
+        result_key: the key the text's pieces were committed under (``<key>/part <n>`` for a
+            text of several pieces): ingesting the text again with it writes only what is
+            missing.
+        parts: the pieces the text was cut into; ``parts_done`` those written (now or by an
+            earlier ingestion under the key), ``parts_missing`` those not (failed, or never
+            tried because of the cost cap).
+        stopped_by: the cap that stopped the ingestion between pieces (``max_cost_usd …``),
+            else ``None``.
         llm_calls / input_tokens / output_tokens / cost_usd: what the model work cost
             (``cost_usd`` ``None`` when a model's price is unknown).
     """
@@ -80,6 +146,11 @@ class IngestReport:
     queued: int = 0
     notes: list[str] = field(default_factory=list)
     failed: str | None = None
+    result_key: str | None = None
+    parts: int = 1
+    parts_done: list[int] = field(default_factory=list)
+    parts_missing: list[int] = field(default_factory=list)
+    stopped_by: str | None = None
     llm_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -94,10 +165,15 @@ class IngestReport:
 
     def summary(self) -> str:
         """One line: what changed."""
+        if self.stopped_by is not None:  # some pieces were written: say what they changed
+            return f"{self._changes()}; stopped at the cost cap {self.stopped_by}"
         if self.failed is not None:
             return f"failed: {self.failed}"
         if self.already_committed:
             return f"already committed as version {self.version}"
+        return self._changes()
+
+    def _changes(self) -> str:
         parts = [
             f"{len(self.inserted_nodes)} nodes and {len(self.inserted_edges)} edges inserted",
             f"{len(self.updated_nodes)} updated",
@@ -242,6 +318,8 @@ class Ingestor:
         confidence: float | None = None,
         result_key: str | None = None,
         producer: str = INGEST_PRODUCER,
+        max_chars: int | None = None,
+        max_cost_usd: float | None = None,
     ) -> IngestReport:
         """Turn ``text`` into facts of the entity's graph and commit them.
 
@@ -255,9 +333,16 @@ class Ingestor:
                 already, nothing is written again and the report says so (an aide keys each
                 item, so a restart after a crash never ingests an item twice).
             producer: the tool name the text is shown as and whose trust applies.
+            max_chars: the longest text taken (default ``ingest.max_chars``); a longer one is
+                refused before any model call.
+            max_cost_usd: stop between pieces once the pieces written cost this much (default
+                ``ingest.max_cost_usd``; ``None`` there: no cap). A piece may overshoot it.
 
         Raises:
-            UsageError: empty text, or a confidence outside 0–1.
+            UsageError: empty text, a confidence outside 0–1, a cap that is not above 0.
+            TextTooLongError: the text is longer than ``max_chars`` (nothing was asked).
+            ConfigError: a cost cap on a text of several pieces with a planning model whose
+                price is unknown (the cap could not see the cost); nothing was asked.
             ConfigError, LLMError: the model cannot be used (nothing was written).
         """
         text = text.strip()
@@ -265,10 +350,29 @@ class Ingestor:
             raise UsageError("the text to ingest is empty; pass a file with content or text")
         if confidence is not None and not 0 <= confidence <= 1:
             raise UsageError(f"confidence must be within 0..1, not {confidence}")
-        parts = split_text(text, self.settings.tools.max_output_chars)
+        caps = self.settings.ingest
+        max_chars = caps.max_chars if max_chars is None else max_chars
+        max_cost_usd = caps.max_cost_usd if max_cost_usd is None else max_cost_usd
+        if max_chars < 1:
+            raise UsageError(f"max_chars must be 1 or more, not {max_chars}")
+        if max_cost_usd is not None and not max_cost_usd > 0:
+            raise UsageError(f"max_cost_usd must be above 0, not {max_cost_usd}")
+        piece_chars = self.settings.tools.max_output_chars
+        check_size(text, max_chars, piece_chars=piece_chars)
+        parts = split_text(text, piece_chars)
+        if max_cost_usd is not None and len(parts) > 1:
+            self._check_priced(max_cost_usd)
         base = result_key or f"{self.run_id}/{uuid.uuid4()}"
-        report = IngestReport(entity=self.entity, source_ref=source_ref)
+        report = IngestReport(
+            entity=self.entity, source_ref=source_ref, result_key=base, parts=len(parts)
+        )
         for number, part in enumerate(parts, 1):
+            spent = report.cost_usd
+            if max_cost_usd is not None and spent is not None and spent >= max_cost_usd:
+                # Checked between pieces, never inside one: what was written stays committed,
+                # and the rest keeps its keys for a later ingestion under the same result key.
+                _stop(report, f"max_cost_usd {max_cost_usd:g} (spent ${spent:.4f})", number - 1)
+                break
             key = base if len(parts) == 1 else f"{base}/part {number}"
             shown = (
                 title if len(parts) == 1 else f"{title or 'text'}, part {number} of {len(parts)}"
@@ -282,7 +386,21 @@ class Ingestor:
                 producer=producer,
             )
             _merge(report, done, None if len(parts) == 1 else f"part {number} of {len(parts)}")
+            (report.parts_done if done.ok else report.parts_missing).append(number)
         return report
+
+    def _check_priced(self, max_cost_usd: float) -> None:
+        """Refuse a cost cap the ledger could not see: the planning model (which writes every
+        piece) has no known price, so its calls would cost ``None`` and never reach the cap."""
+        planning = self._context().planning
+        name = str(getattr(planning, "model_name", "") or "")
+        prices = getattr(planning, "prices", None)
+        if prices is not None and prices.price_for(name) is None:
+            raise ConfigError(
+                f"the ingestion cost cap max_cost_usd {max_cost_usd:g} needs the price of "
+                f'{name}, which kgot does not know; set [llm.prices."{name}"] input and output '
+                "(USD per million tokens), or ingest without a cost cap"
+            )
 
     async def _ingest_part(
         self,
@@ -408,6 +526,18 @@ def _merge(total: IngestReport, part: IngestReport, label: str | None) -> None:
         total.cost_usd = None if part.cost_usd is None else total.cost_usd + part.cost_usd
     if part.failed is not None and total.failed is None:
         total.failed = f"{label}: {part.failed}" if label else part.failed
+
+
+def _stop(report: IngestReport, cap: str, last: int) -> None:
+    """Record that ``cap`` stopped the ingestion after piece ``last`` of ``report.parts``."""
+    report.stopped_by = cap
+    report.parts_missing.extend(range(last + 1, report.parts + 1))
+    line = (
+        f"stopped at the cost cap {cap} after part {last} of {report.parts}: parts "
+        f"{part_ranges(report.parts_done)} committed, {part_ranges(report.parts_missing)} not; "
+        f"ingesting the text again under result key {report.result_key!r} writes only those"
+    )
+    report.failed = line if report.failed is None else f"{report.failed}; {line}"
 
 
 def _question(title: str | None, source_ref: str | None) -> str:
