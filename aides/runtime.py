@@ -544,10 +544,13 @@ class Aide:
         from kgot.memory import open_memory
 
         done = open_memory(self.store, self.entity).upkeep(now=now)
-        return (
+        line = (
             f"{done.expired} expired, {done.pruned} pruned, {done.promoted} promoted, "
             f"{done.merged} merged"
         )
+        if done.left:  # an ingestion re-stated them while the pass ran: they stay current
+            line += f", {done.left} left (re-stated during the pass)"
+        return line
 
     async def _deliver(self, report: CycleReport, now: datetime) -> None:
         """Deliver this cycle's digest to each output, and the digests of recent cycles that
