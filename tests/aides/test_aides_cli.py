@@ -82,7 +82,7 @@ def test_create_add_run_status_items_list_delete(
     code, out, _ = _run(capsys, "aide", "list", "--json", *db)
     assert json.loads(out) == [{"name": "research", "entity": "acme", "program": "digest"}]
 
-    code, out, _ = _run(capsys, "aide", "delete", "research", *db)
+    code, out, _ = _run(capsys, "aide", "delete", "research", "--yes", *db)
     assert code == 0 and "acme and its graph are kept" in out
     code, out, _ = _run(capsys, "entities", "list", "--json", *db)
     assert [row["name"] for row in json.loads(out)] == ["acme"]
