@@ -500,7 +500,10 @@ async def _to_webhook(
             nonlocal tries
             tries = number
             try:
-                response = await client.post(url, content=body, headers=headers)
+                # Streamed: only a refusal's first bytes are read, decoded within a bound (a
+                # compressed answer could otherwise inflate without limit in memory).
+                async with client.stream("POST", url, content=body, headers=headers) as response:
+                    excerpt = b"" if 200 <= response.status_code < 300 else await _excerpt(response)
             except httpx.TimeoutException:
                 raise _Retryable(f"the webhook {shown} did not answer in time") from None
             except httpx.TransportError as error:
@@ -508,7 +511,7 @@ async def _to_webhook(
                     f"cannot reach the webhook {shown} ({type(error).__name__}: "
                     f"{error or 'no detail'})"
                 ) from None
-            _check_webhook_answer(response, shown)
+            _check_webhook_answer(response, shown, excerpt)
 
         try:
             await retry_async(
@@ -526,7 +529,25 @@ async def _to_webhook(
     return DeliveryResult(True, tries)
 
 
-def _check_webhook_answer(response: Any, shown: str) -> None:
+_EXCERPT_BYTES = 4096  # of a refusing webhook's answer, for the error line
+
+
+async def _excerpt(response: Any) -> bytes:
+    """The start of ``response``'s body, decoded, at most :data:`_EXCERPT_BYTES`."""
+    from kgot.tools.decoding import BodyTooLarge, BoundedBody, CorruptBody, UnsupportedEncoding
+
+    body = BoundedBody(response.headers.get("content-encoding"), _EXCERPT_BYTES)
+    try:
+        async for raw in response.aiter_raw():
+            body.feed(raw)
+        return body.finish()
+    except BodyTooLarge:
+        return body.kept()
+    except (UnsupportedEncoding, CorruptBody):
+        return b"(a body kgot cannot decode)"
+
+
+def _check_webhook_answer(response: Any, shown: str, excerpt: bytes) -> None:
     from kgot.retrying import body_excerpt
 
     status = response.status_code
@@ -544,7 +565,7 @@ def _check_webhook_answer(response: Any, shown: str) -> None:
         )
     raise _Refused(
         f"the webhook {shown} refused the delivery (HTTP {status}: "
-        f"{body_excerpt(response.content)}); check its address and secret"
+        f"{body_excerpt(excerpt)}); check its address and secret"
     )
 
 

@@ -279,6 +279,11 @@ class BoundedBody:
             self._keep(self._inflater.finish(self.limit - self._size))
         return b"".join(self._pieces)
 
+    def kept(self) -> bytes:
+        """What was decoded within the limit so far (after :class:`BodyTooLarge` too: the
+        start of a body too large to take whole, e.g. for an error's excerpt)."""
+        return b"".join(self._pieces)
+
     def _keep(self, piece: bytes) -> None:
         self.produced += len(piece)
         if self._size + len(piece) > self.limit:

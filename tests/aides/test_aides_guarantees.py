@@ -356,3 +356,48 @@ def test_the_item_tables_scope_ids_by_source() -> None:
         tuple(column.name for column in ix.columns) for ix in TABLES.aide_items.indexes if ix.unique
     }
     assert ("aide_id", "source_id", "item_id") in index
+
+
+class _Bomb(http.server.BaseHTTPRequestHandler):
+    """A webhook refusing every delivery with a gzip bomb: 50 MB of zeros, 50 KB sent."""
+
+    body = b""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.send_response(400)
+        self.send_header("Content-Encoding", "gzip")
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_webhook_answering_with_a_compression_bomb_is_read_within_a_bound(
+    settings: Settings,
+) -> None:
+    import gzip
+    import tracemalloc
+
+    from kgot.aides.outputs import deliver_async
+
+    _Bomb.body = gzip.compress(b"0" * 50_000_000, compresslevel=9)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Bomb)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/hook"
+        tracemalloc.start()
+        result = asyncio.run(
+            deliver_async(
+                "webhook", {"url": url}, {"digest": "x"}, delivery_key="k", settings=settings
+            )
+        )
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert not result.ok and result.error and "HTTP 400" in result.error
+    assert peak < 8_000_000, f"peak {peak} bytes"
