@@ -223,7 +223,8 @@ def _smtp_spec(value: str, given: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _is_address(text: str) -> bool:
-    return bool(re.fullmatch(r"[^@\s<>,]+@[^@\s<>,]+", text))
+    # No whitespace and no control character: an address goes into a mail header as is.
+    return bool(re.fullmatch(r"[^@\s<>,\x00-\x1f\x7f]+@[^@\s<>,\x00-\x1f\x7f]+", text))
 
 
 # --------------------------------------------------------------------------- delivery

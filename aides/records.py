@@ -1154,9 +1154,18 @@ def claim_delivery(
     """
     from kgot.persistence.owner import owner_state
 
-    table = TABLES.aide_deliveries
+    table, outputs_table = TABLES.aide_deliveries, TABLES.aide_outputs
     expires = now + DELIVERY_CLAIM
     with _write(store) as connection:
+        if (
+            connection.execute(
+                select(outputs_table.c.id).where(
+                    outputs_table.c.id == output_id, outputs_table.c.aide_id == aide.id
+                )
+            ).first()
+            is None
+        ):
+            return False  # removed meanwhile (`kgot aide output remove`)
         query = select(table).where(
             table.c.output_id == output_id, table.c.delivery_key == delivery_key
         )
@@ -1242,8 +1251,15 @@ def record_delivery(
     """Log one try of a delivery (however many requests the output's own retries made) and
     release ``owner``'s claim on it; a failed try waits :func:`retry_delay` before the next.
     Without ``owner`` (no claim was made) the row is written as is."""
-    table = TABLES.aide_deliveries
+    table, outputs_table = TABLES.aide_deliveries, TABLES.aide_outputs
     with _write(store) as connection:
+        if (
+            connection.execute(
+                select(outputs_table.c.id).where(outputs_table.c.id == output_id)
+            ).first()
+            is None
+        ):
+            return  # the output was removed while it was being delivered to: nothing to log
         row = connection.execute(
             select(table.c.id, table.c.attempts, table.c.claim_owner).where(
                 table.c.output_id == output_id, table.c.delivery_key == delivery_key

@@ -572,7 +572,7 @@ class _SignalStop:
         loop = asyncio.get_running_loop()
         installed: list[int] = []
         if task is not None and threading.current_thread() is threading.main_thread():
-            for number in (signal.SIGINT, signal.SIGTERM):
+            for number in (int(signal.SIGINT), int(signal.SIGTERM)):
                 with suppress(NotImplementedError, RuntimeError, ValueError):
                     loop.add_signal_handler(number, self._received, number, task, loop)
                     installed.append(number)
