@@ -18,6 +18,7 @@ import os
 import re
 import select
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -588,7 +589,7 @@ class PooledSandbox:
         self._spare_resident: tuple[tuple[str, ...], ResidentWorker] | None = None
         # Workers and their cgroups go with the pool, at the latest when the host exits; the
         # finalizer holds the state, not the pool, so an unclosed pool can be collected.
-        self._finalizer = weakref.finalize(self, self._state.stop)
+        self._finalizer = weakref.finalize(self, _stop_at_exit, self._state)
 
     @property
     def name(self) -> str:
@@ -1038,3 +1039,14 @@ __all__ = [
     "WorkerProcess",
     "mount_key",
 ]
+
+
+def _stop_at_exit(state: Any) -> None:
+    """Stop a pool nobody closed (collected, or still open when the interpreter exits, e.g.
+    after a signal cancelled its user). A failure here can be acted on by nobody: it is said
+    in one line on stderr instead of a traceback after the command's own last words."""
+    try:
+        state.stop()
+    except Exception as error:
+        with contextlib.suppress(Exception):
+            sys.stderr.write(f"kgot: warning: sandbox clean-up failed: {error}\n")
