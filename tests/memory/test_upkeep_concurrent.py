@@ -21,29 +21,8 @@ from kgot.memory import open_memory
 from kgot.memory.scoring import parse_instant
 from kgot.memory.upkeep import UpkeepReport
 from kgot.persistence import Provenance, Store, open_store
+from kgot.tests.memory.test_memory_upkeep import QUOTE, RUMOUR
 
-RUMOUR: dict[str, Any] = {
-    "kind": "node",
-    "name": "Rumour",
-    "description": "Market talk: fades in weeks.",
-    "properties": {
-        "type": "object",
-        "required": ["name"],
-        "properties": {"name": {"type": "string", "minLength": 1}},
-    },
-    "half_life_days": 21,
-}
-QUOTE: dict[str, Any] = {
-    "kind": "node",
-    "name": "Quote",
-    "description": "A price quote: worthless a day after it was last confirmed.",
-    "properties": {
-        "type": "object",
-        "required": ["name"],
-        "properties": {"name": {"type": "string"}, "price": {"type": "number"}},
-    },
-    "ttl_days": 1,
-}
 FIRM: dict[str, Any] = {
     "kind": "node",
     "name": "Firm",
