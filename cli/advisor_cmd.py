@@ -4,6 +4,9 @@ briefings, alerts, questions and prices."""
 from __future__ import annotations
 
 import asyncio
+import json
+import math
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -11,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from kgot.cli.common import print_json, printable, settings_from
+from kgot.cli.common import printable, settings_from
 from kgot.cli.store_cmd import DbOption, JsonOption, opened_store
 from kgot.errors import UsageError
 
@@ -65,6 +68,39 @@ def _advisor(ctx: typer.Context, db: str | None, name: str) -> Iterator[tuple[St
             f"no aide named {name!r}; create it with `kgot aide create {name} --entity E "
             "--program advisor`"
         ) from None
+
+
+def print_json(value: Any) -> None:
+    """Write one JSON document to stdout, strictly: JSON has no Infinity or NaN (a strict
+    reader refuses them), so a number that is not finite is refused with the path to it
+    instead of printed. New input cannot make one (holdings.py); a row stored before that
+    could."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, indent=2, default=str, allow_nan=False)
+    except ValueError:
+        where, number = _not_finite(value) or ("$", math.nan)
+        raise UsageError(
+            f"cannot print {where} = {number!r} as JSON: it is not a finite number (stored "
+            "before kgot refused such numbers); correct it and ask again"
+        ) from None
+    sys.stdout.write(text + "\n")
+
+
+def _not_finite(value: Any, where: str = "$") -> tuple[str, float] | None:
+    """The JSON path and value of the first number in ``value`` that is not finite."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return where, value
+    if isinstance(value, dict):
+        items: Any = ((f"{where}.{key}", item) for key, item in value.items())
+    elif isinstance(value, list | tuple):
+        items = ((f"{where}[{n}]", item) for n, item in enumerate(value))
+    else:
+        return None
+    for path, item in items:
+        found = _not_finite(item, path)
+        if found is not None:
+            return found
+    return None
 
 
 # ---------------------------------------------------------------------------- users
@@ -139,6 +175,108 @@ def user_list(
     for user in found:
         horizon = f", horizon {user.horizon}" if user.horizon else ""
         typer.echo(printable(f"{user.name}: risk {user.risk}{horizon}"))
+
+
+@user_app.command("update")
+def user_update(
+    ctx: typer.Context,
+    name: NameArgument,
+    user: UserArgument,
+    rename: Annotated[str | None, typer.Option("--rename", help="A new name.")] = None,
+    risk: Annotated[
+        str | None, typer.Option("--risk", help="conservative, moderate or aggressive.")
+    ] = None,
+    horizon: Annotated[
+        str | None, typer.Option("--horizon", help="Investment horizon, e.g. 10y ('' clears).")
+    ] = None,
+    goal: Annotated[
+        list[str] | None,
+        typer.Option("--goal", help="A goal (repeat for more; replaces the goals; '' clears)."),
+    ] = None,
+    preference: Annotated[
+        list[str] | None,
+        typer.Option("--pref", help="A preference (repeatable; replaces them; '' clears)."),
+    ] = None,
+    threshold: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--threshold",
+            help="An alert threshold NAME=VALUE (repeatable; NAME= goes back to the risk's).",
+        ),
+    ] = None,
+    db: DbOption = None,
+) -> None:
+    """Change a user's profile: only the options given change."""
+    from kgot.aides.advisor.api import update_user
+    from kgot.aides.advisor.records import UNSET, get_user
+
+    limits: dict[str, str | None] = {
+        key: value or None for key, value in _thresholds(threshold or []).items()
+    }
+    with _advisor(ctx, db, name) as (store, aide):
+        before = get_user(store, aide, user)
+        after = update_user(
+            store,
+            aide,
+            before,
+            name=rename,
+            risk=risk,
+            horizon=UNSET if horizon is None else horizon,
+            goals=goal,
+            preferences=preference,
+            thresholds=limits if threshold else None,
+        )
+    old, new = before.profile(), after.profile()
+    changes = [
+        f"{key} {_shown(old[key])} -> {_shown(new[key])}" for key in new if old[key] != new[key]
+    ]
+    said = "; ".join(changes) if changes else "nothing changed (the values were the same)"
+    typer.echo(printable(f"updated user {after.name} of advisor {name}: {said}"))
+
+
+def _shown(value: Any) -> str:
+    if not value:  # None, no goals, no thresholds of their own
+        return "(none)"
+    if isinstance(value, list):
+        return ", ".join(value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v:g}" for k, v in sorted(value.items()))
+    return str(value)
+
+
+@user_app.command("remove")
+def user_remove(
+    ctx: typer.Context,
+    name: NameArgument,
+    user: UserArgument,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    db: DbOption = None,
+) -> None:
+    """Remove a user: profile, positions, watchlist, briefings, alerts and their own outputs.
+    What was delivered already stays where it went."""
+    from kgot.aides.advisor.api import remove_user, user_rows
+
+    with _advisor(ctx, db, name) as (store, aide):
+        found = user_rows(store, aide, user)  # an unknown user fails before any question
+        if not yes:
+            if not sys.stdin.isatty():
+                raise UsageError(
+                    f"removing user {user!r} of advisor {name!r} ({found.describe()}) cannot "
+                    "be undone; pass --yes to confirm"
+                )
+            typer.confirm(
+                f"Remove user {user!r} of advisor {name!r} with {found.describe()}? This "
+                "cannot be undone",
+                abort=True,
+            )
+        removed = remove_user(store, aide, user)
+    typer.echo(
+        printable(
+            f"removed user {user} from advisor {name}: the profile, {removed.describe()}. "
+            "Kept: what outputs delivered already, the delivery log's keys, and the graph and "
+            "price cache (they never held user data)"
+        )
+    )
 
 
 @user_app.command("output")
@@ -222,6 +360,28 @@ def positions_add(
     typer.echo(f"{user} holds {held.shares:g} {held.symbol}{cost}")
 
 
+@positions_app.command("remove")
+def positions_remove(
+    ctx: typer.Context,
+    name: NameArgument,
+    user: UserArgument,
+    symbols: Annotated[
+        list[str], typer.Argument(help="Tickers of positions to remove.", show_default=False)
+    ],
+    db: DbOption = None,
+) -> None:
+    """Remove positions of a user (all the symbols given or none)."""
+    from kgot.aides.advisor.api import remove_positions
+
+    with _advisor(ctx, db, name) as (store, aide):
+        removed = remove_positions(store, aide, user, symbols)
+    for position in removed:
+        cost = f" at {position.avg_cost:g} average cost" if position.avg_cost is not None else ""
+        typer.echo(
+            f"removed {user}'s {position.symbol} position ({position.shares:g} shares{cost})"
+        )
+
+
 @positions_app.command("list")
 def positions_list(
     ctx: typer.Context,
@@ -235,6 +395,12 @@ def positions_list(
 
     with _advisor(ctx, db, name) as (store, aide):
         held = positions(store, aide, user)
+    broken = [p.symbol for p in held.positions if not _finite(p.shares, p.avg_cost)]
+    if broken and as_json:  # stored before kgot refused such numbers; JSON cannot hold them
+        raise UsageError(
+            f"{user}'s {', '.join(broken)} position holds a number that is not finite; remove "
+            f"it (`kgot aide positions remove {name} {user} {broken[0]}`) and add it again"
+        )
     if as_json:
         print_json(
             {
@@ -248,9 +414,14 @@ def positions_list(
         typer.echo(f"{user} has no positions")
     for position in held.positions:
         cost = "" if position.avg_cost is None else f" at {position.avg_cost:g}"
-        typer.echo(f"{position.symbol}  {position.shares:g}{cost}")
+        fix = "" if position.symbol not in broken else "  (not a finite number: remove, add again)"
+        typer.echo(f"{position.symbol}  {position.shares:g}{cost}{fix}")
     if held.watchlist:
         typer.echo(f"watching: {', '.join(held.watchlist)}")
+
+
+def _finite(*numbers: float | None) -> bool:
+    return all(n is None or math.isfinite(n) for n in numbers)
 
 
 @watch_app.command("add")
@@ -267,6 +438,24 @@ def watch_add(
     with _advisor(ctx, db, name) as (store, aide):
         added = watch(store, aide, user, symbols)
     typer.echo(f"{user} now watches {', '.join(added)}" if added else "nothing new to watch")
+
+
+@watch_app.command("remove")
+def watch_remove(
+    ctx: typer.Context,
+    name: NameArgument,
+    user: UserArgument,
+    symbols: Annotated[
+        list[str], typer.Argument(help="Tickers to stop watching.", show_default=False)
+    ],
+    db: DbOption = None,
+) -> None:
+    """Take symbols off a user's watchlist (all the symbols given or none)."""
+    from kgot.aides.advisor.api import unwatch
+
+    with _advisor(ctx, db, name) as (store, aide):
+        removed = unwatch(store, aide, user, symbols)
+    typer.echo(f"{user} no longer watches {', '.join(removed)}")
 
 
 # ---------------------------------------------------------------------------- reading
@@ -409,7 +598,7 @@ def quotes(
             else {}
         )
     if history is not None:
-        _print_history(found, series, as_json)
+        _print_history(found, series, history, as_json)
         for symbol in symbols:
             if symbol.strip().upper() not in found and not as_json:
                 typer.echo(f"{symbol}: no prices")
@@ -423,13 +612,35 @@ def quotes(
 
 
 def _print_history(
-    found: dict[str, Any], series: dict[str, list[dict[str, Any]]], as_json: bool
+    found: dict[str, Any], series: dict[str, list[dict[str, Any]]], asked: int, as_json: bool
 ) -> None:
+    """Each symbol's quote and bars, saying how many of the days asked have prices: a cache
+    holding 9 days must not pass for the 30 asked."""
     if as_json:
-        print_json({s: {"quote": q.to_json(), "history": series[s]} for s, q in found.items()})
+        print_json(
+            {
+                s: {
+                    "quote": q.to_json(),
+                    "history": series[s],
+                    "days_asked": asked,
+                    "days_available": len(series[s]),
+                    "from": series[s][0]["day"] if series[s] else None,
+                    "to": series[s][-1]["day"] if series[s] else None,
+                }
+                for s, q in found.items()
+            }
+        )
         return
     for symbol, quote in found.items():
         typer.echo(quote.line())
-        for bar in series[symbol]:
+        bars = series[symbol]
+        if bars:
+            span = f"(from {bars[0]['day']} to {bars[-1]['day']})"
+            typer.echo(
+                f"{symbol}: {len(bars)} of the {asked} days asked have prices {span}"
+                if len(bars) < asked
+                else f"{symbol}: the last {asked} days with prices {span}"
+            )
+        for bar in bars:
             extra = [f"{k} {bar[k]:g}" for k in ("open", "high", "low", "volume") if bar[k]]
             typer.echo("  ".join([f"  {bar['day']}", f"close {bar['close']:g}", *extra]))

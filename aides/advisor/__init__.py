@@ -10,7 +10,9 @@ user a briefing whose every statement cites the evidence.
 The public API (each name is imported on first use):
 
 * users and holdings: :func:`add_user`, :func:`users`, :func:`import_positions`,
-  :func:`add_position`, :func:`positions`, :func:`watch`, :func:`add_user_output`;
+  :func:`add_position`, :func:`positions`, :func:`watch`, :func:`add_user_output`; the
+  corrections :func:`update_user`, :func:`remove_positions`, :func:`unwatch`,
+  :func:`remove_user` (:func:`user_rows`: what it would remove);
 * what users read, as JSON-ready data (the MCP server's ``briefing`` and ``alerts`` tools call
   these): :func:`briefing` (``briefing(store, aide, user, budget=None)`` → a dict) and
   :func:`alerts` (``alerts(store, aide, user, since=None)`` → ``{"user", "alerts"}``); typed:
@@ -56,8 +58,13 @@ if TYPE_CHECKING:
         parse_since,
         positions,
         quotes,
+        remove_positions,
+        remove_user,
         set_market_data,
+        unwatch,
+        update_user,
         user_alerts,
+        user_rows,
         users,
         watch,
     )
@@ -101,9 +108,13 @@ _HOMES = {
             "parse_since",
             "positions",
             "quotes",
+            "remove_positions",
+            "remove_user",
             "set_market_data",
+            "unwatch",
+            "update_user",
             "user_alerts",
-            "user_alerts",
+            "user_rows",
             "users",
             "watch",
         )
@@ -142,8 +153,13 @@ __all__ = [
     "parse_since",
     "positions",
     "quotes",
+    "remove_positions",
+    "remove_user",
     "set_market_data",
+    "unwatch",
+    "update_user",
     "user_alerts",
+    "user_rows",
     "users",
     "watch",
 ]

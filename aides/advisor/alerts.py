@@ -70,6 +70,14 @@ DEFAULTS: dict[str, dict[str, float]] = {
 }
 THRESHOLDS = tuple(DEFAULTS["moderate"])
 _UNIT_RANGE = {"signal_strength", "impact_magnitude"}
+# The other thresholds' ceilings: a drop is at most 100%, and an age or window of ten years
+# keeps every timedelta the rules make in range (inf or 1e300 days would overflow one).
+_MAXIMA = {
+    "signal_max_age_hours": 87_600.0,
+    "impact_max_age_days": 3_650.0,
+    "contradiction_window_days": 3_650.0,
+    "price_drop_pct": 100.0,
+}
 
 
 @dataclass(frozen=True)
@@ -110,9 +118,9 @@ def checked_thresholds(given: Mapping[str, Any]) -> dict[str, float]:
             number = float(value)
         except (TypeError, ValueError):
             raise UsageError(f"threshold {name} must be a number, not {value!r}") from None
-        if math.isnan(number) or number < 0 or (name in _UNIT_RANGE and number > 1):
-            limit = "0 to 1" if name in _UNIT_RANGE else "at least 0"
-            raise UsageError(f"threshold {name} must be {limit}, not {value!r}")
+        top = 1.0 if name in _UNIT_RANGE else _MAXIMA[name]
+        if not math.isfinite(number) or not 0 <= number <= top:
+            raise UsageError(f"threshold {name} must be 0 to {top:g}, not {value!r}")
         checked[name] = number
     return checked
 

@@ -6,7 +6,9 @@ the user's name; another aide's or another user's rows are never read. Bad input
 written.
 
 * :func:`add_user`, :func:`import_positions`, :func:`add_position`, :func:`positions`,
-  :func:`watch` — the user's profile and holdings (tables, never the graph);
+  :func:`watch` — the user's profile and holdings (tables, never the graph), and the
+  corrections: :func:`update_user`, :func:`remove_positions`, :func:`unwatch`,
+  :func:`remove_user`;
 * :func:`briefing` — an up-to-date briefing for one user: the stored one when its evidence
   pack is unchanged, else a new one written by the model and stored;
 * :func:`alerts` / :func:`ack_alert` — the alerts cycles made for one user;
@@ -105,6 +107,61 @@ def users(store: Store, aide: str | AideRow) -> list[User]:
     return records.users(store, _aide(store, aide))
 
 
+def update_user(
+    store: Store,
+    aide: str | AideRow,
+    user: str | User,
+    *,
+    name: str | None = None,
+    risk: str | None = None,
+    horizon: str | None = records.UNSET,
+    goals: Sequence[str] | None = None,
+    preferences: Sequence[str] | None = None,
+    thresholds: Mapping[str, float | str | None] | None = None,
+) -> User:
+    """Change the given fields of a user's profile; the others stay. ``name`` renames the
+    user (their own outputs follow); ``horizon=None`` clears it; ``goals`` and
+    ``preferences`` replace the lists; ``thresholds`` set the named ones, a ``None`` value
+    dropping the user's own so the risk profile's applies again.
+
+    Raises:
+        UsageError: nothing to change, an unknown user, a malformed or taken name, an unknown
+            risk level or a bad threshold; nothing changed.
+    """
+    row = _aide(store, aide)
+    return records.update_user(
+        store,
+        row,
+        _user(store, row, user),
+        name=name,
+        risk=risk,
+        horizon=horizon,
+        goals=goals,
+        preferences=preferences,
+        thresholds=thresholds,
+    )
+
+
+def user_rows(store: Store, aide: str | AideRow, user: str | User) -> records.UserRows:
+    """How many positions, watched symbols, briefings, alerts and own outputs the user has
+    (what :func:`remove_user` would remove)."""
+    row = _aide(store, aide)
+    return records.user_rows(store, row, _user(store, row, user))
+
+
+def remove_user(store: Store, aide: str | AideRow, user: str | User) -> records.UserRows:
+    """Remove a user with everything the advisor keeps of them: profile, positions,
+    watchlist, briefings, alerts and the outputs added for them. What was delivered already
+    stays where it went; the graph and the price cache never held user data. Returns the
+    counts removed.
+
+    Raises:
+        UsageError: no such aide or user.
+    """
+    row = _aide(store, aide)
+    return records.remove_user(store, row, _user(store, row, user))
+
+
 def import_positions(
     store: Store, aide: str | AideRow, user: str | User, path: str | Path, *, replace: bool = False
 ) -> int:
@@ -141,6 +198,22 @@ def add_position(
     )
 
 
+def remove_positions(
+    store: Store, aide: str | AideRow, user: str | User, symbols: Sequence[str]
+) -> list[Position]:
+    """Remove the user's positions in ``symbols`` (all or none); the positions removed.
+
+    Raises:
+        UsageError: no symbol given, a symbol that is not a ticker, or one the user does not
+            hold; nothing removed.
+    """
+    if not symbols:
+        raise UsageError("give one or more symbols to remove, e.g. AAPL")
+    row = _aide(store, aide)
+    who = _user(store, row, user)
+    return records.remove_positions(store, row, who, [parse_symbol(s) for s in symbols])
+
+
 def positions(store: Store, aide: str | AideRow, user: str | User) -> Portfolio:
     """The user's positions and watchlist."""
     row = _aide(store, aide)
@@ -154,6 +227,21 @@ def watch(store: Store, aide: str | AideRow, user: str | User, symbols: Sequence
     row = _aide(store, aide)
     who = _user(store, row, user)
     return records.add_watch(store, row, who, [parse_symbol(s) for s in symbols])
+
+
+def unwatch(
+    store: Store, aide: str | AideRow, user: str | User, symbols: Sequence[str]
+) -> list[str]:
+    """Take symbols off the user's watchlist (all or none); the symbols removed.
+
+    Raises:
+        UsageError: no symbol given, or one the user does not watch; nothing removed.
+    """
+    if not symbols:
+        raise UsageError("give one or more symbols to stop watching, e.g. NVDA")
+    row = _aide(store, aide)
+    who = _user(store, row, user)
+    return records.remove_watch(store, row, who, [parse_symbol(s) for s in symbols])
 
 
 # ---------------------------------------------------------------------------- briefings
@@ -267,7 +355,7 @@ async def write_briefing(
         store,
         aide,
         portfolio.user,
-        text=written.with_footer(),
+        text=written.with_footer(pack.prices_as_of(written.cited)),
         facts=written.cited,
         pack=pack.ids,
         pack_key=pack.key,
@@ -602,7 +690,8 @@ async def ask_async(
     written = await write_checked(
         planning, ask_messages(portfolio, pack, question, now), pack.ids, step=ASK_STEP
     )
-    return Answer(question, written.with_footer(), written.cited, pack.ids)
+    text = written.with_footer(pack.prices_as_of(written.cited))
+    return Answer(question, text, written.cited, pack.ids)
 
 
 def _search(store: Store, aide: AideRow, question: str, now: datetime) -> list[tuple[str, ...]]:

@@ -15,7 +15,7 @@ token budget:
 * **Relevance** is the hop's (1, 0.7, 0.4); the memory's ranking adds the rest. Holdings come
   before the watchlist: every holding fact ranks above every watchlist fact, then by score.
   Latest prices of the symbols (``price:SYMBOL``, from the advisor's cache, never the graph)
-  rank as hop 0.
+  rank as hop 0; their lines date them (``AAPL price 189.5 as of 2026-11-20``).
 * **Budget.** Lines are added best first while the pack's tokens
   (:func:`kgot.graph_model.count_tokens`) stay within the budget; a line that does not fit is
   skipped and smaller ones after it may still go in (until :data:`MAX_MISSES` did not fit).
@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -84,6 +84,7 @@ class PackItem:
     score: float
     tokens: int
     key: FactKey | None = None  # the graph fact (None for a price)
+    as_of: str | None = None  # a price's "AAPL 189.5 as of 2026-11-20" (None for a fact)
 
 
 @dataclass
@@ -105,6 +106,12 @@ class EvidencePack:
         """A hash of the pack's lines, in any order: equal packs have equal keys."""
         lines = sorted(item.line for item in self.items)
         return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
+
+    def prices_as_of(self, cited: Collection[str]) -> list[str]:
+        """The prices among ``cited`` with their days (``AAPL 189.5 as of 2026-11-20``), in
+        the pack's order."""
+        wanted = set(cited)
+        return [item.as_of for item in self.items if item.as_of and item.id in wanted]
 
     def graph_keys(self) -> list[FactKey]:
         return [item.key for item in self.items if item.key is not None]
@@ -377,7 +384,7 @@ def _fill(
         if isinstance(what, tuple):
             line, tokens, key, hop = index.line(what), index.tokens(what), what, candidates[what][1]
         else:
-            line = f"[{fact_id}] {what.line()}"
+            line = f"[{fact_id}] {what.evidence_line()}"
             tokens, key, hop = count_tokens(line), None, 0
         if used + tokens > budget:
             misses += 1
@@ -393,6 +400,7 @@ def _fill(
                 score=round(-negative, 4),
                 tokens=tokens,
                 key=key,
+                as_of=None if isinstance(what, tuple) else what.as_of,
             )
         )
         used += tokens

@@ -24,6 +24,11 @@ SYMBOL = re.compile(r"^\^?[A-Z0-9]{1,10}([.=/-][A-Z0-9]{1,10}){0,2}$")
 SYMBOL_HINT = "a ticker such as AAPL, BRK.B, BTC-USD or ^GSPC"
 MAX_ROWS = 10_000  # positions in one CSV file
 MAX_ERRORS_SHOWN = 5
+# Limits far above any real holding, so that every figure made from a position stays finite:
+# shares x cost is at most 1e33, and a weighted average cost of two purchases is too (a float
+# overflows to inf past 1e308, and JSON has no way to write inf or NaN).
+MAX_SHARES = 1e18  # a memecoin's supply is in the 1e17s
+MAX_PRICE = 1e15  # per share or unit: bitcoin in Iranian rial is in the 1e12s
 _NUMBER_NOISE = re.compile(r"[\s$€£,_]")
 
 # Column names brokerages use, folded (lower case, non-letters dropped).
@@ -66,17 +71,21 @@ def parse_shares(value: str | float, *, where: str = "") -> float:
     """A positive share count from ``10``, ``12.5`` or ``1,200``.
 
     Raises:
-        UsageError: not a number, not finite, zero or negative.
+        UsageError: not a number, not finite, zero, negative or above :data:`MAX_SHARES`.
     """
     number = _number(value)
-    prefix = f"{where}: " if where else ""
+    said = f"{where}: shares {_shown(value)}" if where else f"shares {_shown(value)}"
     if number is None:
-        raise UsageError(f"{prefix}shares {value!r} is not a number; give a count such as 10")
+        raise UsageError(f"{said} is not a number; give a count such as 10")
+    if not math.isfinite(number):
+        raise UsageError(f"{said} is not a finite number; give a count such as 10")
     if number <= 0:
         raise UsageError(
-            f"{prefix}shares {value!r} is {'zero' if number == 0 else 'negative'}; "
+            f"{said} is {'zero' if number == 0 else 'negative'}; "
             "give a positive count (short positions are not supported)"
         )
+    if number > MAX_SHARES:
+        raise UsageError(f"{said} is more than {MAX_SHARES:.0e} shares; give the real count")
     return number
 
 
@@ -84,34 +93,47 @@ def parse_cost(value: str | float | None, *, where: str = "") -> float | None:
     """An average cost per share (``150``, ``$1,204.50``), or ``None`` when empty.
 
     Raises:
-        UsageError: not a number, or negative.
+        UsageError: not a number, not finite, negative or above :data:`MAX_PRICE`.
     """
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     number = _number(value)
-    prefix = f"{where}: " if where else ""
-    if number is None or number < 0:
+    said = f"average cost {_shown(value)}"
+    said = f"{where}: {said}" if where else said
+    if number is None or not math.isfinite(number) or number < 0:
         raise UsageError(
-            f"{prefix}average cost {value!r} is not a price; give a number of at least 0 "
-            "such as 150.25"
+            f"{said} is not a price; give a finite number of at least 0 such as 150.25"
+        )
+    if number > MAX_PRICE:
+        raise UsageError(
+            f"{said} is more than {MAX_PRICE:.0e} per share; give the real cost per share"
         )
     return number
 
 
+def _shown(value: object) -> str:
+    """``value`` as a message quotes it: a 400-digit number is cut short."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
 def _number(value: str | float) -> float | None:
+    """``value`` as a float (possibly inf or NaN: the callers say which is wrong), or
+    ``None`` when it is no number at all."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):
-        number = float(value)
-    else:
-        text = _NUMBER_NOISE.sub("", str(value))
-        if text.startswith("(") and text.endswith(")"):  # accountants' negative
-            text = "-" + text[1:-1]
         try:
-            number = float(text)
-        except ValueError:
-            return None
-    return number if math.isfinite(number) else None
+            return float(value)
+        except OverflowError:  # an int past a float's range: a number, but not a finite one
+            return math.inf if value > 0 else -math.inf
+    text = _NUMBER_NOISE.sub("", str(value))
+    if text.startswith("(") and text.endswith(")"):  # accountants' negative
+        text = "-" + text[1:-1]
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 def read_positions_csv(path: Path) -> list[PositionRow]:

@@ -30,6 +30,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from kgot.aides.advisor.holdings import MAX_PRICE, MAX_SHARES
 from kgot.errors import ConfigError, UsageError
 
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 PROVIDERS = ("file", "yfinance")
 ONLINE_REFRESH = timedelta(hours=6)
 HISTORY_DAYS = 90  # fetched per symbol and refresh
+MONTH_DAYS = 30  # the longer move of a quote: over the last 30 days of prices
 
 
 @dataclass(frozen=True)
@@ -50,20 +52,45 @@ class Quote:
     close: float
     previous_close: float | None = None
     change_pct: float | None = None  # vs the previous day's close
-    change_30d_pct: float | None = None
+    change_30d_pct: float | None = None  # vs the close of change_30d_since
+    # The day change_30d_pct is measured from: 30 days of prices back, or the first cached
+    # day when the cache holds fewer (the figure is then over fewer days, and says so).
+    change_30d_since: str | None = None
+    days: int = 1  # days with prices the moves were computed from (at most 31)
 
     @property
     def fact_id(self) -> str:
         """How a briefing cites it (prices are not graph facts, but they are evidence)."""
         return f"price:{self.symbol}"
 
-    def line(self) -> str:
-        parts = [f"{self.symbol} closed at {self.close:g} on {self.day}"]
+    @property
+    def as_of(self) -> str:
+        """``AAPL 189.5 as of 2026-11-20``: the price with its day, as a briefing states it."""
+        return f"{self.symbol} {self.close:g} as of {self.day}"
+
+    def moves(self) -> list[str]:
+        parts = []
         if self.change_pct is not None:
             parts.append(f"{self.change_pct:+.1f}% on the day")
-        if self.change_30d_pct is not None:
-            parts.append(f"{self.change_30d_pct:+.1f}% over 30 days")
-        return ", ".join(parts)
+        if self.change_30d_pct is not None and self.days > 2:  # 2 days: the day's move
+            if self.days > MONTH_DAYS:
+                parts.append(f"{self.change_30d_pct:+.1f}% over 30 days")
+            else:  # not a 30-day move: the cache starts later
+                parts.append(
+                    f"{self.change_30d_pct:+.1f}% since {self.change_30d_since} (only "
+                    f"{self.days} days of prices)"
+                )
+        return parts
+
+    def line(self) -> str:
+        return ", ".join([f"{self.symbol} closed at {self.close:g} on {self.day}", *self.moves()])
+
+    def evidence_line(self) -> str:
+        """The quote as an evidence pack shows it: the price dated, so whatever a model
+        writes from it can say as of when."""
+        return ", ".join(
+            [f"{self.symbol} price {self.close:g} as of {self.day} (daily close)", *self.moves()]
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -73,6 +100,7 @@ class Quote:
             "previous_close": self.previous_close,
             "change_pct": self.change_pct,
             "change_30d_pct": self.change_30d_pct,
+            "change_30d_since": self.change_30d_since,
         }
 
 
@@ -163,10 +191,13 @@ def _bar(row: Mapping[str, Any], where: str) -> dict[str, Any]:
         raise UsageError(f"{where}: the date {row.get('date')!r} is not YYYY-MM-DD")
     close = _price(row.get("close"))
     if close is None:
-        raise UsageError(f"{where}: the close {row.get('close')!r} is not a positive number")
+        raise UsageError(
+            f"{where}: the close {row.get('close')!r} is not a positive number (at most "
+            f"{MAX_PRICE:.0e})"
+        )
     bar: dict[str, Any] = {"symbol": symbol, "day": day, "close": close}
     for key in ("open", "high", "low", "volume"):
-        value = _price(row.get(key))
+        value = _price(row.get(key), MAX_SHARES if key == "volume" else MAX_PRICE)
         if value is not None:
             bar[key] = value
     return bar
@@ -181,14 +212,16 @@ def _day(value: Any) -> str | None:
         return None
 
 
-def _price(value: Any) -> float | None:
+def _price(value: Any, top: float = MAX_PRICE) -> float | None:
+    """A price (or volume) from a file or a provider, or ``None``: not a number, not finite,
+    negative or above ``top`` (the holdings' limits, so moves computed from it stay finite)."""
     if value is None or value == "":
         return None
     try:
         number = float(str(value).replace(",", ""))
     except ValueError:
         return None
-    return number if math.isfinite(number) and number >= 0 else None
+    return number if math.isfinite(number) and 0 <= number <= top else None
 
 
 # ---------------------------------------------------------------------------- yfinance
@@ -310,7 +343,7 @@ class MarketData:
 
     def quote(self, symbol: str) -> Quote | None:
         """The latest cached close of ``symbol`` and its moves; ``None`` without prices."""
-        return quote_from(symbol, self.history(symbol, 31))
+        return quote_from(symbol, self.history(symbol, MONTH_DAYS + 1))
 
     def quotes(self, symbols: Sequence[str]) -> dict[str, Quote]:
         found = {}
@@ -336,10 +369,14 @@ def quote_from(symbol: str, bars: Sequence[Mapping[str, Any]]) -> Quote | None:
         previous_close=previous,
         change_pct=_change(previous, close),
         change_30d_pct=_change(first, close),
+        change_30d_since=str(bars[0]["day"]) if first is not None else None,
+        days=len(bars),
     )
 
 
 def _change(before: float | None, after: float) -> float | None:
     if before is None or before == 0:
         return None
-    return round((after - before) / before * 100.0, 2)
+    change = (after - before) / before * 100.0
+    # A move from a close of 1e-300 is past a float's range: no figure rather than inf.
+    return round(change, 2) if math.isfinite(change) else None

@@ -11,6 +11,7 @@ unique per user, so the same alert is never recorded (nor sent) twice, even by t
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy import Connection, delete, func, insert, select, update
 
 from kgot.errors import UsageError
 from kgot.persistence.schema import RISK_LEVELS, TABLES
@@ -218,13 +219,8 @@ def add_user(
     Raises:
         UsageError: a malformed name, an unknown risk level, or a name the aide has already.
     """
-    name = (name or "").strip()
-    if not _USER_NAME.match(name):
-        raise UsageError(
-            f"user name {name!r} must be 1-64 letters, digits or . _ @ + - (no spaces), e.g. alice"
-        )
-    if risk not in RISK_LEVELS:
-        raise UsageError(f"--risk {risk!r} is not one of {', '.join(RISK_LEVELS)}")
+    name = _checked_name(name)
+    risk = _checked_risk(risk)
     from kgot.aides.advisor.alerts import checked_thresholds
 
     limits = checked_thresholds(thresholds or {})
@@ -242,7 +238,7 @@ def add_user(
                 aide_id=aide.id,
                 name=name,
                 risk=risk,
-                horizon=(horizon or "").strip() or None,
+                horizon=_checked_horizon(horizon),
                 goals=[g.strip() for g in goals if g.strip()],
                 preferences=[p.strip() for p in preferences if p.strip()],
                 thresholds=limits,
@@ -251,6 +247,28 @@ def add_user(
             )
         )
     return get_user(store, aide, name)
+
+
+def _checked_name(name: str) -> str:
+    name = (name or "").strip()
+    if not _USER_NAME.match(name):
+        raise UsageError(
+            f"user name {name!r} must be 1-64 letters, digits or . _ @ + - (no spaces), e.g. alice"
+        )
+    return name
+
+
+def _checked_risk(risk: str) -> str:
+    if risk not in RISK_LEVELS:
+        raise UsageError(f"--risk {risk!r} is not one of {', '.join(RISK_LEVELS)}")
+    return risk
+
+
+def _checked_horizon(horizon: str | None) -> str | None:
+    horizon = (horizon or "").strip() or None
+    if horizon is not None and len(horizon) > 32:  # the column's width (PostgreSQL enforces it)
+        raise UsageError(f"--horizon {horizon[:40]!r} is longer than 32 characters; give e.g. 10y")
+    return horizon
 
 
 def get_user(store: Store, aide: AideRow, name: str) -> User:
@@ -319,6 +337,182 @@ def portfolios(store: Store, aide: AideRow, only: User | None = None) -> list[Po
     return [Portfolio(u, tuple(held[u.id]), tuple(watched[u.id])) for u in people]
 
 
+UNSET: Any = object()  # "not given" for update_user (None is a value: no horizon)
+
+
+def update_user(
+    store: Store,
+    aide: AideRow,
+    user: User,
+    *,
+    name: str | None = None,
+    risk: str | None = None,
+    horizon: str | None = UNSET,
+    goals: Sequence[str] | None = None,
+    preferences: Sequence[str] | None = None,
+    thresholds: Mapping[str, float | str | None] | None = None,
+) -> User:
+    """Change the given fields of a user's profile (the others stay): ``name`` renames (the
+    user's own outputs follow), ``horizon`` ``None`` or empty clears it, ``goals`` and
+    ``preferences`` replace the lists, ``thresholds`` set the named ones (``None`` or an empty
+    value drops the user's own, so the risk profile's applies again).
+
+    Raises:
+        UsageError: nothing to change, a malformed or taken name, an unknown risk level or a
+            bad threshold; nothing changed.
+    """
+    from kgot.aides.advisor.alerts import checked_thresholds
+
+    if (name, risk, goals, preferences, thresholds) == (None,) * 5 and horizon is UNSET:
+        raise UsageError(
+            "nothing to change; give --rename, --risk, --horizon, --goal, --pref or --threshold"
+        )
+    values: dict[str, Any] = {}
+    if name is not None:
+        values["name"] = _checked_name(name)
+    if risk is not None:
+        values["risk"] = _checked_risk(risk)
+    if horizon is not UNSET:
+        values["horizon"] = _checked_horizon(horizon)
+    if goals is not None:
+        values["goals"] = [g.strip() for g in goals if g.strip()]
+    if preferences is not None:
+        values["preferences"] = [p.strip() for p in preferences if p.strip()]
+    dropped: set[str] = set()
+    checked: dict[str, float] = {}
+    if thresholds is not None:
+        dropped = {k for k, v in thresholds.items() if v is None or not str(v).strip()}
+        checked = checked_thresholds({k: v for k, v in thresholds.items() if k not in dropped})
+        checked_thresholds(dict.fromkeys(dropped, 0))  # an unknown name is refused all the same
+    table = TABLES.advisor_users
+    scope = (table.c.id == user.id) & (table.c.aide_id == aide.id)
+    with _write(store) as connection:
+        if thresholds is not None:  # merged with the stored ones, read in this transaction
+            current = connection.execute(select(table.c.thresholds).where(scope)).scalar()
+            values["thresholds"] = {
+                **{k: v for k, v in dict(current or {}).items() if k not in dropped},
+                **checked,
+            }
+        if "name" in values and values["name"] != user.name:
+            taken = connection.execute(
+                select(table.c.id).where(table.c.aide_id == aide.id, table.c.name == values["name"])
+            ).scalar()
+            if taken is not None:
+                raise UsageError(
+                    f"advisor {aide.name!r} has a user named {values['name']!r} already"
+                )
+            # An output added for one user names them: it must follow the rename, or it
+            # would stop receiving (and a later user of the old name would get it).
+            for output in _user_outputs(connection, aide, user.name):
+                outputs = TABLES.aide_outputs
+                connection.execute(
+                    update(outputs)
+                    .where(outputs.c.id == output.id, outputs.c.aide_id == aide.id)
+                    .values(spec={**dict(output.spec), "user": values["name"]})
+                )
+        connection.execute(update(table).where(scope).values(**values, updated_at=utc_now()))
+    return get_user(store, aide, values.get("name", user.name))
+
+
+@dataclass(frozen=True)
+class UserRows:
+    """What a user has in the advisor's tables (what removing them removes)."""
+
+    positions: int = 0
+    watchlist: int = 0
+    briefings: int = 0
+    alerts: int = 0
+    outputs: int = 0
+
+    def describe(self) -> str:
+        """``3 positions, 2 watched symbols, 4 briefings, 7 alerts and 1 output``."""
+        parts = [
+            _count(self.positions, "position"),
+            _count(self.watchlist, "watched symbol"),
+            _count(self.briefings, "briefing"),
+            _count(self.alerts, "alert"),
+            _count(self.outputs, "output"),
+        ]
+        return ", ".join(parts[:-1]) + f" and {parts[-1]}"
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+def _user_tables() -> tuple[Any, ...]:
+    return (
+        TABLES.advisor_positions,
+        TABLES.advisor_watchlist,
+        TABLES.advisor_briefings,
+        TABLES.advisor_alerts,
+    )
+
+
+def _user_outputs(connection: Connection, aide: AideRow, name: str) -> list[Any]:
+    """The aide's outputs added for the user ``name`` (``kgot aide user output``): the spec
+    names the user, so they are found in Python (JSON queries differ per database)."""
+    table = TABLES.aide_outputs
+    rows = connection.execute(select(table).where(table.c.aide_id == aide.id)).all()
+    return [row for row in rows if dict(row.spec or {}).get("user") == name]
+
+
+def _user_rows(connection: Connection, aide: AideRow, user: User) -> UserRows:
+    def count(table: Any) -> int:
+        return int(
+            connection.execute(
+                select(func.count())
+                .select_from(table)
+                .where(table.c.aide_id == aide.id, table.c.user_id == user.id)
+            ).scalar_one()
+        )
+
+    return UserRows(
+        positions=count(TABLES.advisor_positions),
+        watchlist=count(TABLES.advisor_watchlist),
+        briefings=count(TABLES.advisor_briefings),
+        alerts=count(TABLES.advisor_alerts),
+        outputs=len(_user_outputs(connection, aide, user.name)),
+    )
+
+
+def user_rows(store: Store, aide: AideRow, user: User) -> UserRows:
+    """What the user has in the advisor's tables."""
+    with _read(store) as connection:
+        return _user_rows(connection, aide, user)
+
+
+def remove_user(store: Store, aide: AideRow, user: User) -> UserRows:
+    """Remove a user and everything the advisor keeps of them, in one transaction: profile,
+    positions, watchlist, briefings, alerts and the outputs added for them (with their
+    delivery log). Every statement names the aide and the user; another user's or another
+    aide's rows are never touched. Returns what was removed."""
+    users_table = TABLES.advisor_users
+    with _write(store) as connection:
+        found = _user_rows(connection, aide, user)
+        # The children first, explicitly: the foreign keys would cascade, but a removal
+        # that is scoped in its own statements does not depend on them.
+        for table in _user_tables():
+            connection.execute(
+                delete(table).where(table.c.aide_id == aide.id, table.c.user_id == user.id)
+            )
+        outputs = [row.id for row in _user_outputs(connection, aide, user.name)]
+        if outputs:
+            deliveries, table = TABLES.aide_deliveries, TABLES.aide_outputs
+            connection.execute(
+                delete(deliveries).where(
+                    deliveries.c.aide_id == aide.id, deliveries.c.output_id.in_(outputs)
+                )
+            )
+            connection.execute(
+                delete(table).where(table.c.aide_id == aide.id, table.c.id.in_(outputs))
+            )
+        connection.execute(
+            delete(users_table).where(users_table.c.id == user.id, users_table.c.aide_id == aide.id)
+        )
+    return found
+
+
 # ---------------------------------------------------------------------------- positions
 
 
@@ -382,7 +576,17 @@ def add_position(
                 )
             )
             return Position(symbol, shares, avg_cost, now)
+        from kgot.aides.advisor.holdings import MAX_SHARES
+
+        # Each purchase is in range, but two may add up to more (or a row stored before the
+        # limits may be inf already): refused here, before anything is written.
         total = float(row.shares) + shares
+        if not math.isfinite(total) or total > MAX_SHARES:
+            raise UsageError(
+                f"{shares:g} more {symbol} would give {user.name} {total:g} shares, more than "
+                f"{MAX_SHARES:.0e}; give the real count, or remove the position (`kgot aide "
+                f"positions remove {aide.name} {user.name} {symbol}`) and add it again"
+            )
         cost = row.avg_cost
         if avg_cost is not None:
             cost = (
@@ -390,6 +594,12 @@ def add_position(
                 if row.avg_cost is None
                 else (float(row.avg_cost) * float(row.shares) + avg_cost * shares) / total
             )
+            if not math.isfinite(cost):  # only an old row stored before the limits gets here
+                raise UsageError(
+                    f"the average cost of {user.name}'s {symbol} comes to {cost:g}; remove the "
+                    f"position (`kgot aide positions remove {aide.name} {user.name} {symbol}`) "
+                    "and add it again"
+                )
         connection.execute(
             update(table)
             .where(table.c.id == row.id)
@@ -423,6 +633,53 @@ def add_watch(store: Store, aide: AideRow, user: User, symbols: Iterable[str]) -
             )
             added.append(symbol)
     return added
+
+
+def remove_positions(
+    store: Store, aide: AideRow, user: User, symbols: Sequence[str]
+) -> list[Position]:
+    """Remove the user's positions in ``symbols`` (all or none); the positions removed.
+
+    Raises:
+        UsageError: the user holds one of them not; nothing removed.
+    """
+    table = TABLES.advisor_positions
+    wanted = list(dict.fromkeys(symbols))
+    with _write(store) as connection:
+        scope = (table.c.aide_id == aide.id) & (table.c.user_id == user.id)
+        rows = {row.symbol: row for row in connection.execute(select(table).where(scope))}
+        missing = [s for s in wanted if s not in rows]
+        if missing:
+            held = f"positions: {', '.join(sorted(rows))}" if rows else "no positions at all"
+            raise UsageError(
+                f"{user.name} has no {', '.join(missing)} position ({held}); nothing removed"
+            )
+        connection.execute(delete(table).where(scope, table.c.symbol.in_(wanted)))
+    return [
+        Position(s, float(rows[s].shares), rows[s].avg_cost, as_utc(rows[s].added_at))
+        for s in wanted
+    ]
+
+
+def remove_watch(store: Store, aide: AideRow, user: User, symbols: Sequence[str]) -> list[str]:
+    """Take ``symbols`` off the user's watchlist (all or none); the symbols removed.
+
+    Raises:
+        UsageError: the user does not watch one of them; nothing removed.
+    """
+    table = TABLES.advisor_watchlist
+    wanted = list(dict.fromkeys(symbols))
+    with _write(store) as connection:
+        scope = (table.c.aide_id == aide.id) & (table.c.user_id == user.id)
+        have = set(connection.execute(select(table.c.symbol).where(scope)).scalars())
+        missing = [s for s in wanted if s not in have]
+        if missing:
+            watched = f"watchlist: {', '.join(sorted(have))}" if have else "empty watchlist"
+            raise UsageError(
+                f"{user.name} does not watch {', '.join(missing)} ({watched}); nothing removed"
+            )
+        connection.execute(delete(table).where(scope, table.c.symbol.in_(wanted)))
+    return wanted
 
 
 # ---------------------------------------------------------------------------- briefings

@@ -10,7 +10,9 @@ cites facts by their pack ids in square brackets (``[node:aapl]``, ``[edge:fed-a
 must cite at least one id, and every cited id must be in the pack. A draft that fails goes back
 to the model with its problems, at most :data:`MAX_FIXES` times; what still fails after that is
 left out (the result says how many statements were dropped), and a draft with nothing left is
-refused. The footer (:data:`DISCLAIMER`) is added by kgot, never by the model.
+refused. The footer (:data:`DISCLAIMER`) is added by kgot, never by the model, and so is the
+line before it that dates every price the text cites (``Prices cited (daily closes): AAPL 189.5
+as of 2026-11-20``): a cached close may be days old, and a reader must see from when.
 """
 
 from __future__ import annotations
@@ -48,14 +50,16 @@ _BRIEFING_SYSTEM = (
     "first; then the watchlist. At most 8 bullet points of one or two sentences. Every "
     "sentence must cite the evidence it rests on by its id in square brackets, exactly as "
     "shown (e.g. [node:aapl] or [edge:fed-affects->tlt] or [price:AAPL]); cite only ids "
-    "listed in the evidence. Do not invent facts, prices or recommendations the evidence does "
-    "not state, and do not add a disclaimer (one is added for you). Reply with the bullet "
-    "points only."
+    "listed in the evidence. A price is as of the day its evidence line gives: say that day "
+    "with it (e.g. 'AAPL closed at 189.5 on 2026-11-20'). Do not invent facts, prices or "
+    "recommendations the evidence does not state, and do not add a disclaimer (one is added "
+    "for you). Reply with the bullet points only."
 )
 _ASK_SYSTEM = (
     "You answer one investor's question from the evidence below only, in a few sentences. "
     "Every sentence must cite the evidence it rests on by its id in square brackets, exactly "
-    "as shown (e.g. [node:aapl]); cite only ids listed in the evidence. When the evidence does "
+    "as shown (e.g. [node:aapl]); cite only ids listed in the evidence. A price is as of the "
+    "day its evidence line gives: say that day with it. When the evidence does "
     "not answer the question, say so in one sentence citing the closest evidence. Do not "
     "invent facts or give personal recommendations, and do not add a disclaimer."
 )
@@ -77,8 +81,12 @@ class Written:
     dropped: int = 0  # statements left out because they never cited the pack properly
     problems: list[str] = field(default_factory=list)  # of the last draft
 
-    def with_footer(self) -> str:
-        return f"{self.text}\n\n— {DISCLAIMER}"
+    def with_footer(self, prices: Sequence[str] = ()) -> str:
+        """The text as a reader gets it: the prices it cites with their days (``prices``:
+        :meth:`EvidencePack.prices_as_of`; kgot adds them, so a price is never shown undated
+        whatever the model wrote) and the disclaimer."""
+        dated = f"\n\nPrices cited (daily closes): {'; '.join(prices)}." if prices else ""
+        return f"{self.text}{dated}\n\n— {DISCLAIMER}"
 
 
 def cited_ids(text: str) -> list[str]:
