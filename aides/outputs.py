@@ -313,15 +313,7 @@ async def deliver_once(
             records.release_delivery(store, output.id, key, owner=owner)
         raise
     records.record_delivery(
-        store,
-        aide,
-        output.id,
-        key,
-        cycle_id,
-        ok=result.ok,
-        error=result.error,
-        now=now,
-        owner=owner,
+        store, output.id, key, owner=owner, ok=result.ok, error=result.error, now=now
     )
     return result
 

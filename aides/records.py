@@ -317,13 +317,13 @@ class SourceRemoval:
     def summary(self) -> str:
         line = (
             f"removed source {self.id} ({part_text(self.kind, self.spec)}); "
-            f"{_count(self.kept, 'item')} it brought "
+            f"{count_of(self.kept, 'item')} it brought "
             f"{'stays' if self.kept == 1 else 'stay'} in the graph; "
-            f"{_count(self.dropped, 'pending or failed item')} dropped"
+            f"{count_of(self.dropped, 'pending or failed item')} dropped"
         )
         if self.in_flight:
             line += (
-                f"; {_count(self.in_flight, 'item')} being ingested "
+                f"; {count_of(self.in_flight, 'item')} being ingested "
                 f"{'is' if self.in_flight == 1 else 'are'} left to finish"
             )
         return line
@@ -349,7 +349,7 @@ class SourceUpdate:
         return (
             f"source {self.id} now reads {part_text(self.kind, self.new)} (was "
             f"{part_text(self.kind, self.old)}); it is polled afresh, and the "
-            f"{_count(self.known, 'item')} it has read {'is' if self.known == 1 else 'are'} "
+            f"{count_of(self.known, 'item')} it has read {'is' if self.known == 1 else 'are'} "
             "not ingested again"
         )
 
@@ -366,7 +366,7 @@ class OutputRemoval:
     def summary(self) -> str:
         return (
             f"removed output {self.id} ({part_text(self.kind, self.spec)}); its delivery log "
-            f"({_count(self.deliveries, 'entry', 'entries')}) was deleted with it"
+            f"({count_of(self.deliveries, 'entry', 'entries')}) was deleted with it"
         )
 
 
@@ -379,7 +379,8 @@ def part_text(kind: str, spec: Mapping[str, Any]) -> str:
     return f"{kind} {where}".strip()
 
 
-def _count(number: int, noun: str, plural: str | None = None) -> str:
+def count_of(number: int, noun: str, plural: str | None = None) -> str:
+    """``1 item``, ``3 items``; ``plural`` where adding an s will not do."""
     return f"{number} {noun if number == 1 else plural or noun + 's'}"
 
 
@@ -1238,59 +1239,42 @@ def release_delivery(store: Store, output_id: int, delivery_key: str, *, owner: 
 
 def record_delivery(
     store: Store,
-    aide: AideRow,
     output_id: int,
     delivery_key: str,
-    cycle_id: int,
     *,
+    owner: str,
     ok: bool,
     error: str | None,
     now: datetime,
-    owner: str | None = None,
 ) -> None:
-    """Log one try of a delivery (however many requests the output's own retries made) and
-    release ``owner``'s claim on it; a failed try waits :func:`retry_delay` before the next.
-    Without ``owner`` (no claim was made) the row is written as is."""
-    table, outputs_table = TABLES.aide_deliveries, TABLES.aide_outputs
+    """Log one try of a delivery ``owner`` claimed (:func:`claim_delivery`), however many
+    requests the output's own retries made, and release the claim; a failed try waits
+    :func:`retry_delay` before the next. Nothing is logged when the claim is gone: the output
+    was removed meanwhile (its log went with it)."""
+    table = TABLES.aide_deliveries
+    held = (
+        (table.c.output_id == output_id)
+        & (table.c.delivery_key == delivery_key)
+        & (table.c.claim_owner == owner)
+    )
     with _write(store) as connection:
-        if (
-            connection.execute(
-                select(outputs_table.c.id).where(outputs_table.c.id == output_id)
-            ).first()
-            is None
-        ):
-            return  # the output was removed while it was being delivered to: nothing to log
-        row = connection.execute(
-            select(table.c.id, table.c.attempts, table.c.claim_owner).where(
-                table.c.output_id == output_id, table.c.delivery_key == delivery_key
-            )
-        ).first()
-        tries = (row.attempts if row is not None else 0) + 1
-        values = {
-            "ok": int(ok),
-            "attempts": tries,
-            "error": error,
-            "delivered_at": now,
-            "claim_owner": None,
-            "claim_expires_at": None,
-            "next_attempt_at": None if ok else now + retry_delay(tries),
-        }
-        if row is None:
-            connection.execute(
-                insert(table).values(
-                    entity_id=aide.entity_id,
-                    aide_id=aide.id,
-                    output_id=output_id,
-                    delivery_key=delivery_key,
-                    cycle_id=cycle_id,
-                    **values,
-                )
-            )
+        tries = connection.execute(select(table.c.attempts).where(held)).scalar()
+        if tries is None:
             return
-        held = table.c.id == row.id
-        if owner is not None:
-            held = held & _same(table.c.claim_owner, owner)
-        connection.execute(update(table).where(held).values(**values))
+        tries += 1
+        connection.execute(
+            update(table)
+            .where(held)
+            .values(
+                ok=int(ok),
+                attempts=tries,
+                error=error,
+                delivered_at=now,
+                claim_owner=None,
+                claim_expires_at=None,
+                next_attempt_at=None if ok else now + retry_delay(tries),
+            )
+        )
 
 
 def _new_id(result: Any) -> int:

@@ -382,7 +382,7 @@ class Aide:
             )
             report.new_items += recorded.added
             if recorded.error:
-                shown = f"source {source.id} ({source.kind} {_spec_text(source.spec)})"
+                shown = f"source {source.id} ({records.part_text(source.kind, source.spec)})"
                 report.source_errors.append(f"{shown}: {recorded.error}")
                 log.warning("%s: %s", shown, recorded.error)
 
@@ -614,7 +614,6 @@ class Aide:
                 "cost_usd": report.cost_usd,
                 "duration_s": report.duration_s,
                 "errors": report.source_errors or None,
-                "made_digest": int(report.digest is not None),
                 "report": report.to_json(),
             },
         )
@@ -707,10 +706,6 @@ class _Budget:
 def _spent(ledger: Any) -> float:
     """The model cost so far (an unknown price counts as 0: the budget cannot see it)."""
     return float(ledger.totals().cost_usd or 0.0)
-
-
-def _spec_text(spec: Mapping[str, Any]) -> str:
-    return str(spec.get("url") or spec.get("path") or spec.get("query") or "")
 
 
 def _one_line(error: BaseException) -> str:

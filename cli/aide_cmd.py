@@ -8,9 +8,8 @@ import logging
 import re
 import signal
 import sys
-import threading
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -301,33 +300,35 @@ def run(
         "max_cost_usd": max_cost_usd,
         "max_cost_usd_day": max_cost_usd_day,
     }
-    stop = _SignalStop()
     with _aide(ctx, db, name, settings=settings) as aide:
         owner = current_owner()
         claim_worker(aide.store, aide.row, owner)
         try:
-            asyncio.run(_serve(aide, schedule, limits, as_json=as_json, stop=stop))
+            asyncio.run(_serve(aide, schedule, limits, as_json=as_json))
+        except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM / SIGHUP (RunTerminated)
+            signum = getattr(stop, "signum", int(signal.SIGINT))
+            sys.stderr.write(
+                f"kgot: stopped by {signal.Signals(signum).name}; a cycle it interrupted is "
+                "recorded as stopped, and what it had not done waits for the next run\n"
+            )
+            raise typer.Exit(128 + signum) from None
         finally:
             release_worker(aide.store, aide.row, owner)
-    if stop.signum is not None:
-        signame = signal.Signals(stop.signum).name
-        sys.stderr.write(
-            f"kgot: stopped by {signame}; the cycle was recorded as stopped and what it had "
-            "not done waits for the next run\n"
-        )
-        raise typer.Exit(128 + stop.signum)
 
 
-async def _serve(
-    aide: Aide,
-    schedule: Any,
-    limits: dict[str, Any],
-    *,
-    as_json: bool,
-    stop: _SignalStop,
-) -> None:
-    """Run cycles (one, or on the schedule) until done or stopped by a signal."""
-    with stop.cancelling(asyncio.current_task()):
+async def _serve(aide: Aide, schedule: Any, limits: dict[str, Any], *, as_json: bool) -> None:
+    """Run cycles (one, or on the schedule) until done or stopped by a signal.
+
+    Signals stop it as they stop `kgot ask`: Ctrl-C (asyncio.run) and SIGTERM / SIGHUP
+    (:func:`kgot.controller.signals.stopped_by_termination`) cancel this task, so the item
+    being ingested is given back (its attempt not counted), a delivery being sent is
+    abandoned (retried later under the same key; an email is never sent twice), nothing new
+    starts (no program stage, no next item), the cycle is recorded as ``stopped``, and the
+    command exits 128 + the signal's number (130, 143, 129).
+    """
+    from kgot.controller.signals import RunTerminated, stopped_by_termination
+
+    with stopped_by_termination() as stop_signals:
         try:
             while True:
                 try:
@@ -349,9 +350,9 @@ async def _serve(
                 wait = (schedule(datetime.now(UTC)) - datetime.now(UTC)).total_seconds()
                 await asyncio.sleep(max(0.0, wait))
         except asyncio.CancelledError:
-            if stop.signum is None:
-                raise  # not ours
-            return
+            if stop_signals:
+                raise RunTerminated(stop_signals[0]) from None
+            raise  # Ctrl-C: asyncio.run raises KeyboardInterrupt once the task has stopped
 
 
 @app.command("status")
@@ -461,10 +462,11 @@ def delete(
 
     with _aide(ctx, db, name) as aide:  # an unknown aide fails before any question
         if not yes:
+            items = sum(records.item_counts(aide.store, aide.row).values())
             recorded = (
-                f"{_count(len(aide.sources()), 'source')}, "
-                f"{_count(sum(records.item_counts(aide.store, aide.row).values()), 'item')}, "
-                f"{_count(len(aide.outputs()), 'output')}"
+                f"{records.count_of(len(aide.sources()), 'source')}, "
+                f"{records.count_of(items, 'item')}, "
+                f"{records.count_of(len(aide.outputs()), 'output')}"
             )
             # As `kgot entities delete`: no question a script could not answer; it says --yes.
             if not sys.stdin.isatty():
@@ -500,10 +502,6 @@ def _aide(ctx: typer.Context, db: str | None, name: str, settings: Any = None) -
             f"{parse_target(settings.store.db).display}; create the aide with `kgot aide "
             f"create {name} --entity E` (or check KGOT_DB / --db)"
         ) from None
-
-
-def _count(number: int, noun: str) -> str:
-    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def _exactly_one(what: str, **given: str | None) -> tuple[str, str]:
@@ -554,51 +552,6 @@ def _schedule(*, once: bool, every: str | None, cron: str | None) -> Any:
             f'--cron {cron!r} is not a cron expression; write five fields, e.g. "*/15 * * * *"'
         )
     return lambda now: croniter(cron, now).get_next(datetime)
-
-
-class _SignalStop:
-    """SIGINT and SIGTERM stop a running aide within moments, as they stop `kgot ask`: the
-    cycle's task is cancelled, so the item being ingested is given back (its attempt not
-    counted), a delivery being sent is abandoned (retried later under the same key; an email
-    is never sent twice), nothing new starts (no program stage, no next item), the cycle is
-    recorded as ``stopped`` and the command exits 128 + the signal's number (130, 143). A
-    second signal ends the process at once (the default action)."""
-
-    def __init__(self) -> None:
-        self.signum: int | None = None
-
-    @contextmanager
-    def cancelling(self, task: asyncio.Task[Any] | None) -> Iterator[None]:
-        loop = asyncio.get_running_loop()
-        installed: list[int] = []
-        if task is not None and threading.current_thread() is threading.main_thread():
-            for number in (int(signal.SIGINT), int(signal.SIGTERM)):
-                with suppress(NotImplementedError, RuntimeError, ValueError):
-                    loop.add_signal_handler(number, self._received, number, task, loop)
-                    installed.append(number)
-        try:
-            yield
-        finally:
-            for number in installed:
-                with suppress(NotImplementedError, RuntimeError, ValueError):
-                    loop.remove_signal_handler(number)
-
-    def _received(
-        self, number: int, task: asyncio.Task[Any], loop: asyncio.AbstractEventLoop
-    ) -> None:
-        if self.signum is not None:
-            return
-        self.signum = number
-        logging.getLogger("kgot.aides").info(
-            "%s: stopping now (the current item waits for the next run)",
-            signal.Signals(number).name,
-        )
-        # The next one is not ours to soften: the default action ends the process at once.
-        for other in (signal.SIGINT, signal.SIGTERM):
-            with suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.remove_signal_handler(other)
-            signal.signal(other, signal.SIG_DFL)
-        task.cancel()
 
 
 class _LogLine(logging.Formatter):

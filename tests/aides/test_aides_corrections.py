@@ -98,7 +98,10 @@ def _seed(store: Store, settings: Settings, name: str, folder: Path) -> tuple[Ai
         )
     records.claim_next(store, aide.row, "worker", NOW, cycle)  # "busy": being ingested
     for key, ok in (("first", True), ("second", False)):
-        records.record_delivery(store, aide.row, output, key, cycle, ok=ok, error=None, now=NOW)
+        assert records.claim_delivery(
+            store, aide.row, output, key, cycle, owner="worker", now=NOW, at_most_once=False
+        )
+        records.record_delivery(store, output, key, owner="worker", ok=ok, error=None, now=NOW)
     return aide, source, search, output
 
 

@@ -163,7 +163,7 @@ def test_a_try_is_one_call_and_failed_tries_back_off_until_ten(
             store, aide.row, output, key, 1, owner=owner, now=now, at_most_once=False
         )
         records.record_delivery(
-            store, aide.row, output, key, 1, ok=False, error="HTTP 500", now=now, owner=owner
+            store, output, key, owner=owner, ok=False, error="HTTP 500", now=now
         )
         state = records.delivery_state(store, output, key)
         assert state.attempts == number  # however many HTTP requests the try made
