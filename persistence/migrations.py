@@ -35,6 +35,7 @@ from kgot.persistence.engine import read_transaction, write_transaction
 from kgot.persistence.schema import (
     ADVISOR_TABLES,
     AIDE_TABLES,
+    PREFIX,
     SCHEMA_VERSION,
     TABLES,
     closed_reason_check,
@@ -155,26 +156,23 @@ def _v5_advisor(connection: Connection) -> None:
 def _v6_aide_guarantees(connection: Connection) -> None:
     """Item ids unique per source instead of per aide; a cycle's worker, heartbeat and
     whether it made a digest; a delivery's claim and backoff. Columns are added (nullable or
-    with a default) and one index is replaced; no row is rewritten."""
-    prefix = "kgot_"
-    connection.exec_driver_sql(f"DROP INDEX {prefix}aide_items_uq")
-    connection.exec_driver_sql(
-        f"CREATE UNIQUE INDEX {prefix}aide_items_source_uq "
-        f"ON {prefix}aide_items (aide_id, source_id, item_id)"
+    with a default) and one index is replaced; no row is rewritten. The DDL is compiled from
+    the version-6 tables, so it cannot drift from what a fresh database gets."""
+    from sqlalchemy.schema import CreateColumn
+
+    added = define_tables(MetaData(), version=6)
+    items = added.aide_items
+    connection.exec_driver_sql(f"DROP INDEX {PREFIX}aide_items_uq")
+    next(ix for ix in items.indexes if ix.name == f"{PREFIX}aide_items_source_uq").create(
+        connection
     )
-    for table, column, kind in (
-        ("aide_cycles", "owner", "TEXT"),
-        ("aide_cycles", "heartbeat_at", _timestamp(connection)),
-        ("aide_cycles", "made_digest", "INTEGER NOT NULL DEFAULT 0"),
-        ("aide_deliveries", "claim_owner", "TEXT"),
-        ("aide_deliveries", "claim_expires_at", _timestamp(connection)),
-        ("aide_deliveries", "next_attempt_at", _timestamp(connection)),
+    for table, columns in (
+        (added.aide_cycles, ("owner", "heartbeat_at", "made_digest")),
+        (added.aide_deliveries, ("claim_owner", "claim_expires_at", "next_attempt_at")),
     ):
-        connection.exec_driver_sql(f"ALTER TABLE {prefix}{table} ADD COLUMN {column} {kind}")
-
-
-def _timestamp(connection: Connection) -> str:
-    return "TIMESTAMP WITH TIME ZONE" if connection.dialect.name == "postgresql" else "DATETIME"
+        for name in columns:
+            column = CreateColumn(table.c[name]).compile(dialect=connection.dialect)
+            connection.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN {column}")
 
 
 MIGRATIONS: tuple[Migration, ...] = (
