@@ -16,6 +16,7 @@ without ``br`` in ``Accept-Encoding`` a server has no reason to send it.
 
 from __future__ import annotations
 
+import contextlib
 import zlib
 from collections.abc import Callable
 from functools import cache
@@ -262,12 +263,9 @@ class BoundedBody:
             return
         self.received += len(raw)
         if self.received > self.limit:
+            self._keep_start(raw[: len(raw) - (self.received - self.limit)])
             raise BodyTooLarge(encoded=False)
-        if self._inflater is None:
-            make = _inflater_for(self._header)
-            self._encoded = make is not _Identity
-            self._inflater = make()
-        self._keep(self._inflater.inflate(raw, self.limit - self._size))
+        self._keep(self._decoder().inflate(raw, self.limit - self._size))
 
     def finish(self) -> bytes:
         """The whole decoded body, once the last chunk is in.
@@ -284,9 +282,32 @@ class BoundedBody:
         start of a body too large to take whole, e.g. for an error's excerpt)."""
         return b"".join(self._pieces)
 
+    def _decoder(self) -> _Inflater:
+        """The body's decoder, made on first use (see the class's notes on refusals)."""
+        if self._inflater is None:
+            make = _inflater_for(self._header)
+            self._encoded = make is not _Identity
+            self._inflater = make()
+        return self._inflater
+
+    def _keep_start(self, raw: bytes) -> None:
+        """Keep what ``raw``, the part of a chunk within the limit as received, decodes to
+        within the limit, before the body is refused as too large as received (for
+        :meth:`kept`). The refusal stands whatever that part holds: its own failures (an
+        encoding refused, corrupt data, a decoded overflow) are not reported."""
+        if not raw:
+            return
+        with contextlib.suppress(BodyTooLarge, UnsupportedEncoding, CorruptBody):
+            self._keep(self._decoder().inflate(raw, self.limit - self._size))
+
     def _keep(self, piece: bytes) -> None:
+        """Keep ``piece``; past the limit, keep the part of it that fits, then refuse."""
         self.produced += len(piece)
-        if self._size + len(piece) > self.limit:
+        room = self.limit - self._size
+        if len(piece) > room:
+            if room > 0:
+                self._pieces.append(piece[:room])
+                self._size += room
             raise BodyTooLarge(encoded=self._encoded)
         if piece:
             self._pieces.append(piece)

@@ -401,3 +401,40 @@ def test_a_webhook_answering_with_a_compression_bomb_is_read_within_a_bound(
         server.server_close()
     assert not result.ok and result.error and "HTTP 400" in result.error
     assert peak < 8_000_000, f"peak {peak} bytes"
+
+
+class _Wordy(http.server.BaseHTTPRequestHandler):
+    """A webhook refusing every delivery with 10 KB of plain text, its reason first."""
+
+    body = b"signature mismatch: the X-Kgot-Signature header does not match. " + b"x" * 10_240
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.send_response(403)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_webhook_refusing_with_a_long_answer_shows_its_start(settings: Settings) -> None:
+    """Only the answer's first 4 KB are read, and they are what the error line quotes."""
+    from kgot.aides.outputs import deliver_async
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Wordy)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/hook"
+        result = asyncio.run(
+            deliver_async(
+                "webhook", {"url": url}, {"digest": "x"}, delivery_key="k", settings=settings
+            )
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert not result.ok and result.error and "HTTP 403" in result.error
+    assert '"signature mismatch: the X-Kgot-Signature header does not match.' in result.error

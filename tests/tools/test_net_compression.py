@@ -267,3 +267,50 @@ def test_a_compressed_body_over_the_cap_as_sent_fails_too():
         for start in range(0, len(data), 65536):
             body.feed(data[start : start + 65536])
     assert body.received <= MB + 65536 and body.produced <= MB + 1
+
+
+# -- the start of a body over the limit ----------------------------------------------------
+
+
+def feed_all(body: BoundedBody, data: bytes, chunk: int) -> BodyTooLarge:
+    with pytest.raises(BodyTooLarge) as over:
+        for start in range(0, len(data), chunk):
+            body.feed(data[start : start + chunk])
+    return over.value
+
+
+@pytest.mark.parametrize("chunk", [1000, 4096, 10_000])
+def test_a_plain_body_over_the_limit_keeps_its_first_bytes(chunk):
+    text = os.urandom(5000).hex().encode()  # 10 KB
+    body = BoundedBody(None, 4096)
+    over = feed_all(body, text, chunk)
+    assert not over.encoded
+    assert body.kept() == text[:4096]
+
+
+def test_a_body_decoding_over_the_limit_keeps_its_first_bytes():
+    text = b"".join(b"line %d of a long refusal\n" % (i % 10) for i in range(2000))  # 50 KB
+    data = gzip.compress(text)
+    assert len(data) < 4096  # only decoding goes over
+    body = BoundedBody("gzip", 4096)
+    over = feed_all(body, data, 1000)
+    assert over.encoded
+    assert body.kept() == text[:4096]
+
+
+@pytest.mark.parametrize("chunk", [1000, 10_000])
+def test_a_compressed_body_over_the_limit_as_sent_keeps_its_first_bytes(chunk):
+    text = os.urandom(5000).hex().encode()  # gzips to some 5.6 KB: over 4 KB as received
+    data = gzip.compress(text)
+    assert len(data) > 4096
+    body = BoundedBody("gzip", 4096)
+    feed_all(body, data, chunk)
+    assert body.kept() == text[:4096]
+    assert body.received <= 4096 + chunk and body.produced <= 4096 + 1
+
+
+def test_an_undecodable_body_over_the_limit_as_sent_is_still_too_large():
+    body = BoundedBody("br", 4096)
+    over = feed_all(body, os.urandom(10_000), 10_000)
+    assert not over.encoded
+    assert body.kept() == b""
