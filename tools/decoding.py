@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Protocol
 
@@ -36,9 +36,9 @@ _MAX_SHOWN_HEADER = 60
 class BodyTooLarge(Exception):
     """The body arrives, or decodes, to more than the limit."""
 
-    def __init__(self, *, encoded: bool) -> None:
+    def __init__(self, *, decoded: bool) -> None:
         super().__init__("over the limit")
-        self.encoded = encoded  # whether it was decoding that went over (a compression bomb?)
+        self.decoded = decoded  # whether it was decoding that went over (a compression bomb?)
 
 
 class UnsupportedEncoding(Exception):
@@ -185,7 +185,9 @@ def _zstd_available() -> bool:
     return True
 
 
-def _codings() -> dict[str, Callable[[], _Inflater]]:
+@cache
+def _codings() -> Mapping[str, Callable[[], _Inflater]]:
+    """The codings decoded here, by ``Content-Encoding`` name (made once: the set is fixed)."""
     codings: dict[str, Callable[[], _Inflater]] = {
         "gzip": lambda: _Zlib(16 + zlib.MAX_WBITS, "gzip"),
         "x-gzip": lambda: _Zlib(16 + zlib.MAX_WBITS, "gzip"),  # RFC 9110: the same as gzip
@@ -264,7 +266,7 @@ class BoundedBody:
         self.received += len(raw)
         if self.received > self.limit:
             self._keep_start(raw[: len(raw) - (self.received - self.limit)])
-            raise BodyTooLarge(encoded=False)
+            raise BodyTooLarge(decoded=False)
         self._keep(self._decoder().inflate(raw, self.limit - self._size))
 
     def finish(self) -> bytes:
@@ -308,7 +310,7 @@ class BoundedBody:
             if room > 0:
                 self._pieces.append(piece[:room])
                 self._size += room
-            raise BodyTooLarge(encoded=self._encoded)
+            raise BodyTooLarge(decoded=self._encoded)
         if piece:
             self._pieces.append(piece)
             self._size += len(piece)

@@ -538,7 +538,7 @@ class Http:
                 body.feed(chunk)
             return body.finish()
         except BodyTooLarge as over:
-            raise _too_large(url, None, cap_mb, decoded=over.encoded) from None
+            raise _too_large(url, None, cap_mb, decoded=over.decoded) from None
         except UnsupportedEncoding as refused:
             raise ToolFailure(
                 f"{url} cannot be read: {refused}; try another source",
