@@ -701,24 +701,9 @@ class EntitySession:
                 (use :meth:`merge_nodes`).
             EntityNotFoundError: the entity was deleted.
         """
-        if checked_reason(reason) == "merged":
-            raise UsageError("facts are closed as merged by merge_nodes, not close_facts")
-        keys = list(keys)
-        with (
-            self._lock,
-            write_transaction(self._context.engine, self._context.target) as connection,
-        ):
-            version = self._lock_entity(connection)
-            new_version, written = upkeep_store.close_facts(
-                connection,
-                entity_id=self._entity_id,
-                version=version,
-                keys=keys,
-                reason=reason,
-                provenance=provenance,
-            )
-        self._context.note_rows_written(written)
-        return new_version
+        # Checked here: a key may come as a list, which is no mapping key.
+        facts = dict.fromkeys(map(checked_key, keys))
+        return self.close_facts_as_read(facts, reason, provenance).version
 
     def close_facts_as_read(
         self,

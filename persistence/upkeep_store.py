@@ -12,7 +12,7 @@ import hashlib
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -240,7 +240,7 @@ class FactAsRead:
 
     Attributes:
         version: the row's ``valid_from_version`` as read; ``None`` for a fact the pass found
-            hidden by its own expiry (then ``lapsed_at`` is the check).
+            hidden by its own expiry (then ``lapsed_at`` is the check, and is required).
         reinforced_at: the row's ``reinforced_at`` as read (``None``: never reinforced).
         corroborations: the row's ``corroborations`` as read.
         lapsed_at: close only while the row's own ``expires_at`` is at or before this moment
@@ -255,11 +255,15 @@ class FactAsRead:
     lapsed_at: datetime | None = None
     strength: float | None = None
 
+    def __post_init__(self) -> None:
+        if self.version is None and self.lapsed_at is None:
+            raise UsageError("a fact as read needs its row's version, or lapsed_at when lapsed")
+
     def guard(self, table: Any) -> list[Any]:
         """The row conditions, for the closing UPDATE's WHERE clause."""
         if self.version is None:
-            moment = self.lapsed_at if self.lapsed_at is not None else utc_now()
-            return [table.c.expires_at.is_not(None), table.c.expires_at <= as_utc(moment)]
+            assert self.lapsed_at is not None  # __post_init__
+            return [table.c.expires_at.is_not(None), table.c.expires_at <= as_utc(self.lapsed_at)]
         reinforced = (
             table.c.reinforced_at.is_(None)
             if self.reinforced_at is None
@@ -270,10 +274,6 @@ class FactAsRead:
             table.c.corroborations == self.corroborations,
             reinforced,
         ]
-
-    def row_state(self) -> tuple[Any, ...]:
-        """What rows closed by one UPDATE share (the guard's parameters)."""
-        return (self.version, self.reinforced_at, self.corroborations, self.lapsed_at)
 
 
 @dataclass(frozen=True)
@@ -288,39 +288,11 @@ class ClosedFacts:
         left: facts asked for that are still current but changed since they were read, each
             with how: ``re-stated`` (a new row, or the row read reinforced or corroborated)
             or ``used`` (its use strength rose); not closed.
-        gone: facts asked for that had no current row (another writer closed them).
     """
 
     version: int
     closed: dict[FactKey, str | None] = field(default_factory=dict)
     left: dict[FactKey, str] = field(default_factory=dict)
-    gone: tuple[FactKey, ...] = ()
-
-
-def close_facts(
-    connection: Connection,
-    *,
-    entity_id: int,
-    version: int,
-    keys: Iterable[Any],
-    reason: str,
-    provenance: Provenance,
-) -> tuple[int, int]:
-    """Close the current rows of ``keys`` (a node's current edges with it) for ``reason`` in
-    one commit, whatever they hold now; return ``(new version or version when nothing was
-    current, rows closed)``."""
-    node_ids, edge_idents = split_keys(keys)
-    facts: dict[FactKey, FactAsRead | None] = {("node", n): None for n in node_ids}
-    facts.update({("edge", *ident): None for ident in edge_idents})
-    done = close_facts_as_read(
-        connection,
-        entity_id=entity_id,
-        version=version,
-        facts=facts,
-        reason=reason,
-        provenance=provenance,
-    )
-    return done.version, len(done.closed)
 
 
 def close_facts_as_read(
@@ -346,7 +318,6 @@ def close_facts_as_read(
     edge_rows = current_edges(connection, entity_id, edge_idents)
     rows: dict[FactKey, Any] = {("node", n): row for n, row in node_rows.items()}
     rows.update({("edge", *ident): row for ident, row in edge_rows.items()})
-    gone = tuple(key for key in expected if key not in rows)
     used = _used_since(connection, entity_id, expected, rows)
     now = utc_now()
     new_version = version + 1
@@ -377,7 +348,7 @@ def close_facts_as_read(
         if key in rows and key not in closed
     }
     if not closed:
-        return ClosedFacts(version, left=left, gone=gone)
+        return ClosedFacts(version, left=left)
     nodes = len(closed_nodes)
     edges = len(closed) - nodes
     parts = [f"{nodes} node{'s' * (nodes != 1)}"] if nodes else []
@@ -386,7 +357,7 @@ def close_facts_as_read(
     if left:
         summary += f"; {len(left)} left: changed since read"
     record_commit(connection, entity_id, new_version, provenance, summary=summary, now=now)
-    return ClosedFacts(new_version, closed, left, gone)
+    return ClosedFacts(new_version, closed, left)
 
 
 def _used_since(
@@ -421,16 +392,18 @@ def _close_guarded(
 ) -> list[Any]:
     """Close ``rows`` whose state is still the one expected; return the rows closed. Rows
     with the same expected state (most often: written by one commit) share an UPDATE."""
-    groups: dict[tuple[Any, ...] | None, tuple[FactAsRead | None, list[int]]] = {}
+    # The strength is no row condition (_used_since checks it): states that differ only in it
+    # share an UPDATE.
+    groups: dict[FactAsRead | None, list[int]] = {}
     for key, row in rows.items():
         state = expected[key]
-        group = state.row_state() if state is not None else None
-        groups.setdefault(group, (state, []))[1].append(row.row_id)
+        group = replace(state, strength=None) if state is not None else None
+        groups.setdefault(group, []).append(row.row_id)
     identity = (
         [table.c.node_id] if table is _nodes else [table.c.source, table.c.target, table.c.key]
     )
     closed: list[Any] = []
-    for state, row_ids in groups.values():
+    for state, row_ids in groups.items():
         guard = state.guard(table) if state is not None else []
         for chunk in chunks(sorted(row_ids)):
             closed += connection.execute(
