@@ -802,8 +802,8 @@ class _FolderScan:
         cap_mb = self.settings.tools.max_download_mb
         try:
             stat, content = _read_inside(candidate, self.root, int(cap_mb * 1024 * 1024))
-        except _LeftFolder as outside:
-            self.problems.append(f"{_shown(self.folder, candidate)} {outside}; not read")
+        except _NotRead as why:
+            self.problems.append(f"{_shown(self.folder, candidate)} {why}; not read")
             return None
         except FileNotFoundError:
             return None  # removed meanwhile
@@ -886,8 +886,10 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
-class _LeftFolder(Exception):
-    """The file opened is not one inside the folder (a link put on its path meanwhile)."""
+class _NotRead(Exception):
+    """The file opened at a document's path is not one to read: not a regular file, outside
+    the folder (a link put on its path meanwhile), or not the file now at its real path (it
+    changed while it was read). The message says which, following the file's name."""
 
 
 _OPEN_FLAGS = (
@@ -910,25 +912,22 @@ def _read_inside(path: Path, root: str, cap: int) -> tuple[os.stat_result, bytes
     after the walk saw it fails the check, whenever the swap happens.
 
     Raises:
-        _LeftFolder: not a regular file, or not inside ``root``.
+        _NotRead: not a regular file, not inside ``root``, or not the file now at its real
+            path (swapped meanwhile).
+        FileNotFoundError: it is gone (removed meanwhile, maybe once opened).
         OSError: it cannot be opened or read (ELOOP: it is a link now).
     """
     descriptor = os.open(path, _OPEN_FLAGS)
     try:
         stat = os.fstat(descriptor)
         if not S_ISREG(stat.st_mode):
-            raise _LeftFolder("is not a regular file")
+            raise _NotRead("is not a regular file")
         real = os.path.realpath(path)
-        try:
-            there = os.stat(real)
-        except OSError:
-            there = None
-        if (
-            not _inside(real, root)
-            or there is None
-            or (there.st_dev, there.st_ino) != (stat.st_dev, stat.st_ino)
-        ):
-            raise _LeftFolder(f"resolves to {real}, outside the folder")
+        if not _inside(real, root):
+            raise _NotRead(f"resolves to {real}, outside the folder")
+        there = os.stat(real)
+        if (there.st_dev, there.st_ino) != (stat.st_dev, stat.st_ino):
+            raise _NotRead("changed while it was read")
         if stat.st_size > cap:
             return stat, None
         with os.fdopen(descriptor, "rb", closefd=False) as handle:

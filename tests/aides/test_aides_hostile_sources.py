@@ -5,10 +5,12 @@ through and every text an item carries is storable (SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -121,6 +123,17 @@ def test_a_link_inside_that_goes_through_a_link_outside_is_not_followed(
     assert later.error is not None and "x.md is a link to" in later.error
 
 
+def _scan(inbox: Path) -> sources._FolderScan:
+    return sources._FolderScan(
+        settings=make_settings(),
+        settled_before=time.time(),
+        files={},
+        failures={},
+        folder=inbox,
+        root=os.path.realpath(inbox),
+    )
+
+
 def test_a_folder_swapped_for_a_link_after_the_walk_is_not_read_through(
     tmp_path: Path, secret: Path
 ) -> None:
@@ -129,21 +142,51 @@ def test_a_folder_swapped_for_a_link_after_the_walk_is_not_read_through(
     inbox = tmp_path / "inbox"
     write(inbox / "note.txt", "Acme opened a plant.")
     (inbox / "sub").symlink_to(secret.parent, target_is_directory=True)
-    scan = sources._FolderScan(
-        settings=make_settings(),
-        settled_before=time.time(),
-        files={},
-        failures={},
-        folder=inbox,
-        root=os.path.realpath(inbox),
-    )
-    import asyncio
-
+    scan = _scan(inbox)
     asyncio.run(scan.visit(inbox / "sub" / "passwd"))  # as if the walk had yielded it
     asyncio.run(scan.visit(inbox / "note.txt"))
     assert [i.text for i in scan.items] == ["Acme opened a plant."]
     assert any("outside the folder" in p for p in scan.problems), scan.problems
     assert str(inbox / "sub" / "passwd") not in scan.files
+
+
+def _after_fstat(monkeypatch: pytest.MonkeyPatch, action: Callable[[], object]) -> None:
+    """Run ``action`` once the file is open and checked by ``fstat``: a change mid-read."""
+    fstat = os.fstat
+
+    def changing(descriptor: int) -> os.stat_result:
+        result = fstat(descriptor)
+        action()
+        return result
+
+    monkeypatch.setattr(os, "fstat", changing)
+
+
+def test_a_file_replaced_while_it_is_read_is_not_read_and_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inbox = tmp_path / "inbox"
+    note = write(inbox / "note.txt", "Acme opened a plant.")
+    other = write(tmp_path / "other.txt", "Someone else's text.")
+    _after_fstat(monkeypatch, lambda: os.replace(other, note))
+    scan = _scan(inbox)
+    asyncio.run(scan.visit(note))
+    monkeypatch.undo()
+    assert scan.items == []
+    assert scan.problems == ["note.txt changed while it was read; not read"]
+    assert str(note) not in scan.files  # read at the next poll
+
+
+def test_a_file_removed_while_it_is_read_is_skipped_quietly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inbox = tmp_path / "inbox"
+    note = write(inbox / "note.txt", "Acme opened a plant.")
+    _after_fstat(monkeypatch, note.unlink)
+    scan = _scan(inbox)
+    asyncio.run(scan.visit(note))
+    monkeypatch.undo()
+    assert scan.items == [] and scan.problems == [] and scan.files == {}
 
 
 def test_a_watched_folder_turned_into_a_link_is_refused(tmp_path: Path, secret: Path) -> None:
