@@ -95,7 +95,7 @@ def ingest(
 ) -> None:
     """Add what a text states to an entity's graph, and say what became of it."""
     from kgot.aides.ingest import ingest_text_async, read_document
-    from kgot.controller.ingest import check_size, part_ranges
+    from kgot.controller.ingest import check_size
 
     settings = settings_from(
         ctx,
@@ -150,15 +150,10 @@ def ingest(
     if report.stopped_by is not None:
         # One line a person can act on: what was written, what was not, and the command that
         # writes only the rest (its pieces' keys are derived from the result key).
-        sys.stderr.write(
-            printable(
-                f"kgot: error: stopped at the cost cap {report.stopped_by}: "
-                f"parts {part_ranges(report.parts_done)} of {report.parts} committed, "
-                f"{part_ranges(report.parts_missing)} not; to write only those run the same "
-                f"command with --result-key {shlex.quote(report.result_key or '')} (and a "
-                "higher --max-cost-usd)"
-            )
-            + "\n"
+        again = (
+            "to write only those run the same command with --result-key "
+            f"{shlex.quote(report.result_key or '')} (and a higher --max-cost-usd)"
         )
+        sys.stderr.write(printable(f"kgot: error: {report.stop_line(again)}") + "\n")
     if not report.ok:
         raise typer.Exit(1)

@@ -149,7 +149,6 @@ class IngestReport:
     result_key: str | None = None
     parts: int = 1
     parts_done: list[int] = field(default_factory=list)
-    parts_missing: list[int] = field(default_factory=list)
     stopped_by: str | None = None
     llm_calls: int = 0
     input_tokens: int = 0
@@ -160,8 +159,33 @@ class IngestReport:
     def ok(self) -> bool:
         return self.failed is None
 
+    @property
+    def parts_missing(self) -> list[int]:
+        """The pieces not written: every piece not in ``parts_done``."""
+        done = set(self.parts_done)
+        return [number for number in range(1, self.parts + 1) if number not in done]
+
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "ok": self.ok}
+        out: dict[str, Any] = {}
+        for name, value in asdict(self).items():
+            out[name] = value
+            if name == "parts_done":
+                out["parts_missing"] = self.parts_missing
+        return {**out, "ok": self.ok}
+
+    def stop_line(self, again: str | None = None) -> str:
+        """Where the cost cap stopped the ingestion (``stopped_by``), in one line: the pieces
+        committed and those not, then ``again``, how to write only those (default: ingesting
+        the text again under ``result_key``). ``failed`` ends with it; ``kgot ingest`` prints
+        it with its own ``again``."""
+        if again is None:
+            again = (
+                f"ingesting the text again under result key {self.result_key!r} writes only those"
+            )
+        return (
+            f"stopped at the cost cap {self.stopped_by}: parts {part_ranges(self.parts_done)} "
+            f"of {self.parts} committed, {part_ranges(self.parts_missing)} not; {again}"
+        )
 
     def summary(self) -> str:
         """One line: what changed."""
@@ -371,7 +395,7 @@ class Ingestor:
             if max_cost_usd is not None and spent is not None and spent >= max_cost_usd:
                 # Checked between pieces, never inside one: what was written stays committed,
                 # and the rest keeps its keys for a later ingestion under the same result key.
-                _stop(report, f"max_cost_usd {max_cost_usd:g} (spent ${spent:.4f})", number - 1)
+                _stop(report, f"max_cost_usd {max_cost_usd:g} (spent ${spent:.4f})")
                 break
             key = base if len(parts) == 1 else f"{base}/part {number}"
             shown = (
@@ -386,7 +410,8 @@ class Ingestor:
                 producer=producer,
             )
             _merge(report, done, None if len(parts) == 1 else f"part {number} of {len(parts)}")
-            (report.parts_done if done.ok else report.parts_missing).append(number)
+            if done.ok:
+                report.parts_done.append(number)
         return report
 
     def _check_priced(self, max_cost_usd: float) -> None:
@@ -528,15 +553,10 @@ def _merge(total: IngestReport, part: IngestReport, label: str | None) -> None:
         total.failed = f"{label}: {part.failed}" if label else part.failed
 
 
-def _stop(report: IngestReport, cap: str, last: int) -> None:
-    """Record that ``cap`` stopped the ingestion after piece ``last`` of ``report.parts``."""
+def _stop(report: IngestReport, cap: str) -> None:
+    """Record that ``cap`` stopped the ingestion before its next piece."""
     report.stopped_by = cap
-    report.parts_missing.extend(range(last + 1, report.parts + 1))
-    line = (
-        f"stopped at the cost cap {cap} after part {last} of {report.parts}: parts "
-        f"{part_ranges(report.parts_done)} committed, {part_ranges(report.parts_missing)} not; "
-        f"ingesting the text again under result key {report.result_key!r} writes only those"
-    )
+    line = report.stop_line()
     report.failed = line if report.failed is None else f"{report.failed}; {line}"
 
 
