@@ -682,14 +682,16 @@ async def poll_dir_async(
     """
     previous = dict(cursor or {})
     folder = Path(path)
-    if folder.is_symlink():
-        # Stored resolved when added: a link here now was put in its place, and everything
-        # under its target would count as inside.
+    root = os.path.abspath(folder)  # the path stored: resolved when the source was added
+    real = os.path.realpath(folder)
+    if real != root:
+        # A link on its path now (the folder itself or one above it) was put there since,
+        # and everything under its target would count as inside.
         return PollResult(
             (),
             previous,
-            f"the folder {folder} is a link now (to {os.path.realpath(folder)}); add the "
-            "folder itself as the source again",
+            f"the folder {folder} resolves to {real} now: it or a folder above it is a link; "
+            "add the folder itself as the source again",
         )
     if not folder.is_dir():
         return PollResult((), previous, f"the folder {folder} does not exist any more")
@@ -701,7 +703,7 @@ async def poll_dir_async(
         files={str(k): list(v) for k, v in dict(previous.get("files") or {}).items()},
         failures={str(k): list(v) for k, v in dict(previous.get("failures") or {}).items()},
         folder=folder,
-        root=os.path.realpath(folder),
+        root=root,
     )
     present: set[str] = set()
     for candidate in _documents_in(folder, scan.root, scan.problems):
@@ -726,8 +728,8 @@ class _FolderScan:
 
     ``files`` maps a path to ``[size, mtime_ns, sha256]`` of the version already handled (its
     hash ``None`` when it was too large to read); ``failures`` maps a path to ``[sha256,
-    tries]`` of a version that could not be read yet. ``root`` is the folder's real path:
-    nothing outside it is read.
+    tries]`` of a version that could not be read yet. ``root`` is the folder's absolute path,
+    found to be its real path when the poll began: nothing outside it is read.
     """
 
     settings: Settings

@@ -204,6 +204,24 @@ def test_a_watched_folder_turned_into_a_link_is_refused(tmp_path: Path, secret: 
     assert result.error is not None and "is a link" in result.error
 
 
+def test_a_folder_above_the_watched_one_turned_into_a_link_is_refused(tmp_path: Path) -> None:
+    """``/home/ann/inbox`` is watched; ``/home/ann`` is then replaced by a link to a folder
+    holding an ``inbox`` of other files: the stored path now leads there, and is refused."""
+    home = tmp_path / "home"
+    inbox = write(home / "inbox" / "note.txt", "Acme opened a plant.").parent
+    spec = parse_source_spec("dir", str(inbox))
+    elsewhere = tmp_path / "elsewhere"
+    write(elsewhere / "inbox" / "passwd.txt", "root:x:0:0:root:/root:/bin/bash")
+    home.rename(tmp_path / "old-home")
+    home.symlink_to(elsewhere, target_is_directory=True)
+
+    result = poll("dir", spec, None, settings=make_settings())
+
+    assert result.items == ()
+    assert result.error is not None and "is a link" in result.error
+    assert str(elsewhere / "inbox") in result.error
+
+
 def test_file_names_and_contents_with_nul_or_undecodable_bytes_are_storable(
     tmp_path: Path,
 ) -> None:
