@@ -44,7 +44,9 @@ from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
 from kgot.errors import UsageError
+from kgot.persistence.storable import storable_text
 from kgot.retrying import one_line
+from kgot.sandbox.staging import is_under
 
 if TYPE_CHECKING:
     from kgot.config import Settings
@@ -98,7 +100,7 @@ class SourceItem:
         for name in ("item_id", "title", "text", "source_ref"):
             value = getattr(self, name)
             if isinstance(value, str):
-                object.__setattr__(self, name, storable(value))
+                object.__setattr__(self, name, storable_text(value))
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,7 @@ class PollResult:
     def __post_init__(self) -> None:
         # The error names files and entries, which may carry the same unstorable characters.
         if self.error is not None:
-            object.__setattr__(self, "error", storable(self.error))
+            object.__setattr__(self, "error", storable_text(self.error))
 
 
 # --------------------------------------------------------------------------- specs
@@ -221,7 +223,7 @@ def _feed_file_spec(text: str, path: Path, max_mb: float) -> dict[str, Any]:
     problem = _parse_feed(body, resolved.as_uri(), None).problem
     if problem is not None:
         raise UsageError(
-            f"--rss {storable(text)!r} {problem}; name a feed file (documents that are not "
+            f"--rss {storable_text(text)!r} {problem}; name a feed file (documents that are not "
             "feeds go in a --dir folder)"
         )
     return {"path": str(resolved)}
@@ -517,7 +519,7 @@ def _parse_feed(body: bytes, url: str, content_type: str | None) -> _ParsedFeed:
     # No recognised format (an HTML page) or a parse failure, and nothing to show for it.
     if not entries and not skipped and (parsed.get("bozo") or not parsed.get("version")):
         reason = parsed.get("bozo_exception")
-        detail = f" ({one_line(storable(str(reason)), 120)})" if reason else ""
+        detail = f" ({one_line(storable_text(str(reason)), 120)})" if reason else ""
         return _ParsedFeed([], [], f"is not a readable RSS or Atom feed{detail}")
     return _ParsedFeed(entries, skipped)
 
@@ -589,14 +591,14 @@ def _xml_safe(body: bytes, content_type: str | None) -> tuple[bytes, str | None]
 
 def _entry_key(entry: Mapping[str, Any], feed_url: str) -> str:
     """An entry's id: its guid (a feed-local one scoped by the feed's URL), else its link."""
-    guid = storable(str(entry.get("id") or "")).strip()
+    guid = storable_text(str(entry.get("id") or "")).strip()
     if guid and ":" not in guid:
         guid = f"{feed_url}#{guid}"  # "42" means something only within its feed
-    return guid or storable(str(entry.get("link") or "")).strip()
+    return guid or storable_text(str(entry.get("link") or "")).strip()
 
 
 def _feed_item(entry: Mapping[str, Any], feed_url: str) -> SourceItem:
-    link = storable(str(entry.get("link") or "")).strip()
+    link = storable_text(str(entry.get("link") or "")).strip()
     title = _clean_line(str(entry.get("title") or ""))
     body = _entry_text(entry)
     text = "\n\n".join(part for part in (title, body) if part)
@@ -745,7 +747,7 @@ class _FolderScan:
     async def visit(self, candidate: Path) -> None:
         """Look at one file: an item when it is new or changed and readable."""
         key = _path_key(candidate)
-        name = storable(candidate.name)
+        name = storable_text(candidate.name)
         try:
             # lstat: a quick look that follows no link; only the open in _load decides what
             # is read.
@@ -800,7 +802,7 @@ class _FolderScan:
     ) -> tuple[os.stat_result, bytes] | None:
         """The file's status and bytes, if it is a file inside the folder within the cap;
         else ``None``, the reason noted."""
-        name = storable(candidate.name)
+        name = storable_text(candidate.name)
         cap_mb = self.settings.tools.max_download_mb
         try:
             stat, content = _read_inside(candidate, self.root, int(cap_mb * 1024 * 1024))
@@ -876,16 +878,12 @@ def _note_link(folder: Path, root: str, link: Path, problems: list[str]) -> None
     """Name a link that leaves the folder (one the walk would have read: a document's name,
     or a folder); it is never followed either way. Resolving it reads no file."""
     target = os.path.realpath(link)
-    if _inside(target, root):
+    if is_under(target, root):
         return
     if _is_document_name(link.name) or os.path.isdir(target):
         problems.append(
             f"{_shown(folder, link)} is a link to {target}, outside the folder; not read"
         )
-
-
-def _inside(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
 class _NotRead(Exception):
@@ -925,7 +923,7 @@ def _read_inside(path: Path, root: str, cap: int) -> tuple[os.stat_result, bytes
         if not S_ISREG(stat.st_mode):
             raise _NotRead("is not a regular file")
         real = os.path.realpath(path)
-        if not _inside(real, root):
+        if not is_under(real, root):
             raise _NotRead(f"resolves to {real}, outside the folder")
         there = os.stat(real)
         if (there.st_dev, there.st_ino) != (stat.st_dev, stat.st_ino):
@@ -942,15 +940,15 @@ def _read_inside(path: Path, root: str, cap: int) -> tuple[os.stat_result, bytes
 def _path_key(path: Path) -> str:
     """A file's path as the cursor and its items name it: a name that is not UTF-8 (Python
     decodes its bytes to lone surrogates) gets U+FFFD, so it can be stored."""
-    return storable(str(path))
+    return storable_text(str(path))
 
 
 def _shown(folder: Path, path: Path | str) -> str:
     """``path`` relative to the watched folder, for a problem line."""
     try:
-        return storable(str(Path(path).relative_to(folder))) if Path(path) != folder else "."
+        return storable_text(str(Path(path).relative_to(folder))) if Path(path) != folder else "."
     except ValueError:
-        return storable(str(path))
+        return storable_text(str(path))
 
 
 class _Unreadable(Exception):
@@ -1165,27 +1163,17 @@ def html_to_text(fragment: str) -> str:
     except (AssertionError, ValueError):  # HTMLParser's own failures on broken markup
         from kgot.tools.text import strip_markup
 
-        return storable(strip_markup(fragment))
+        return storable_text(strip_markup(fragment))
     return _clean_text("".join(collector.parts))
 
 
 _SPACES = re.compile(r"[ \t\f\v\r\u00a0]+")
-# In a str every code point from D800 to DFFF is a lone surrogate (a valid pair is one code
-# point above FFFF): feeds and JSON can name them (``&#xD800;``, ``"\\ud800"``) and Python
-# decodes undecodable file names to them.
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-
-
-def storable(text: str) -> str:
-    """``text`` with each NUL and lone surrogate replaced by U+FFFD: what any database and
-    UTF-8 take (PostgreSQL refuses NUL in text; a lone surrogate cannot be encoded at all)."""
-    return _UNSTORABLE.sub("\ufffd", text) if _UNSTORABLE.search(text) else text
 
 
 def _clean_text(text: str) -> str:
     """Spaces collapsed within lines, blank lines collapsed to one, ends trimmed; NULs and
-    lone surrogates replaced (:func:`storable`)."""
-    lines = [_SPACES.sub(" ", line).strip() for line in storable(text).split("\n")]
+    lone surrogates replaced (:func:`~kgot.persistence.storable.storable_text`)."""
+    lines = [_SPACES.sub(" ", line).strip() for line in storable_text(text).split("\n")]
     out: list[str] = []
     for line in lines:
         if line or (out and out[-1]):
@@ -1209,7 +1197,7 @@ def _capped(text: str) -> str:
 
 
 def _content_id(text: str) -> str:
-    return "sha256:" + hashlib.sha256(storable(text).encode("utf-8")).hexdigest()
+    return "sha256:" + hashlib.sha256(storable_text(text).encode("utf-8")).hexdigest()
 
 
 def _describe(error: BaseException) -> str:
