@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kgot.controller.ingest import Ingestor, IngestReport, TextTooLongError
+from kgot.controller.ingest import Ingestor, IngestReport, TextTooLongError, check_ingestion
 from kgot.errors import UsageError
 
 if TYPE_CHECKING:
@@ -47,6 +47,15 @@ async def ingest_text_async(
 ) -> IngestReport:
     """:func:`ingest_text` inside an event loop."""
     settings, models = _model_settings(settings, model)
+    # Refused here before the sandbox is started and the graph loaded (the ingestion checks
+    # the same again, for callers of the Ingestor).
+    check_ingestion(
+        settings,
+        text,
+        confidence=confidence,
+        max_chars=max_chars,
+        max_cost_usd=max_cost_usd,
+    )
     async with Ingestor(store, entity, settings, models=models) as ingestor:
         return await ingestor.ingest(
             text,

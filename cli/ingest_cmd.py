@@ -94,8 +94,7 @@ def ingest(
     db: DbOption = None,
 ) -> None:
     """Add what a text states to an entity's graph, and say what became of it."""
-    from kgot.aides.ingest import ingest_text_async, read_document
-    from kgot.controller.ingest import check_size
+    from kgot.aides.ingest import TextTooLongError, ingest_text_async, read_document
 
     settings = settings_from(
         ctx,
@@ -115,32 +114,29 @@ def ingest(
         path = Path(source).expanduser()
         text, title = asyncio.run(read_document(path, settings))
         reference = source_ref or str(path.resolve())
-    if not text.strip():
+    text = text.strip()
+    if not text:
         raise UsageError(f"{source} holds no text to ingest")
-    # Here rather than only in the ingestion itself: before the store, the sandbox and the
-    # model are opened, and with the fix this command takes.
-    size = len(text.strip())
-    check_size(
-        text.strip(),
-        settings.ingest.max_chars,
-        piece_chars=settings.tools.max_output_chars,
-        what="stdin" if source == "-" else source,
-        fix=f"split it, or raise the cap with --max-chars {size} (or [ingest] max_chars in "
-        "the config file)",
-    )
     with opened_store(ctx, db, entity=entity) as store:
-        report = asyncio.run(
-            ingest_text_async(
-                store,
-                entity,
-                text,
-                source_ref=reference,
-                confidence=confidence,
-                settings=settings,
-                title=title,
-                result_key=result_key,
+        try:
+            report = asyncio.run(
+                ingest_text_async(
+                    store,
+                    entity,
+                    text,
+                    source_ref=reference,
+                    confidence=confidence,
+                    settings=settings,
+                    title=title,
+                    result_key=result_key,
+                )
             )
-        )
+        except TextTooLongError as refused:  # before the sandbox and the model were opened
+            raise refused.reworded(
+                "stdin" if source == "-" else source,
+                f"split it, or raise the cap with --max-chars {refused.chars} (or [ingest] "
+                "max_chars in the config file)",
+            ) from None
     if as_json:
         print_json(report.to_json())
     else:

@@ -53,41 +53,81 @@ _COUNT = re.compile(r"(\d+) (corroborated|reinforced)\b")
 
 class TextTooLongError(UsageError):
     """A text longer than the ingestion cap (``ingest.max_chars``), refused before any model
-    call. It is refused the same way however often it is tried."""
+    call. It is refused the same way however often it is tried.
 
-    def __init__(self, message: str, *, chars: int, max_chars: int) -> None:
-        super().__init__(message)
+    Its message is one line naming ``what`` (the text), its size (``chars``), the model writes
+    it would take at least (pieces of ``piece_chars``), the cap (``max_chars``) and ``fix``;
+    :meth:`reworded` names the text and the fix as the caller knows them (``kgot ingest``: the
+    file, and ``--max-chars``).
+    """
+
+    def __init__(
+        self,
+        *,
+        chars: int,
+        max_chars: int,
+        piece_chars: int,
+        what: str = "the text",
+        fix: str = "split it, or raise the cap (`[ingest] max_chars` in the config file, "
+        "max_chars= in Python)",
+    ) -> None:
+        # A lower bound, not split_text's count: pieces end at paragraphs, so there are more,
+        # and cutting megabytes only to refuse them would be slow.
+        pieces = -(-chars // piece_chars)
+        super().__init__(
+            f"{what} has {chars:,} characters (at least {pieces:,} "
+            f"piece{'' if pieces == 1 else 's'} of {piece_chars:,}, one model write each), "
+            f"above the ingestion cap of {max_chars:,} (ingest.max_chars); {fix}"
+        )
         self.chars = chars
         self.max_chars = max_chars
+        self.piece_chars = piece_chars
+
+    def reworded(self, what: str, fix: str) -> TextTooLongError:
+        """The same refusal, naming the text ``what`` and with ``fix``."""
+        return TextTooLongError(
+            chars=self.chars,
+            max_chars=self.max_chars,
+            piece_chars=self.piece_chars,
+            what=what,
+            fix=fix,
+        )
 
 
-def check_size(
+def check_ingestion(
+    settings: Settings,
     text: str,
-    max_chars: int,
     *,
-    piece_chars: int,
-    what: str = "the text",
-    fix: str = "split it, or raise the cap (`[ingest] max_chars` in the config file, "
-    "max_chars= in Python)",
-) -> None:
-    """Refuse ``text`` when it is longer than ``max_chars``, in one line naming its size, the
-    cap, what it would have cost in model writes and ``fix``.
+    confidence: float | None = None,
+    max_chars: int | None = None,
+    max_cost_usd: float | None = None,
+) -> tuple[str, float | None]:
+    """What :meth:`Ingestor.ingest` checks before any model call, so that a caller can refuse a
+    text before it opens an :class:`Ingestor` (the sandbox, the graph): return ``text``
+    stripped and the cost cap that applies to it (``max_cost_usd``, else
+    ``settings.ingest``'s, as ``max_chars``).
 
     Raises:
-        TextTooLongError: the text is over the cap.
+        UsageError: empty text, a confidence outside 0–1, a cap that is not above 0.
+        TextTooLongError: the text is longer than ``max_chars``.
     """
-    if len(text) <= max_chars:
-        return
-    # A lower bound, not split_text's count: pieces end at paragraphs, so there are more, and
-    # cutting megabytes only to refuse them would be slow.
-    pieces = -(-len(text) // piece_chars)
-    raise TextTooLongError(
-        f"{what} has {len(text):,} characters (at least {pieces:,} "
-        f"piece{'' if pieces == 1 else 's'} of {piece_chars:,}, one model write each), above "
-        f"the ingestion cap of {max_chars:,} (ingest.max_chars); {fix}",
-        chars=len(text),
-        max_chars=max_chars,
-    )
+    text = text.strip()
+    if not text:
+        raise UsageError("the text to ingest is empty; pass a file with content or text")
+    if confidence is not None and not 0 <= confidence <= 1:
+        raise UsageError(f"confidence must be within 0..1, not {confidence}")
+    caps = settings.ingest
+    max_chars = caps.max_chars if max_chars is None else max_chars
+    max_cost_usd = caps.max_cost_usd if max_cost_usd is None else max_cost_usd
+    if max_chars < 1:
+        raise UsageError(f"max_chars must be 1 or more, not {max_chars}")
+    if max_cost_usd is not None and not max_cost_usd > 0:
+        raise UsageError(f"max_cost_usd must be above 0, not {max_cost_usd}")
+    if len(text) > max_chars:
+        raise TextTooLongError(
+            chars=len(text), max_chars=max_chars, piece_chars=settings.tools.max_output_chars
+        )
+    return text, max_cost_usd
 
 
 def part_ranges(numbers: Sequence[int]) -> str:
@@ -369,21 +409,14 @@ class Ingestor:
                 price is unknown (the cap could not see the cost); nothing was asked.
             ConfigError, LLMError: the model cannot be used (nothing was written).
         """
-        text = text.strip()
-        if not text:
-            raise UsageError("the text to ingest is empty; pass a file with content or text")
-        if confidence is not None and not 0 <= confidence <= 1:
-            raise UsageError(f"confidence must be within 0..1, not {confidence}")
-        caps = self.settings.ingest
-        max_chars = caps.max_chars if max_chars is None else max_chars
-        max_cost_usd = caps.max_cost_usd if max_cost_usd is None else max_cost_usd
-        if max_chars < 1:
-            raise UsageError(f"max_chars must be 1 or more, not {max_chars}")
-        if max_cost_usd is not None and not max_cost_usd > 0:
-            raise UsageError(f"max_cost_usd must be above 0, not {max_cost_usd}")
-        piece_chars = self.settings.tools.max_output_chars
-        check_size(text, max_chars, piece_chars=piece_chars)
-        parts = split_text(text, piece_chars)
+        text, max_cost_usd = check_ingestion(
+            self.settings,
+            text,
+            confidence=confidence,
+            max_chars=max_chars,
+            max_cost_usd=max_cost_usd,
+        )
+        parts = split_text(text, self.settings.tools.max_output_chars)
         if max_cost_usd is not None and len(parts) > 1:
             self._check_priced(max_cost_usd)
         base = result_key or f"{self.run_id}/{uuid.uuid4()}"
