@@ -120,7 +120,8 @@ class PollResult:
     error: str | None = None
 
     def __post_init__(self) -> None:
-        # The error names files and entries, which may carry the same unstorable characters.
+        # The error names files and entries, which may carry the same unstorable characters;
+        # it is stored and shown (logged, printed), so it is cleaned here, once.
         if self.error is not None:
             object.__setattr__(self, "error", storable_text(self.error))
 
@@ -223,8 +224,8 @@ def _feed_file_spec(text: str, path: Path, max_mb: float) -> dict[str, Any]:
     problem = _parse_feed(body, resolved.as_uri(), None).problem
     if problem is not None:
         raise UsageError(
-            f"--rss {storable_text(text)!r} {problem}; name a feed file (documents that are not "
-            "feeds go in a --dir folder)"
+            f"--rss {text!r} {problem}; name a feed file (documents that are not feeds go in "
+            "a --dir folder)"
         )
     return {"path": str(resolved)}
 
@@ -519,6 +520,7 @@ def _parse_feed(body: bytes, url: str, content_type: str | None) -> _ParsedFeed:
     # No recognised format (an HTML page) or a parse failure, and nothing to show for it.
     if not entries and not skipped and (parsed.get("bozo") or not parsed.get("version")):
         reason = parsed.get("bozo_exception")
+        # Cleaned here: the problem is a UsageError's text too (parse_source_spec).
         detail = f" ({one_line(storable_text(str(reason)), 120)})" if reason else ""
         return _ParsedFeed([], [], f"is not a readable RSS or Atom feed{detail}")
     return _ParsedFeed(entries, skipped)
@@ -590,7 +592,8 @@ def _xml_safe(body: bytes, content_type: str | None) -> tuple[bytes, str | None]
 
 
 def _entry_key(entry: Mapping[str, Any], feed_url: str) -> str:
-    """An entry's id: its guid (a feed-local one scoped by the feed's URL), else its link."""
+    """An entry's id: its guid (a feed-local one scoped by the feed's URL), else its link;
+    storable, as the cursor that remembers it compares it with what it stored."""
     guid = storable_text(str(entry.get("id") or "")).strip()
     if guid and ":" not in guid:
         guid = f"{feed_url}#{guid}"  # "42" means something only within its feed
@@ -598,7 +601,7 @@ def _entry_key(entry: Mapping[str, Any], feed_url: str) -> str:
 
 
 def _feed_item(entry: Mapping[str, Any], feed_url: str) -> SourceItem:
-    link = storable_text(str(entry.get("link") or "")).strip()
+    link = str(entry.get("link") or "").strip()
     title = _clean_line(str(entry.get("title") or ""))
     body = _entry_text(entry)
     text = "\n\n".join(part for part in (title, body) if part)
@@ -747,7 +750,6 @@ class _FolderScan:
     async def visit(self, candidate: Path) -> None:
         """Look at one file: an item when it is new or changed and readable."""
         key = _path_key(candidate)
-        name = storable_text(candidate.name)
         try:
             # lstat: a quick look that follows no link; only the open in _load decides what
             # is read.
@@ -776,7 +778,7 @@ class _FolderScan:
             self.problems.append(f"{down}; documents other than text wait for the next poll")
             return
         except OSError as error:  # the private copy for the parser could not be written
-            self.problems.append(f"cannot read {name} ({error.strerror or error})")
+            self.problems.append(f"cannot read {candidate.name} ({error.strerror or error})")
             return
         except _Unreadable as unreadable:
             self._failed(key, digest, [stat.st_size, stat.st_mtime_ns, digest], str(unreadable))
@@ -784,12 +786,12 @@ class _FolderScan:
         self.files[key] = [stat.st_size, stat.st_mtime_ns, digest]
         self.failures.pop(key, None)
         if not text.strip():
-            self.problems.append(f"{name} has no text (a scanned PDF?); skipped")
+            self.problems.append(f"{candidate.name} has no text (a scanned PDF?); skipped")
             return
         self.items.append(
             SourceItem(
                 item_id=f"{key}#sha256:{digest}",
-                title=title or name,
+                title=title or candidate.name,
                 text=_capped(text),
                 source_ref=key,
                 published_at=datetime.fromtimestamp(stat.st_mtime, UTC),
@@ -802,7 +804,6 @@ class _FolderScan:
     ) -> tuple[os.stat_result, bytes] | None:
         """The file's status and bytes, if it is a file inside the folder within the cap;
         else ``None``, the reason noted."""
-        name = storable_text(candidate.name)
         cap_mb = self.settings.tools.max_download_mb
         try:
             stat, content = _read_inside(candidate, self.root, int(cap_mb * 1024 * 1024))
@@ -812,11 +813,13 @@ class _FolderScan:
         except FileNotFoundError:
             return None  # removed meanwhile
         except OSError as error:
-            self.problems.append(f"cannot read {name} ({error.strerror or error})")
+            self.problems.append(f"cannot read {candidate.name} ({error.strerror or error})")
             return None
         if content is None:
             if not (known and known[2] is None):  # said once, not every poll
-                self.problems.append(f"{name} is over the {cap_mb} MB cap (tools.max_download_mb)")
+                self.problems.append(
+                    f"{candidate.name} is over the {cap_mb} MB cap (tools.max_download_mb)"
+                )
             self.files[key] = [stat.st_size, stat.st_mtime_ns, None]
             return None
         return stat, content
@@ -946,9 +949,9 @@ def _path_key(path: Path) -> str:
 def _shown(folder: Path, path: Path | str) -> str:
     """``path`` relative to the watched folder, for a problem line."""
     try:
-        return storable_text(str(Path(path).relative_to(folder))) if Path(path) != folder else "."
+        return str(Path(path).relative_to(folder)) if Path(path) != folder else "."
     except ValueError:
-        return storable_text(str(path))
+        return str(path)
 
 
 class _Unreadable(Exception):
@@ -1163,7 +1166,7 @@ def html_to_text(fragment: str) -> str:
     except (AssertionError, ValueError):  # HTMLParser's own failures on broken markup
         from kgot.tools.text import strip_markup
 
-        return storable_text(strip_markup(fragment))
+        return strip_markup(fragment)
     return _clean_text("".join(collector.parts))
 
 
@@ -1171,9 +1174,8 @@ _SPACES = re.compile(r"[ \t\f\v\r\u00a0]+")
 
 
 def _clean_text(text: str) -> str:
-    """Spaces collapsed within lines, blank lines collapsed to one, ends trimmed; NULs and
-    lone surrogates replaced (:func:`~kgot.persistence.storable.storable_text`)."""
-    lines = [_SPACES.sub(" ", line).strip() for line in storable_text(text).split("\n")]
+    """Spaces collapsed within lines, blank lines collapsed to one, ends trimmed."""
+    lines = [_SPACES.sub(" ", line).strip() for line in text.split("\n")]
     out: list[str] = []
     for line in lines:
         if line or (out and out[-1]):
@@ -1197,6 +1199,7 @@ def _capped(text: str) -> str:
 
 
 def _content_id(text: str) -> str:
+    # Of the text as the item stores it: a lone surrogate has no UTF-8 to hash.
     return "sha256:" + hashlib.sha256(storable_text(text).encode("utf-8")).hexdigest()
 
 
