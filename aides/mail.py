@@ -8,9 +8,10 @@ written out as a header break, so the value injects headers of its own (``Reply-
 
 The headers here are never parsed: each is an object the policy stores and folds as it is (a
 value with a ``name`` attribute is "a header object" to :class:`email.policy.EmailPolicy`; its
-``fold`` writes the line). Their text is literal: control characters (CR, LF, …) become spaces,
-and a value that is not plain printable ASCII, or that holds ``=?``, is written as encoded words
-made here (:class:`email.header.Header`), whose decoding gives back exactly the literal text.
+``fold`` writes the line). Their text is literal: control characters (CR, LF, …), line
+separators and the other characters :func:`kgot.retrying.one_line` drops become spaces, and a
+value that is not plain printable ASCII, or that holds ``=?``, is written as encoded words made
+here (:class:`email.header.Header`), whose decoding gives back exactly the literal text.
 So whatever the interpreter, no value can start a header, and a reader sees the text as given.
 """
 
@@ -21,22 +22,19 @@ from collections.abc import Iterable
 from email.header import Header
 from typing import TYPE_CHECKING
 
+from kgot.retrying import one_line
+
 if TYPE_CHECKING:
     from email.policy import Policy
 
-__all__ = ["AddressHeader", "TextHeader", "literal_text"]
+__all__ = ["AddressHeader", "TextHeader"]
 
 # Control characters and the Unicode line and paragraph separators: str.splitlines() breaks a
-# value at every one of them (so does the email package), and none belongs in a header.
+# value at every one of them (so does the email package), and none belongs in an address.
 _BREAKS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _PLAIN = re.compile(r"[\x20-\x7e]*")
 MAX_LINE = 78  # RFC 5322's recommended line length; the hard limit is 998
-
-
-def literal_text(value: str) -> str:
-    """``value`` as one header line's worth of text: control characters and line separators
-    become spaces, runs of spaces one space, no space at either end."""
-    return " ".join(_BREAKS.sub(" ", value).split())
+MAX_TEXT = 200  # characters of a text header's value; a longer one is cut with an ellipsis
 
 
 def _needs_encoding(text: str) -> bool:
@@ -46,8 +44,10 @@ def _needs_encoding(text: str) -> bool:
 
 
 class TextHeader(str):
-    """An unstructured header (Subject, X-…): its ``str`` is the literal text; it is written as
-    that text when plain, else as UTF-8 encoded words that decode back to it.
+    """An unstructured header (Subject, X-…): its ``str`` is the literal text, ``value`` as one
+    line (:func:`~kgot.retrying.one_line`: control characters and line separators become
+    spaces, runs of spaces one space) of at most ``limit`` characters; it is written as that
+    text when plain, else as UTF-8 encoded words that decode back to it.
 
     Set it on an :class:`email.message.EmailMessage`: ``message["Subject"] = TextHeader(
     "Subject", text)``.
@@ -55,8 +55,8 @@ class TextHeader(str):
 
     name: str
 
-    def __new__(cls, name: str, value: str) -> TextHeader:
-        header = super().__new__(cls, literal_text(value))
+    def __new__(cls, name: str, value: str, limit: int = MAX_TEXT) -> TextHeader:
+        header = super().__new__(cls, one_line(value, limit))
         header.name = name
         return header
 

@@ -622,17 +622,18 @@ def _email(spec: Mapping[str, Any], message: Mapping[str, Any], delivery_key: st
     email = EmailMessage()
     aide = message.get("aide")
     subject = message.get("subject") or (f"kgot aide {aide}" if aide else "kgot aide report")
-    # Every header is literal text that the email package stores and writes as it is, never
-    # parsing it: an encoded word in an aide's name or a subject ("=?utf-8?q?x=0D=0A
-    # Reply-To:…?=") would otherwise be decoded into a header break (CVE-2024-6923).
-    email["Subject"] = TextHeader("Subject", one_line(str(subject), 200))
+    # Every header is literal text (one line, 200 characters at most) that the email package
+    # stores and writes as it is, never parsing it: an encoded word in an aide's name or a
+    # subject ("=?utf-8?q?x=0D=0AReply-To:…?=") would otherwise be decoded into a header break
+    # (CVE-2024-6923).
+    email["Subject"] = TextHeader("Subject", str(subject))
     email["From"] = AddressHeader("From", [str(spec["from"])])
     email["To"] = AddressHeader("To", [str(address) for address in spec["to"]])
     email["Date"] = TextHeader("Date", formatdate(localtime=False))
     # The same delivery always has the same Message-ID, so a mail client shows a repeat once.
     digest = hashlib.sha256(delivery_key.encode("utf-8")).hexdigest()[:32]
     email["Message-ID"] = TextHeader("Message-ID", f"<{digest}@kgot.invalid>")
-    email[DELIVERY_HEADER] = TextHeader(DELIVERY_HEADER, one_line(delivery_key, 200))
+    email[DELIVERY_HEADER] = TextHeader(DELIVERY_HEADER, delivery_key)
     text = message.get("text") or message.get("digest")
     if not isinstance(text, str) or not text.strip():
         shown = {k: v for k, v in message.items() if k != "subject"}
