@@ -1,5 +1,6 @@
-"""Fixtures for the aide tests: the persistence tests' fresh stores (SQLite and PostgreSQL) and
-the controller tests' settings (a scripted model stands in for the LLM)."""
+"""Fixtures for the aide tests: the persistence tests' fresh stores (SQLite and PostgreSQL),
+the controller tests' settings (a scripted model stands in for the LLM) and a loopback SMTP
+server (``mail``)."""
 
 from __future__ import annotations
 
@@ -12,3 +13,4 @@ from kgot.tests.persistence.conftest import (  # noqa: F401  (fixtures, found by
     store,
     store_url,
 )
+from kgot.tests.support.smtp_server import mail  # noqa: F401  (fixture, found by name)

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import email
 import re
-import socket
-from collections.abc import Iterator
 from email.header import decode_header, make_header
 from email.message import Message
 from email.policy import default as default_policy
@@ -23,6 +21,7 @@ from kgot.config import Settings, ToolsSettings
 from kgot.persistence import Store
 from kgot.retrying import RetryPolicy
 from kgot.tests.aides.aide_scripts import inbox, model
+from kgot.tests.support.smtp_server import MailHandler
 
 ENCODED_WORD = "=?utf-8?q?x=0D=0AReply-To:_evil@example.com?="
 B_WORD = "=?utf-8?b?QWNtZQ0KQmNjOiB4QGV4YW1wbGUuY29t?="  # "Acme\r\nBcc: x@example.com"
@@ -39,33 +38,6 @@ HEADERS = {
     "MIME-Version",
 }
 FAST = RetryPolicy(max_retries=1, backoff_base=0.01, backoff_max=0.05, jitter=False)
-
-
-class Inbox:
-    """aiosmtpd handler: keeps every message it accepts (sender, recipients, raw bytes)."""
-
-    def __init__(self) -> None:
-        self.messages: list[tuple[str, list[str], bytes]] = []
-
-    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
-        self.messages.append((envelope.mail_from, list(envelope.rcpt_tos), envelope.content))
-        return "250 Message accepted for delivery"
-
-
-@pytest.fixture
-def mail() -> Iterator[tuple[Inbox, int]]:
-    from aiosmtpd.controller import Controller
-
-    handler = Inbox()
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    controller = Controller(handler, hostname="127.0.0.1", port=port)
-    controller.start()
-    try:
-        yield handler, port
-    finally:
-        controller.stop()
 
 
 def _spec(port: int) -> dict[str, Any]:
@@ -94,7 +66,7 @@ def _only_our_headers(raw: bytes) -> Message:
 
 
 def test_an_aide_named_with_an_encoded_word_sends_its_name_not_a_header(
-    tmp_path: Path, store: Store, settings: Settings, mail: tuple[Inbox, int]
+    tmp_path: Path, store: Store, settings: Settings, mail: tuple[MailHandler, int]
 ) -> None:
     handler, port = mail
     scripted = model()
@@ -135,7 +107,7 @@ def test_an_aide_named_with_an_encoded_word_sends_its_name_not_a_header(
     ],
 )
 def test_a_subject_is_sent_as_its_literal_text(
-    mail: tuple[Inbox, int], subject: str, shown: str
+    mail: tuple[MailHandler, int], subject: str, shown: str
 ) -> None:
     handler, port = mail
     payload = {"aide": "research", "subject": subject, "text": "Acme grew 12 %."}
@@ -160,7 +132,7 @@ def test_a_subject_is_sent_as_its_literal_text(
     assert isinstance(body, bytes) and body.decode().strip() == "Acme grew 12 %."
 
 
-def test_a_delivery_key_with_an_encoded_word_stays_its_text(mail: tuple[Inbox, int]) -> None:
+def test_a_delivery_key_with_an_encoded_word_stays_its_text(mail: tuple[MailHandler, int]) -> None:
     handler, port = mail
     key = f"aide 1/{ENCODED_WORD}"
 

@@ -26,6 +26,7 @@ from kgot.aides.outputs import (
 from kgot.config import Settings, ToolsSettings
 from kgot.errors import UsageError
 from kgot.retrying import RetryPolicy
+from kgot.tests.support.smtp_server import MailHandler
 from kgot.tests.tools.tool_fixtures import FixtureServer, Request, Response
 
 PAYLOAD = {"aide": "research", "cycle": 7, "subject": "Acme digest", "text": "Acme grew 12 %."}
@@ -367,46 +368,6 @@ def test_webhook_with_its_secret_variable_unset_sends_nothing(web: FixtureServer
 
 
 # --------------------------------------------------------------------------- SMTP
-
-
-class MailHandler:
-    """aiosmtpd handler: keeps what it accepts, can ask for a later try or refuse a rcpt."""
-
-    def __init__(self) -> None:
-        self.messages: list[tuple[str, list[str], bytes]] = []
-        self.busy_times = 0
-        self.unknown = {"nobody@example.com"}
-
-    async def handle_RCPT(
-        self, server: Any, session: Any, envelope: Any, address: str, options: list[str]
-    ) -> str:
-        if address in self.unknown:
-            return "550 no such user here"
-        envelope.rcpt_tos.append(address)
-        return "250 OK"
-
-    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
-        if self.busy_times:
-            self.busy_times -= 1
-            return "451 mailbox busy, try again later"
-        self.messages.append((envelope.mail_from, list(envelope.rcpt_tos), envelope.content))
-        return "250 Message accepted for delivery"
-
-
-@pytest.fixture
-def mail() -> Iterator[tuple[MailHandler, int]]:
-    from aiosmtpd.controller import Controller
-
-    handler = MailHandler()
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    controller = Controller(handler, hostname="127.0.0.1", port=port)
-    controller.start()
-    try:
-        yield handler, port
-    finally:
-        controller.stop()
 
 
 def test_smtp_sends_a_plain_text_digest_and_retries_a_busy_server(
