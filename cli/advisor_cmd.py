@@ -4,9 +4,7 @@ briefings, alerts, questions and prices."""
 from __future__ import annotations
 
 import asyncio
-import json
 import math
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from kgot.cli.common import printable, settings_from
+from kgot.cli.common import confirm_irreversible, print_json, printable, settings_from
 from kgot.cli.store_cmd import DbOption, JsonOption, opened_store
 from kgot.errors import UsageError
 
@@ -68,39 +66,6 @@ def _advisor(ctx: typer.Context, db: str | None, name: str) -> Iterator[tuple[St
             f"no aide named {name!r}; create it with `kgot aide create {name} --entity E "
             "--program advisor`"
         ) from None
-
-
-def print_json(value: Any) -> None:
-    """Write one JSON document to stdout, strictly: JSON has no Infinity or NaN (a strict
-    reader refuses them), so a number that is not finite is refused with the path to it
-    instead of printed. New input cannot make one (holdings.py); a row stored before that
-    could."""
-    try:
-        text = json.dumps(value, ensure_ascii=False, indent=2, default=str, allow_nan=False)
-    except ValueError:
-        where, number = _not_finite(value) or ("$", math.nan)
-        raise UsageError(
-            f"cannot print {where} = {number!r} as JSON: it is not a finite number (stored "
-            "before kgot refused such numbers); correct it and ask again"
-        ) from None
-    sys.stdout.write(text + "\n")
-
-
-def _not_finite(value: Any, where: str = "$") -> tuple[str, float] | None:
-    """The JSON path and value of the first number in ``value`` that is not finite."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return where, value
-    if isinstance(value, dict):
-        items: Any = ((f"{where}.{key}", item) for key, item in value.items())
-    elif isinstance(value, list | tuple):
-        items = ((f"{where}[{n}]", item) for n, item in enumerate(value))
-    else:
-        return None
-    for path, item in items:
-        found = _not_finite(item, path)
-        if found is not None:
-            return found
-    return None
 
 
 # ---------------------------------------------------------------------------- users
@@ -210,9 +175,7 @@ def user_update(
     from kgot.aides.advisor.api import update_user
     from kgot.aides.advisor.records import UNSET, get_user
 
-    limits: dict[str, str | None] = {
-        key: value or None for key, value in _thresholds(threshold or []).items()
-    }
+    limits = _thresholds(threshold) if threshold else None  # NAME= drops (records.py)
     with _advisor(ctx, db, name) as (store, aide):
         before = get_user(store, aide, user)
         after = update_user(
@@ -224,7 +187,7 @@ def user_update(
             horizon=UNSET if horizon is None else horizon,
             goals=goal,
             preferences=preference,
-            thresholds=limits if threshold else None,
+            thresholds=limits,
         )
     old, new = before.profile(), after.profile()
     changes = [
@@ -257,17 +220,11 @@ def user_remove(
     from kgot.aides.advisor.api import remove_user, user_rows
 
     with _advisor(ctx, db, name) as (store, aide):
-        found = user_rows(store, aide, user)  # an unknown user fails before any question
-        if not yes:
-            if not sys.stdin.isatty():
-                raise UsageError(
-                    f"removing user {user!r} of advisor {name!r} ({found.describe()}) cannot "
-                    "be undone; pass --yes to confirm"
-                )
-            typer.confirm(
-                f"Remove user {user!r} of advisor {name!r} with {found.describe()}? This "
-                "cannot be undone",
-                abort=True,
+        if not yes:  # an unknown user fails before any question
+            found = user_rows(store, aide, user).describe()
+            confirm_irreversible(
+                f"removing user {user!r} of advisor {name!r} ({found})",
+                f"Remove user {user!r} of advisor {name!r} with {found}?",
             )
         removed = remove_user(store, aide, user)
     typer.echo(

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from kgot.cli.common import print_json, printable, settings_from
+from kgot.cli.common import confirm_irreversible, print_json, printable, settings_from
 from kgot.cli.store_cmd import DbOption, JsonOption, opened_store
 from kgot.errors import ConfigError, KgotError, UsageError
 
@@ -468,15 +468,9 @@ def delete(
                 f"{records.count_of(items, 'item')}, "
                 f"{records.count_of(len(aide.outputs()), 'output')}"
             )
-            # As `kgot entities delete`: no question a script could not answer; it says --yes.
-            if not sys.stdin.isatty():
-                raise UsageError(
-                    f"deleting aide {name!r} ({recorded}) cannot be undone; pass --yes to confirm"
-                )
-            typer.confirm(
-                f"Delete aide {name!r} with {recorded}? Entity {aide.entity!r} and its graph "
-                "stay. This cannot be undone",
-                abort=True,
+            confirm_irreversible(
+                f"deleting aide {name!r} ({recorded})",
+                f"Delete aide {name!r} with {recorded}? Entity {aide.entity!r} and its graph stay.",
             )
         aide.delete()
     typer.echo(f"deleted aide {name} (entity {aide.entity} and its graph are kept)")

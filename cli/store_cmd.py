@@ -7,7 +7,6 @@ The store is ``store.db`` from the settings (``KGOT_DB``, ``[store] db`` in the 
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from kgot.cli.common import print_json, printable, settings_from
+from kgot.cli.common import confirm_irreversible, print_json, printable, settings_from
 from kgot.errors import UsageError
 
 if TYPE_CHECKING:
@@ -187,15 +186,10 @@ def entities_delete(
     with opened_store(ctx, db, entity=name) as store:
         info = store.get_entity(name)  # unknown names fail before any question
         if not yes:
-            if not sys.stdin.isatty():
-                raise UsageError(
-                    f"deleting entity {name!r} ({_count(info.nodes, 'node')}, "
-                    f"{_count(info.edges, 'edge')}) cannot be undone; pass --yes to confirm"
-                )
-            typer.confirm(
-                f"Delete entity {name!r} with {_count(info.nodes, 'node')} and "
-                f"{_count(info.edges, 'edge')}? This cannot be undone",
-                abort=True,
+            nodes, edges = _count(info.nodes, "node"), _count(info.edges, "edge")
+            confirm_irreversible(
+                f"deleting entity {name!r} ({nodes}, {edges})",
+                f"Delete entity {name!r} with {nodes} and {edges}?",
             )
         store.delete_entity(name)
     typer.echo(f"deleted entity {name!r}")
