@@ -31,7 +31,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from kgot.errors import UsageError
 from kgot.memory.scoring import parse_instant
@@ -102,18 +102,32 @@ class Alert:
         }
 
 
-def checked_thresholds(given: Mapping[str, Any]) -> dict[str, float]:
-    """Per-user thresholds, checked.
+@overload
+def checked_thresholds(given: Mapping[str, Any]) -> dict[str, float]: ...
+
+
+@overload
+def checked_thresholds(
+    given: Mapping[str, Any], *, drops: Literal[True]
+) -> dict[str, float | None]: ...
+
+
+def checked_thresholds(given: Mapping[str, Any], *, drops: bool = False) -> Mapping[str, Any]:
+    """Per-user thresholds, checked. With ``drops`` (a change to a user's), ``None`` or an
+    empty value is kept as ``None``: drop the user's own, so the risk profile's applies.
 
     Raises:
         UsageError: an unknown name, or a value that is not a number in range.
     """
-    checked: dict[str, float] = {}
+    checked: dict[str, float | None] = {}
     for name, value in given.items():
         if name not in THRESHOLDS:
             raise UsageError(
                 f"unknown alert threshold {name!r}; use one of {', '.join(THRESHOLDS)}"
             )
+        if drops and (value is None or not str(value).strip()):
+            checked[name] = None
+            continue
         try:
             number = float(value)
         except (TypeError, ValueError):

@@ -207,11 +207,8 @@ def remove_positions(
         UsageError: no symbol given, a symbol that is not a ticker, or one the user does not
             hold; nothing removed.
     """
-    if not symbols:
-        raise UsageError("give one or more symbols to remove, e.g. AAPL")
-    row = _aide(store, aide)
-    who = _user(store, row, user)
-    return records.remove_positions(store, row, who, [parse_symbol(s) for s in symbols])
+    row, who, wanted = _symbols(store, aide, user, symbols, "remove, e.g. AAPL")
+    return records.remove_positions(store, row, who, wanted)
 
 
 def positions(store: Store, aide: str | AideRow, user: str | User) -> Portfolio:
@@ -222,11 +219,8 @@ def positions(store: Store, aide: str | AideRow, user: str | User) -> Portfolio:
 
 def watch(store: Store, aide: str | AideRow, user: str | User, symbols: Sequence[str]) -> list[str]:
     """Add symbols to the user's watchlist; the ones that were new."""
-    if not symbols:
-        raise UsageError("give one or more symbols to watch, e.g. NVDA MSFT")
-    row = _aide(store, aide)
-    who = _user(store, row, user)
-    return records.add_watch(store, row, who, [parse_symbol(s) for s in symbols])
+    row, who, wanted = _symbols(store, aide, user, symbols, "watch, e.g. NVDA MSFT")
+    return records.add_watch(store, row, who, wanted)
 
 
 def unwatch(
@@ -237,11 +231,23 @@ def unwatch(
     Raises:
         UsageError: no symbol given, or one the user does not watch; nothing removed.
     """
+    row, who, wanted = _symbols(store, aide, user, symbols, "stop watching, e.g. NVDA")
+    return records.remove_watch(store, row, who, wanted)
+
+
+def _symbols(
+    store: Store, aide: str | AideRow, user: str | User, symbols: Sequence[str], to: str
+) -> tuple[AideRow, User, list[str]]:
+    """The aide, the user and ``symbols`` parsed, for a change to the user's holdings.
+
+    Raises:
+        UsageError: no symbol given ("give one or more symbols to ``to``"), no such aide or
+            user, or a symbol that is not a ticker.
+    """
     if not symbols:
-        raise UsageError("give one or more symbols to stop watching, e.g. NVDA")
+        raise UsageError(f"give one or more symbols to {to}")
     row = _aide(store, aide)
-    who = _user(store, row, user)
-    return records.remove_watch(store, row, who, [parse_symbol(s) for s in symbols])
+    return row, _user(store, row, user), [parse_symbol(s) for s in symbols]
 
 
 # ---------------------------------------------------------------------------- briefings

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -227,11 +227,7 @@ def add_user(
     table = TABLES.advisor_users
     now = utc_now()
     with _write(store) as connection:
-        taken = connection.execute(
-            select(table.c.id).where(table.c.aide_id == aide.id, table.c.name == name)
-        ).scalar()
-        if taken is not None:
-            raise UsageError(f"advisor {aide.name!r} has a user named {name!r} already")
+        _name_free(connection, aide, name)
         connection.execute(
             insert(table).values(
                 entity_id=aide.entity_id,
@@ -239,8 +235,8 @@ def add_user(
                 name=name,
                 risk=risk,
                 horizon=_checked_horizon(horizon),
-                goals=[g.strip() for g in goals if g.strip()],
-                preferences=[p.strip() for p in preferences if p.strip()],
+                goals=_cleaned(goals),
+                preferences=_cleaned(preferences),
                 thresholds=limits,
                 created_at=now,
                 updated_at=now,
@@ -265,10 +261,36 @@ def _checked_risk(risk: str) -> str:
 
 
 def _checked_horizon(horizon: str | None) -> str | None:
-    horizon = (horizon or "").strip() or None
-    if horizon is not None and len(horizon) > 32:  # the column's width (PostgreSQL enforces it)
-        raise UsageError(f"--horizon {horizon[:40]!r} is longer than 32 characters; give e.g. 10y")
+    horizon = _one_line(horizon or "") or None
+    width = TABLES.advisor_users.c.horizon.type.length  # PostgreSQL enforces it
+    if horizon is not None and len(horizon) > width:
+        raise UsageError(
+            f"--horizon {horizon[:40]!r} is longer than {width} characters; give e.g. 10y"
+        )
     return horizon
+
+
+def _one_line(text: str) -> str:
+    """``text`` stripped, its line breaks (and the blanks around them) made one space: a
+    profile's texts stay on one line wherever they are shown (``user update`` says them)."""
+    return " ".join(part.strip() for part in text.splitlines() if part.strip())
+
+
+def _cleaned(texts: Sequence[str]) -> list[str]:
+    """Goals or preferences as stored: each on one line (:func:`_one_line`), blank ones
+    dropped."""
+    return [line for line in map(_one_line, texts) if line]
+
+
+def _name_free(connection: Connection, aide: AideRow, name: str) -> None:
+    """Refuse ``name`` when the advisor has a user of that name already (a new user's, a
+    rename's)."""
+    table = TABLES.advisor_users
+    taken = connection.execute(
+        select(table.c.id).where(table.c.aide_id == aide.id, table.c.name == name)
+    ).scalar()
+    if taken is not None:
+        raise UsageError(f"advisor {aide.name!r} has a user named {name!r} already")
 
 
 def get_user(store: Store, aide: AideRow, name: str) -> User:
@@ -375,32 +397,19 @@ def update_user(
     if horizon is not UNSET:
         values["horizon"] = _checked_horizon(horizon)
     if goals is not None:
-        values["goals"] = [g.strip() for g in goals if g.strip()]
+        values["goals"] = _cleaned(goals)
     if preferences is not None:
-        values["preferences"] = [p.strip() for p in preferences if p.strip()]
-    dropped: set[str] = set()
-    checked: dict[str, float] = {}
-    if thresholds is not None:
-        dropped = {k for k, v in thresholds.items() if v is None or not str(v).strip()}
-        checked = checked_thresholds({k: v for k, v in thresholds.items() if k not in dropped})
-        checked_thresholds(dict.fromkeys(dropped, 0))  # an unknown name is refused all the same
+        values["preferences"] = _cleaned(preferences)
+    changed = None if thresholds is None else checked_thresholds(thresholds, drops=True)
     table = TABLES.advisor_users
     scope = (table.c.id == user.id) & (table.c.aide_id == aide.id)
     with _write(store) as connection:
-        if thresholds is not None:  # merged with the stored ones, read in this transaction
+        if changed is not None:  # merged with the stored ones, read in this transaction
             current = connection.execute(select(table.c.thresholds).where(scope)).scalar()
-            values["thresholds"] = {
-                **{k: v for k, v in dict(current or {}).items() if k not in dropped},
-                **checked,
-            }
+            merged = {**dict(current or {}), **changed}
+            values["thresholds"] = {k: v for k, v in merged.items() if v is not None}
         if "name" in values and values["name"] != user.name:
-            taken = connection.execute(
-                select(table.c.id).where(table.c.aide_id == aide.id, table.c.name == values["name"])
-            ).scalar()
-            if taken is not None:
-                raise UsageError(
-                    f"advisor {aide.name!r} has a user named {values['name']!r} already"
-                )
+            _name_free(connection, aide, values["name"])
             # An output added for one user names them: it must follow the rename, or it
             # would stop receiving (and a later user of the old name would get it).
             for output in _user_outputs(connection, aide, user.name):
@@ -426,27 +435,20 @@ class UserRows:
 
     def describe(self) -> str:
         """``3 positions, 2 watched symbols, 4 briefings, 7 alerts and 1 output``."""
+        from kgot.aides.records import count_of
+
         parts = [
-            _count(self.positions, "position"),
-            _count(self.watchlist, "watched symbol"),
-            _count(self.briefings, "briefing"),
-            _count(self.alerts, "alert"),
-            _count(self.outputs, "output"),
+            count_of(self.positions, "position"),
+            count_of(self.watchlist, "watched symbol"),
+            count_of(self.briefings, "briefing"),
+            count_of(self.alerts, "alert"),
+            count_of(self.outputs, "output"),
         ]
         return ", ".join(parts[:-1]) + f" and {parts[-1]}"
 
 
-def _count(number: int, noun: str) -> str:
-    return f"{number} {noun}{'' if number == 1 else 's'}"
-
-
-def _user_tables() -> tuple[Any, ...]:
-    return (
-        TABLES.advisor_positions,
-        TABLES.advisor_watchlist,
-        TABLES.advisor_briefings,
-        TABLES.advisor_alerts,
-    )
+# The advisor's tables that hold a user's rows, by their :class:`UserRows` field (``advisor_…``).
+_USER_TABLES = ("positions", "watchlist", "briefings", "alerts")
 
 
 def _user_outputs(connection: Connection, aide: AideRow, name: str) -> list[Any]:
@@ -457,60 +459,49 @@ def _user_outputs(connection: Connection, aide: AideRow, name: str) -> list[Any]
     return [row for row in rows if dict(row.spec or {}).get("user") == name]
 
 
-def _user_rows(connection: Connection, aide: AideRow, user: User) -> UserRows:
-    def count(table: Any) -> int:
-        return int(
-            connection.execute(
-                select(func.count())
-                .select_from(table)
-                .where(table.c.aide_id == aide.id, table.c.user_id == user.id)
-            ).scalar_one()
-        )
-
-    return UserRows(
-        positions=count(TABLES.advisor_positions),
-        watchlist=count(TABLES.advisor_watchlist),
-        briefings=count(TABLES.advisor_briefings),
-        alerts=count(TABLES.advisor_alerts),
-        outputs=len(_user_outputs(connection, aide, user.name)),
-    )
-
-
 def user_rows(store: Store, aide: AideRow, user: User) -> UserRows:
     """What the user has in the advisor's tables."""
     with _read(store) as connection:
-        return _user_rows(connection, aide, user)
+
+        def theirs(name: str) -> int:
+            table = getattr(TABLES, f"advisor_{name}")
+            query = select(func.count()).select_from(table)
+            return int(
+                connection.execute(
+                    query.where(table.c.aide_id == aide.id, table.c.user_id == user.id)
+                ).scalar_one()
+            )
+
+        return UserRows(
+            **{name: theirs(name) for name in _USER_TABLES},
+            outputs=len(_user_outputs(connection, aide, user.name)),
+        )
 
 
 def remove_user(store: Store, aide: AideRow, user: User) -> UserRows:
     """Remove a user and everything the advisor keeps of them, in one transaction: profile,
     positions, watchlist, briefings, alerts and the outputs added for them (with their
     delivery log). Every statement names the aide and the user; another user's or another
-    aide's rows are never touched. Returns what was removed."""
-    users_table = TABLES.advisor_users
+    aide's rows are never touched. Returns what was removed (the deletes' row counts)."""
     with _write(store) as connection:
-        found = _user_rows(connection, aide, user)
+
+        def removed(table: Any, *where: Any) -> int:
+            statement = delete(table).where(table.c.aide_id == aide.id, *where)
+            return int(connection.execute(statement).rowcount)
+
+        def theirs(name: str) -> int:
+            table = getattr(TABLES, f"advisor_{name}")
+            return removed(table, table.c.user_id == user.id)
+
         # The children first, explicitly: the foreign keys would cascade, but a removal
         # that is scoped in its own statements does not depend on them.
-        for table in _user_tables():
-            connection.execute(
-                delete(table).where(table.c.aide_id == aide.id, table.c.user_id == user.id)
-            )
-        outputs = [row.id for row in _user_outputs(connection, aide, user.name)]
-        if outputs:
-            deliveries, table = TABLES.aide_deliveries, TABLES.aide_outputs
-            connection.execute(
-                delete(deliveries).where(
-                    deliveries.c.aide_id == aide.id, deliveries.c.output_id.in_(outputs)
-                )
-            )
-            connection.execute(
-                delete(table).where(table.c.aide_id == aide.id, table.c.id.in_(outputs))
-            )
-        connection.execute(
-            delete(users_table).where(users_table.c.id == user.id, users_table.c.aide_id == aide.id)
-        )
-    return found
+        counts = {name: theirs(name) for name in _USER_TABLES}
+        outputs, log = TABLES.aide_outputs, TABLES.aide_deliveries
+        ids = [row.id for row in _user_outputs(connection, aide, user.name)]
+        removed(log, log.c.output_id.in_(ids))
+        counts["outputs"] = removed(outputs, outputs.c.id.in_(ids))
+        removed(TABLES.advisor_users, TABLES.advisor_users.c.id == user.id)
+    return UserRows(**counts)
 
 
 # ---------------------------------------------------------------------------- positions
@@ -641,24 +632,15 @@ def remove_positions(
     """Remove the user's positions in ``symbols`` (all or none); the positions removed.
 
     Raises:
-        UsageError: the user holds one of them not; nothing removed.
+        UsageError: the user does not hold one of them; nothing removed.
     """
-    table = TABLES.advisor_positions
-    wanted = list(dict.fromkeys(symbols))
-    with _write(store) as connection:
-        scope = (table.c.aide_id == aide.id) & (table.c.user_id == user.id)
-        rows = {row.symbol: row for row in connection.execute(select(table).where(scope))}
-        missing = [s for s in wanted if s not in rows]
-        if missing:
-            held = f"positions: {', '.join(sorted(rows))}" if rows else "no positions at all"
-            raise UsageError(
-                f"{user.name} has no {', '.join(missing)} position ({held}); nothing removed"
-            )
-        connection.execute(delete(table).where(scope, table.c.symbol.in_(wanted)))
-    return [
-        Position(s, float(rows[s].shares), rows[s].avg_cost, as_utc(rows[s].added_at))
-        for s in wanted
-    ]
+
+    def refusal(missing: str, held: list[str]) -> str:
+        have = f"positions: {', '.join(held)}" if held else "no positions at all"
+        return f"{user.name} has no {missing} position ({have}); nothing removed"
+
+    rows = _remove_symbols(store, aide, user, TABLES.advisor_positions, symbols, refusal=refusal)
+    return [Position(r.symbol, float(r.shares), r.avg_cost, as_utc(r.added_at)) for r in rows]
 
 
 def remove_watch(store: Store, aide: AideRow, user: User, symbols: Sequence[str]) -> list[str]:
@@ -667,19 +649,39 @@ def remove_watch(store: Store, aide: AideRow, user: User, symbols: Sequence[str]
     Raises:
         UsageError: the user does not watch one of them; nothing removed.
     """
-    table = TABLES.advisor_watchlist
+
+    def refusal(missing: str, watched: list[str]) -> str:
+        have = f"watchlist: {', '.join(watched)}" if watched else "empty watchlist"
+        return f"{user.name} does not watch {missing} ({have}); nothing removed"
+
+    rows = _remove_symbols(store, aide, user, TABLES.advisor_watchlist, symbols, refusal=refusal)
+    return [row.symbol for row in rows]
+
+
+def _remove_symbols(
+    store: Store,
+    aide: AideRow,
+    user: User,
+    table: Any,
+    symbols: Sequence[str],
+    *,
+    refusal: Callable[[str, list[str]], str],
+) -> list[Any]:
+    """Delete the user's rows of ``table`` (positions, watchlist) for ``symbols``, all or
+    none, in one transaction; the rows removed, in the order given.
+
+    Raises:
+        UsageError: ``refusal(the symbols missing, the symbols there are)``; nothing removed.
+    """
     wanted = list(dict.fromkeys(symbols))
     with _write(store) as connection:
         scope = (table.c.aide_id == aide.id) & (table.c.user_id == user.id)
-        have = set(connection.execute(select(table.c.symbol).where(scope)).scalars())
-        missing = [s for s in wanted if s not in have]
+        rows = {row.symbol: row for row in connection.execute(select(table).where(scope))}
+        missing = [s for s in wanted if s not in rows]
         if missing:
-            watched = f"watchlist: {', '.join(sorted(have))}" if have else "empty watchlist"
-            raise UsageError(
-                f"{user.name} does not watch {', '.join(missing)} ({watched}); nothing removed"
-            )
+            raise UsageError(refusal(", ".join(missing), sorted(rows)))
         connection.execute(delete(table).where(scope, table.c.symbol.in_(wanted)))
-    return wanted
+    return [rows[s] for s in wanted]
 
 
 # ---------------------------------------------------------------------------- briefings

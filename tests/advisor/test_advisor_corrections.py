@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from sqlalchemy import insert, select
+from sqlalchemy import select
 
 from kgot.aides import create_aide
 from kgot.aides import records as aide_records
@@ -22,6 +22,8 @@ from kgot.cli.main import main
 from kgot.errors import UsageError
 from kgot.persistence import Store, open_store
 from kgot.persistence.schema import TABLES
+from kgot.tests.support.command_line import refused as _refused
+from kgot.tests.support.command_line import run_cli as _run
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 ADVISOR_TABLES = (
@@ -65,24 +67,14 @@ def _fill(store: Store, aide: str, user: str, symbol: str) -> None:
         now=NOW,
     )
     output = api.add_user_output(store, row, who, "jsonl", f"/tmp/{aide}-{user}.jsonl")
-    # The delivery log's rows, written as the log writes them (the columns every schema
-    # version has), not through the runtime's delivery code, which is not under test here.
-    deliveries = TABLES.aide_deliveries
-    with store._write() as connection:
-        for key in (f"aide {row.id}/briefing {made.id}", f"aide {row.id}/alert {alert.id}"):
-            connection.execute(
-                insert(deliveries).values(
-                    entity_id=row.entity_id,
-                    aide_id=row.id,
-                    output_id=output,
-                    delivery_key=key,
-                    cycle_id=None,
-                    ok=1,
-                    attempts=1,
-                    error=None,
-                    delivered_at=NOW,
-                )
-            )
+    # The delivery log's rows, as a worker logs a delivery: claimed, then its try recorded.
+    for key in (f"aide {row.id}/briefing {made.id}", f"aide {row.id}/alert {alert.id}"):
+        assert aide_records.claim_delivery(
+            store, row, output, key, 1, owner="worker", now=NOW, at_most_once=False
+        )
+        aide_records.record_delivery(
+            store, output, key, owner="worker", ok=True, error=None, now=NOW
+        )
 
 
 @pytest.fixture
@@ -124,19 +116,6 @@ def _rows(store_url: str, *, but: tuple[str, str] | None = None) -> dict[str, li
                     )
                 ]
     return found
-
-
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    code = main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def _refused(result: tuple[int, str, str], said: str) -> None:
-    code, _, err = result
-    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
-    assert said in err, err
 
 
 def _held(db: list[str], capsys: pytest.CaptureFixture[str], aide: str, user: str) -> dict:
@@ -258,6 +237,7 @@ def test_user_update_changes_only_the_options_given(
         ((), "nothing to change; give --rename, --risk"),
         (("--risk", "yolo"), "--risk 'yolo' is not one of"),
         (("--threshold", "speed=3"), "unknown alert threshold 'speed'"),
+        (("--threshold", "speed="), "unknown alert threshold 'speed'"),  # not even to drop
         (("--threshold", "impact_max_age_days=inf"), "must be 0 to 3650, not 'inf'"),
         (("--rename", "bob"), "advisor 'adv' has a user named 'bob' already"),
         (("--rename", "a b"), "user name 'a b' must be"),
@@ -270,6 +250,50 @@ def test_user_update_changes_only_the_options_given(
     )
     assert profile("adv", "alice")["risk"] == "aggressive"  # nothing half-changed
     assert _rows(store_url, but=("adv", "alice")) == others
+
+
+def test_profile_texts_given_on_several_lines_are_kept_on_one(
+    advisors: list[str], store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A goal, preference or horizon with line breaks (pasted) is stored on one line, so
+    `user update` says what changed in one line, as it says everything."""
+    db = advisors
+    with open_store(store_url) as store:
+        carol = api.add_user(
+            store, "adv", "carol", horizon="10y\n", goals=["retire\r\n at 60", " \n "]
+        )
+    assert (carol.horizon, carol.goals) == ("10y", ("retire at 60",))
+    code, out, err = _run(
+        capsys,
+        "aide",
+        "user",
+        "update",
+        "adv",
+        "carol",
+        "--goal",
+        "a house\nkgot: error: not really",
+        "--pref",
+        "esg\u2028dividends",
+        "--horizon",
+        "5y\n\n",
+        *db,
+    )
+    assert code == 0, err
+    assert out == (
+        "updated user carol of advisor adv: horizon 10y -> 5y; goals retire at 60 -> a house "
+        "kgot: error: not really; preferences (none) -> esg dividends\n"
+    )
+
+
+def test_a_user_with_nothing_but_a_profile_is_removed(advisors: list[str], store_url: str) -> None:
+    with open_store(store_url) as store:
+        api.add_user(store, "adv", "carol")
+        before = _rows(store_url)
+        assert api.remove_user(store, "adv", "carol") == records.UserRows()
+    assert _rows(store_url) == {
+        **before,
+        "advisor_users": [r for r in before["advisor_users"] if "carol" not in r],
+    }
 
 
 def test_a_renamed_user_keeps_their_own_output(advisors: list[str], store_url: str) -> None:
