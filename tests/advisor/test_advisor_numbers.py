@@ -18,40 +18,13 @@ from kgot.aides.advisor.market_data import quote_from, read_price_file
 from kgot.cli.main import main
 from kgot.errors import UsageError
 from kgot.persistence import open_store
-
-
-def _strict(text: str) -> Any:
-    """JSON as a strict reader takes it: ``Infinity``/``NaN`` are refused."""
-
-    def refuse(constant: str) -> Any:
-        raise AssertionError(f"not JSON: {constant}")
-
-    return json.loads(text, parse_constant=refuse)
-
-
-@pytest.fixture
-def advisor(store_url: str, capsys: pytest.CaptureFixture[str]) -> list[str]:
-    db = ["--db", store_url]
-    assert main(["aide", "create", "adv", "--entity", "markets", "--program", "advisor", *db]) == 0
-    assert main(["aide", "user", "add", "adv", "alice", *db]) == 0
-    capsys.readouterr()
-    return db
-
-
-def _fails(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    capsys.readouterr()
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("kgot: error: "), err
-    assert "Traceback" not in err
-    return err
+from kgot.tests.advisor.conftest import fails, positions_of, strict_json
 
 
 def _listed(db: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
-    capsys.readouterr()
-    assert main(["aide", "positions", "list", "adv", "alice", "--json", *db]) == 0
-    data = _strict(capsys.readouterr().out)
-    return {p["symbol"]: (p["shares"], p["avg_cost"]) for p in data["positions"]}
+    return {
+        p["symbol"]: (p["shares"], p["avg_cost"]) for p in positions_of(db, capsys)["positions"]
+    }
 
 
 @pytest.mark.parametrize(
@@ -69,7 +42,7 @@ def _listed(db: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, Any]
 def test_positions_add_refuses_numbers_that_are_not_finite_or_absurd(
     advisor: list[str], args: list[str], said: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert said in _fails(
+    assert said in fails(
         ["aide", "positions", "add", "adv", "alice", "AAPL", *args, *advisor], capsys
     )
     assert _listed(advisor, capsys) == {}
@@ -80,7 +53,7 @@ def test_purchases_that_would_add_up_past_a_float_are_refused(
 ) -> None:
     add = ["aide", "positions", "add", "adv", "alice", "AAPL"]
     assert main([*add, "1e18", "--avg-cost", "1e15", *advisor]) == 0
-    err = _fails([*add, "1e18", "--avg-cost", "1e15", *advisor], capsys)
+    err = fails([*add, "1e18", "--avg-cost", "1e15", *advisor], capsys)
     assert "1e+18 more AAPL would give alice 2e+18 shares, more than 1e+18" in err
     assert "`kgot aide positions remove adv alice AAPL`" in err
     # Shares x cost at the limits stays finite (the weighted mean of two purchases too).
@@ -102,7 +75,7 @@ def test_a_csv_names_each_row_whose_numbers_are_not_finite(
         "BND,inf,1\nGLD,2,-inf\n",
         encoding="utf-8",
     )
-    err = _fails(["aide", "positions", "import", "adv", "alice", str(csv), *advisor], capsys)
+    err = fails(["aide", "positions", "import", "adv", "alice", str(csv), *advisor], capsys)
     assert "5 bad rows, nothing imported" in err
     assert "line 3: shares '1e300' is more than 1e+18 shares" in err
     assert "line 4: average cost '1e300' is more than 1e+15 per share" in err
@@ -148,12 +121,12 @@ def test_a_row_stored_before_the_limits_is_never_printed_as_infinity(
         records.import_positions(
             store, row, alice, [PositionRow("AAPL", math.inf, None), PositionRow("TLT", 2, 90)]
         )
-    err = _fails(["aide", "positions", "list", "adv", "alice", "--json", *advisor], capsys)
+    err = fails(["aide", "positions", "list", "adv", "alice", "--json", *advisor], capsys)
     assert "alice's AAPL position holds a number that is not finite" in err
     assert "`kgot aide positions remove adv alice AAPL`" in err
     assert main(["aide", "positions", "list", "adv", "alice", *advisor]) == 0
     assert "AAPL  inf  (not a finite number: remove, add again)" in capsys.readouterr().out
-    err = _fails(["aide", "positions", "add", "adv", "alice", "AAPL", "1", *advisor], capsys)
+    err = fails(["aide", "positions", "add", "adv", "alice", "AAPL", "1", *advisor], capsys)
     assert "would give alice inf shares" in err
     assert main(["aide", "positions", "remove", "adv", "alice", "AAPL", *advisor]) == 0
     assert _listed(advisor, capsys) == {"TLT": (2, 90)}
@@ -170,7 +143,7 @@ def test_prices_that_would_overflow_are_refused_or_give_no_move(tmp_path: Path) 
         "X", [{"day": "2026-11-18", "close": 1e-300}, {"day": "2026-11-19", "close": 1e15}]
     )
     assert quote is not None and quote.change_pct is None and quote.change_30d_pct is None
-    _strict(json.dumps(quote.to_json()))
+    strict_json(json.dumps(quote.to_json()))
 
 
 def test_quotes_json_is_strict(
@@ -183,9 +156,9 @@ def test_quotes_json_is_strict(
     assert main(["aide", "market-data", "adv", "--file", str(prices), *advisor]) == 0
     capsys.readouterr()
     assert main(["aide", "quotes", "adv", "AAPL", "--json", *advisor]) == 0
-    assert _strict(capsys.readouterr().out)["AAPL"]["change_pct"] is None
+    assert strict_json(capsys.readouterr().out)["AAPL"]["change_pct"] is None
     assert main(["aide", "quotes", "adv", "AAPL", "--history", "5", "--json", *advisor]) == 0
-    _strict(capsys.readouterr().out)
+    strict_json(capsys.readouterr().out)
 
 
 def test_any_json_the_advisor_prints_is_strict(
@@ -203,5 +176,5 @@ def test_any_json_the_advisor_prints_is_strict(
     with open_store(db[1]) as store, store._write() as connection:
         users = TABLES.advisor_users
         connection.execute(update(users).values(thresholds={"impact_max_age_days": math.inf}))
-    err = _fails(["aide", "user", "list", "adv", "--json", *db], capsys)
+    err = fails(["aide", "user", "list", "adv", "--json", *db], capsys)
     assert "cannot print $[0].thresholds.impact_max_age_days = inf as JSON" in err

@@ -4,37 +4,12 @@ and PostgreSQL)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from kgot.cli.main import main
-
-
-@pytest.fixture
-def advisor(store_url: str, capsys: pytest.CaptureFixture[str]) -> list[str]:
-    """An advisor with one user, on SQLite and on PostgreSQL."""
-    db = ["--db", store_url]
-    assert main(["aide", "create", "adv", "--entity", "markets", "--program", "advisor", *db]) == 0
-    assert main(["aide", "user", "add", "adv", "alice", "--risk", "moderate", *db]) == 0
-    capsys.readouterr()
-    return db
-
-
-def _positions(db: list[str], capsys: pytest.CaptureFixture[str], user: str = "alice") -> dict:
-    capsys.readouterr()
-    assert main(["aide", "positions", "list", "adv", user, "--json", *db]) == 0
-    return json.loads(capsys.readouterr().out)
-
-
-def _fails(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    capsys.readouterr()
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("kgot: error: "), err
-    assert "Traceback" not in err
-    return err
+from kgot.tests.advisor.conftest import fails, positions_of
 
 
 def test_a_brokerage_export_is_imported(
@@ -54,7 +29,7 @@ def test_a_brokerage_export_is_imported(
     # The first line is not the header: the import says so, and nothing was stored.
     csv.write_text(csv.read_text().split("\n", 1)[1], encoding="utf-8")
     assert main(["aide", "positions", "import", "adv", "alice", str(csv), *advisor]) == 0
-    held = {p["symbol"]: p for p in _positions(advisor, capsys)["positions"]}
+    held = {p["symbol"]: p for p in positions_of(advisor, capsys)["positions"]}
     assert held["AAPL"]["shares"] == 1200 and held["AAPL"]["avg_cost"] == 151.17
     assert held["BRK.B"]["shares"] == 3
     assert held["BTC-USD"]["avg_cost"] is None
@@ -71,14 +46,14 @@ def test_bad_rows_are_named_with_their_lines_and_nothing_is_imported(
         "symbol,shares,avg_cost\nAAPL,10,150\nTLT,-5,90\nAPPLE INC,3,1\nNVDA,ten,1\nMSFT,7,abc\n",
         encoding="utf-8",
     )
-    err = _fails(["aide", "positions", "import", "adv", "alice", str(bad), *advisor], capsys)
+    err = fails(["aide", "positions", "import", "adv", "alice", str(bad), *advisor], capsys)
     assert "4 bad rows, nothing imported" in err
     assert "line 3: shares '-5' is negative" in err
     assert "line 4: 'APPLE INC' is not a ticker symbol" in err
     assert "line 5: shares 'ten' is not a number" in err
     assert "line 6: average cost 'abc'" in err
     # Nothing half-imported: the good row of the bad file is not there, the old position is.
-    assert [p["symbol"] for p in _positions(advisor, capsys)["positions"]] == ["MSFT"]
+    assert [p["symbol"] for p in positions_of(advisor, capsys)["positions"]] == ["MSFT"]
 
 
 def test_positions_and_watchlist_from_the_command_line(
@@ -119,7 +94,7 @@ def test_positions_and_watchlist_from_the_command_line(
         == 0
     )
     assert main(["aide", "watch", "add", "adv", "alice", "NVDA", "msft", *advisor]) == 0
-    held = _positions(advisor, capsys)
+    held = positions_of(advisor, capsys)
     assert held["positions"][0]["shares"] == 20 and held["positions"][0]["avg_cost"] == 160
     assert held["watchlist"] == ["MSFT", "NVDA"]
 
@@ -150,20 +125,20 @@ def test_positions_and_watchlist_from_the_command_line(
 def test_bad_input_is_one_line_and_exit_2(
     advisor: list[str], argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert said in _fails(["aide", *argv, *advisor], capsys)
+    assert said in fails(["aide", *argv, *advisor], capsys)
 
 
 def test_a_missing_or_headerless_file_is_refused(
     advisor: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    err = _fails(
+    err = fails(
         ["aide", "positions", "import", "adv", "alice", str(tmp_path / "none.csv"), *advisor],
         capsys,
     )
     assert "cannot read" in err
     headless = tmp_path / "headless.csv"
     headless.write_text("AAPL,10,150\n", encoding="utf-8")
-    err = _fails(["aide", "positions", "import", "adv", "alice", str(headless), *advisor], capsys)
+    err = fails(["aide", "positions", "import", "adv", "alice", str(headless), *advisor], capsys)
     assert "line 1 must be a header" in err
 
 
@@ -172,5 +147,5 @@ def test_a_digest_aide_is_not_an_advisor(
 ) -> None:
     db = ["--db", str(tmp_path / "kgot.db")]
     assert main(["aide", "create", "plain", "--entity", "acme", *db]) == 0
-    err = _fails(["aide", "user", "add", "plain", "alice", *db], capsys)
+    err = fails(["aide", "user", "add", "plain", "alice", *db], capsys)
     assert "runs the digest program, not the advisor" in err

@@ -22,13 +22,14 @@ from sqlalchemy import select
 from kgot.aides import Aide, create_aide, records
 from kgot.aides.sources import SourceItem
 from kgot.cli.aide_cmd import parse_every
-from kgot.cli.main import main
 from kgot.config import Settings
 from kgot.errors import UsageError
 from kgot.persistence import Store
 from kgot.persistence.schema import TABLES
 from kgot.tests.aides.aide_scripts import QUERY, inbox
 from kgot.tests.aides.test_aides_sources import FIRST, SECOND, rss
+from kgot.tests.support.command_line import refused as _refused
+from kgot.tests.support.command_line import run_cli as _run
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 AIDE_TABLES = (
@@ -39,19 +40,6 @@ AIDE_TABLES = (
     "aide_outputs",
     "aide_deliveries",
 )
-
-
-def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def _refused(result: tuple[int, str, str], message: str) -> None:
-    code, out, err = result
-    assert code == 2, (out, err)
-    assert err.count("\n") == 1 and err.startswith("kgot: error: "), err
-    assert message in err, err
 
 
 def _rows(store: Store, aide_id: int) -> dict[str, list[tuple[Any, ...]]]:
