@@ -25,21 +25,13 @@ from kgot.cli.aide_cmd import parse_every
 from kgot.config import Settings
 from kgot.errors import UsageError
 from kgot.persistence import Store
-from kgot.persistence.schema import TABLES
+from kgot.persistence.schema import AIDE_TABLES, TABLES
 from kgot.tests.aides.aide_scripts import QUERY, inbox
 from kgot.tests.aides.test_aides_sources import FIRST, SECOND, rss
 from kgot.tests.support.command_line import refused as _refused
 from kgot.tests.support.command_line import run_cli as _run
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
-AIDE_TABLES = (
-    "aides",
-    "aide_sources",
-    "aide_items",
-    "aide_cycles",
-    "aide_outputs",
-    "aide_deliveries",
-)
 
 
 def _rows(store: Store, aide_id: int) -> dict[str, list[tuple[Any, ...]]]:
