@@ -171,3 +171,103 @@ def token_revoke(
 
     revoke_token(tokens.expanduser(), label)
     typer.echo(f"revoked token {label!r}")
+
+
+@app.command("config")
+def config(
+    ctx: typer.Context,
+    client: Annotated[
+        str,
+        typer.Argument(help="claude-desktop, vscode or cursor.", show_default=False),
+    ],
+    entity: Annotated[
+        str | None,
+        typer.Option("--entity", "-e", help="stdio: the one entity served.", show_default=False),
+    ] = None,
+    label: Annotated[
+        str | None,
+        typer.Option(
+            "--label",
+            help="stdio: who writes (provenance mcp:LABEL; default: the client's name).",
+            show_default=False,
+        ),
+    ] = None,
+    http: Annotated[
+        str | None,
+        typer.Option(
+            "--http",
+            metavar="URL",
+            help="A running `serve --http` server (http://HOST:PORT/mcp or HOST:PORT) instead "
+            "of stdio; the client supplies the token.",
+            show_default=False,
+        ),
+    ] = None,
+    token_env: Annotated[
+        str | None,
+        typer.Option(
+            "--token-env",
+            metavar="VAR",
+            help="Cursor over --http: the variable holding the token (default KGOT_MCP_TOKEN).",
+            show_default=False,
+        ),
+    ] = None,
+    name: Annotated[str, typer.Option("--name", help="The server's key in the file.")] = "kgot",
+    db: DbOption = None,
+) -> None:
+    """Print a client's MCP configuration (JSON) that starts or reaches this kgot.
+
+    Paths are absolute (this environment's kgot, the store, --config): the
+    client does not share this shell's environment. No secret is printed: a
+    store URL's password is left out; over --http VS Code prompts for the
+    token and Cursor reads it from VAR.
+
+    \b
+    Where the files live:
+      claude-desktop  claude_desktop_config.json in ~/Library/Application
+                      Support/Claude/ (macOS), %APPDATA%\\Claude\\ (Windows)
+      vscode          .vscode/mcp.json, or the profile's mcp.json
+                      (command "MCP: Open User Configuration")
+      cursor          ~/.cursor/mcp.json, or .cursor/mcp.json in a project
+    """
+    import os
+
+    from kgot.cli.common import global_options
+    from kgot.mcp_server import client_config as configs
+    from kgot.mcp_server.tokens import checked_label
+
+    chosen = configs.client_named(client)
+    if http is not None:
+        for given, option in ((entity, "--entity"), (label, "--label"), (db, "--db")):
+            if given is not None:
+                raise UsageError(f"over --http the token decides who and what; drop {option}")
+        print_json(
+            configs.http_config(chosen, configs.http_url(http), token_env=token_env, name=name)
+        )
+        return
+    if token_env is not None:
+        raise UsageError("--token-env belongs to --http; stdio needs no token")
+    if entity is None:
+        raise UsageError(f"give --entity NAME: the entity {chosen.title} will use")
+    writer = checked_label(label or chosen.name, "--label")
+    with opened_store(ctx, db, entity=entity) as store:
+        configs.require_entity(store, entity)
+        location = configs.store_argument(settings_from(ctx, {"store.db": db}).store.db)
+    if location.password_dropped:
+        sys.stderr.write(
+            "kgot: the store URL's password is left out of the configuration; give it to the "
+            "server through PGPASSWORD in the client's env, or ~/.pgpass\n"
+        )
+    settings_file = global_options(ctx).config_path or (
+        Path(os.environ["KGOT_CONFIG"]) if os.environ.get("KGOT_CONFIG") else None
+    )
+    print_json(
+        configs.stdio_config(
+            chosen,
+            configs.kgot_launch(),
+            entity=entity,
+            label=writer,
+            db=location.value,
+            config_path=settings_file,
+            name=name,
+        )
+    )
