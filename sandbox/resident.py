@@ -22,7 +22,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import TYPE_CHECKING, Any
 
 from kgot.config import SandboxSettings
@@ -36,6 +36,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+# How a resident job's failed result begins when the worker was closed under it (the run ended
+# or was cancelled): unlike a worker that died, nothing replaces it, so there is no retrying.
+CLOSED_DURING_JOB = "the job was stopped: its sandbox worker was closed while it ran"
+
+
 class StateRefused(Exception):
     """The worker did not take a state update (it names why); its state is unknown now."""
 
@@ -45,6 +50,12 @@ class ResidentWorker:
 
     :attr:`generation` changes whenever the worker was replaced (it died, or a job took it
     down): whatever state the caller had sent is gone then and must be sent again.
+
+    Two locks: ``_lock`` lines jobs up and is held for a whole job; ``_guard`` protects the
+    fields and is held for moments only. :meth:`close` takes only ``_guard``, so it never
+    waits for a job: a run cancelled mid-job closes its worker as it unwinds, and waiting
+    there for the job held the closing thread (once the MCP server's event loop, so every
+    tenant) until the job's timeout.
     """
 
     def __init__(
@@ -59,12 +70,17 @@ class ResidentWorker:
         self._settings = settings
         self._nproc_base = nproc_base
         self._pool_closed = closed
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # one job or state update at a time, for its whole length
+        self._guard = threading.Lock()  # the fields below, for moments only
         self._worker: WorkerProcess | None = None
         self._pending: Future[WorkerProcess] | None = None
+        self._busy: WorkerProcess | None = None  # the worker a job or state update is on now
         self._closed = False
+        # Settled by close(): a job waiting for the worker to start stops waiting at once.
+        self._closing: Future[None] = Future()
         self.generation = 0
-        self._begin_start()
+        with self._guard:
+            self._begin_start()
 
     @property
     def name(self) -> str:
@@ -84,12 +100,14 @@ class ResidentWorker:
         from kgot.sandbox.pool import WorkerCrashed
 
         with self._lock:
-            worker = self._ensure()
+            worker = self._claim()
             try:
                 answer = worker.send_state(hook, request, blobs, timeout_s)
             except WorkerCrashed as why:
                 self._replace(worker)
                 raise StateRefused(f"the resident worker died taking its state ({why})") from None
+            finally:
+                self._done_with(worker)
             if not answer.get("ok"):
                 raise StateRefused(str(answer.get("error") or "refused"))
             return answer
@@ -127,7 +145,7 @@ class ResidentWorker:
             raise ValueError("a resident worker runs jobs without mounts or packages")
         limits = resolve_limits(job.limits, self._settings)
         with self._lock:
-            worker = self._ensure()
+            worker = self._claim()
             try:
                 result = worker.run(job, limits, self._nproc_base(worker), state)
                 if state is not None and not (worker.last_state or {}).get("ok"):
@@ -138,12 +156,16 @@ class ResidentWorker:
                 return silent_worker_result(limits)
             except WorkerCrashed as why:
                 self._replace(worker)  # the new generation tells the caller its state is gone
+                if self._closed:  # close() killed it: nothing replaces it
+                    return failed_result(f"{CLOSED_DURING_JOB} ({why})")
                 return failed_result(f"{WORKER_DIED} ({why}); it was replaced")
             except StateRefused:
                 raise
             except BaseException:
                 self._replace(worker)  # interrupted mid-job: the worker's state is unknown
                 raise
+            finally:
+                self._done_with(worker)
 
     async def arun(self, job: Job) -> ExecResult:
         return await asyncio.to_thread(self.run, job)
@@ -151,15 +173,26 @@ class ResidentWorker:
     def warm_up(self, *, wait: bool = True) -> None:
         if wait:
             with self._lock:
-                self._ensure()
+                self._done_with(self._claim())
 
     def close(self) -> None:
-        """Stop the worker (its state goes with it); safe to call twice."""
-        with self._lock:
+        """Stop the worker (its state goes with it); safe to call twice, from any thread.
+
+        It never waits for a job: one running now is killed with the worker (its caller gets
+        a failed result, and the thread running it closes the dead worker), and one waiting
+        for the worker to start is refused at once.
+        """
+        with self._guard:
             self._closed = True
-            pending, worker = self._pending, self._worker
-            self._pending = self._worker = None
-        if worker is not None:
+            if not self._closing.done():
+                self._closing.set_result(None)
+            pending, worker, busy = self._pending, self._worker, self._busy
+            self._pending = None
+            if busy is None:
+                self._worker = None  # idle: closed here; else its job's thread closes it
+        if busy is not None:
+            busy.kill()
+        elif worker is not None:
             worker.close()
         if pending is not None:
             pending.add_done_callback(_close_started)
@@ -167,6 +200,7 @@ class ResidentWorker:
     # -- mechanics --------------------------------------------------------------------------
 
     def _begin_start(self) -> None:
+        """Start a worker in the background (the caller holds ``_guard``)."""
         future: Future[WorkerProcess] = Future()
 
         def start() -> None:
@@ -178,26 +212,58 @@ class ResidentWorker:
         self._pending = future
         threading.Thread(target=start, daemon=True, name="kgot-resident-start").start()
 
-    def _ensure(self) -> WorkerProcess:
+    def _claim(self) -> WorkerProcess:
+        """The worker, started if need be, marked busy until :meth:`_done_with` (the caller
+        holds ``_lock``).
+
+        Raises:
+            SandboxUnavailableError: the worker was closed, or could not be started.
+        """
+        while True:
+            with self._guard:
+                self._check_open()
+                if self._worker is not None:
+                    self._busy = self._worker
+                    return self._worker
+                if self._pending is None:
+                    self._begin_start()
+                pending = self._pending
+                assert pending is not None
+            # Not under _guard: a start takes seconds, and close() must be able to end it.
+            wait((pending, self._closing), return_when=FIRST_COMPLETED)
+            with self._guard:
+                self._check_open()  # closed meanwhile: close() stops the started worker
+                if self._pending is pending:
+                    self._pending = None
+                if pending.exception() is None:
+                    self._worker = pending.result()  # marked busy on the next turn
+            pending.result()  # raises the start's SandboxUnavailableError
+
+    def _done_with(self, worker: WorkerProcess) -> None:
+        """The job or update on ``worker`` is over. A worker that close() only killed (its
+        job was running) is closed here, by the thread that ran the job."""
+        with self._guard:
+            self._busy = None
+            orphaned = self._closed and self._worker is worker
+            if orphaned:
+                self._worker = None
+        if orphaned:
+            worker.close()
+
+    def _check_open(self) -> None:
         if self._closed:
             raise SandboxUnavailableError("the run's resident sandbox worker was closed")
-        if self._worker is None:
-            if self._pending is None:
-                self._begin_start()
-            assert self._pending is not None
-            pending = self._pending
-            self._pending = None
-            self._worker = pending.result()  # raises the start's SandboxUnavailableError
-        return self._worker
 
     def _replace(self, worker: WorkerProcess) -> None:
         """Drop ``worker`` (its state is lost) and start a successor in the background."""
         worker.kill()
         worker.close()
-        self._worker = None
-        self.generation += 1
-        if not self._closed and not self._pool_closed():
-            self._begin_start()
+        with self._guard:
+            if self._worker is worker:
+                self._worker = None
+            self.generation += 1
+            if not self._closed and not self._pool_closed():
+                self._begin_start()
 
 
 def _close_started(future: Future[WorkerProcess]) -> None:
