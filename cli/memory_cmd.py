@@ -176,7 +176,8 @@ def verify(
                 "give a claim: --subject S (--property P --value V | --relation R --object O), "
                 'or a sentence such as "Apple\'s CEO is Tim Cook"'
             )
-        claim = Claim.checked(subject, prop, value, relation, obj)  # bad input: before the store
+        # bad input: refused before the store is opened, in the flags' words
+        claim = Claim.checked(subject, prop, value, relation, obj, spell="--{}".format)
     settings = settings_from(ctx, {"store.db": db, "llm.model": model, "llm.base_url": base_url})
     with opened_store(ctx, db, entity=entity) as store:
         session = store.session(entity)

@@ -38,12 +38,13 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Annotated, Any
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context
 from pydantic import Field
 
 from kgot.errors import UsageError
-from kgot.mcp_server.handlers import EntityArg, in_thread
+from kgot.mcp_server.handlers import MAX_NAME_CHARS, EntityArg, in_thread
 from kgot.mcp_server.models import AdvisorOut
+from kgot.mcp_server.tooling import READ, WRITE, ToolSet
 
 if TYPE_CHECKING:
     from kgot.aides.records import AideRow
@@ -70,7 +71,13 @@ _FIX_TOKENS = 500
 
 AdvisorArg = Annotated[
     str | None,
-    Field(description="The advisor's name, when the entity has more than one."),
+    Field(
+        max_length=MAX_NAME_CHARS,
+        description="The advisor's name, when the entity has more than one.",
+    ),
+]
+UserArg = Annotated[
+    str, Field(max_length=MAX_NAME_CHARS, description="The advisor's user, e.g. alice.")
 ]
 
 
@@ -146,15 +153,15 @@ def briefing_cost_bound(settings: "Settings", budget: int | None) -> tuple[int, 
     return drafts, cost
 
 
-def register(server: MCPServer, app: "KgotMCP") -> list[str]:
+def register(tools: ToolSet, app: "KgotMCP") -> list[str]:
     """Add the advisor tools the advisor package offers; their names."""
     entry_points = advisor_entry_points()
     for name, function in entry_points.items():
-        _add_tool(server, app, name, function)
+        _add_tool(tools, app, name, function)
     return sorted(entry_points)
 
 
-def _add_tool(server: MCPServer, app: "KgotMCP", name: str, function: Callable[..., Any]) -> None:
+def _add_tool(tools: ToolSet, app: "KgotMCP", name: str, function: Callable[..., Any]) -> None:
     tenancy = app.tenancy
 
     def call(
@@ -175,7 +182,7 @@ def _add_tool(server: MCPServer, app: "KgotMCP", name: str, function: Callable[.
     if name == "briefing":
 
         async def briefing(  # noqa: PLR0917 - a tool's parameters are its input schema
-            user: Annotated[str, Field(description="The advisor's user, e.g. alice.")],
+            user: UserArg,
             ctx: Context,
             entity: EntityArg = None,
             advisor: AdvisorArg = None,
@@ -204,23 +211,25 @@ def _add_tool(server: MCPServer, app: "KgotMCP", name: str, function: Callable[.
                 lambda: call(grant, entity, advisor, user, options, check=affordable)
             )
 
-        server.add_tool(briefing, name="briefing")
+        # a briefing may be written (and kept) by the model: not read-only, nothing destroyed
+        tools.add(briefing, name="briefing", scope="read", title="Briefing", annotations=WRITE)
     else:
 
         async def alerts(
-            user: Annotated[str, Field(description="The advisor's user, e.g. alice.")],
+            user: UserArg,
             ctx: Context,
             entity: EntityArg = None,
             advisor: AdvisorArg = None,
             since: Annotated[
-                str | None, Field(description="Only alerts after this, e.g. 2d or an ISO date.")
+                str | None,
+                Field(max_length=64, description="Only alerts after this, e.g. 2d or an ISO date."),
             ] = None,
         ) -> AdvisorOut:
             """The user's alerts from the entity's advisor, each with its rule and facts."""
             grant = app.allowed(ctx, "read", "alerts")
             return await in_thread(lambda: call(grant, entity, advisor, user, {"since": since}))
 
-        server.add_tool(alerts, name="alerts")
+        tools.add(alerts, name="alerts", scope="read", title="Alerts", annotations=READ)
 
 
 def _check_briefing_cost(app: "KgotMCP", budget: int | None, max_cost_usd: float | None) -> None:

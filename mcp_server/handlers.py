@@ -11,16 +11,37 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from kgot.errors import KgotError
+from kgot.persistence.store import MAX_ENTITY_NAME
+from kgot.persistence.validation import MAX_ID_LENGTH
 
-__all__ = ["EntityArg", "client_errors", "in_thread"]
+__all__ = [
+    "MAX_FACT_ID_CHARS",
+    "MAX_ID_CHARS",
+    "MAX_NAME_CHARS",
+    "MAX_REF_CHARS",
+    "MAX_WORDS_CHARS",
+    "EntityArg",
+    "client_errors",
+    "in_thread",
+]
 
 T = TypeVar("T")
+
+# Every text argument has a length cap in its schema, so a client's runaway argument (a 5 MB
+# id) is refused by the schema check, which never repeats it, before any kgot code would
+# quote it in an error or a verdict.
+MAX_ID_CHARS = MAX_ID_LENGTH  # ids are keys: the store refuses longer ones anyway
+MAX_FACT_ID_CHARS = 3 * MAX_ID_LENGTH + 16  # an edge: 'source -[key]-> target'
+MAX_NAME_CHARS = 200  # type names, relationships, property names, labels of things
+MAX_WORDS_CHARS = 1_000  # a search
+MAX_REF_CHARS = 4_000  # a source reference, a description, a claimed value
 
 EntityArg = Annotated[
     str | None,
     Field(
+        max_length=MAX_ENTITY_NAME,
         description="The entity (tenant) to work on; required when this client may use more "
-        "than one."
+        "than one.",
     ),
 ]
 

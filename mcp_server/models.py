@@ -2,41 +2,99 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.json_schema import JsonDict
+
+from kgot.persistence.validation import MAX_ID_LENGTH
 
 JsonValue = Any
 
 # ---------------------------------------------------------------------------- inputs
 
 
+def _folded(data: Any, fields: frozenset[str]) -> Any:
+    """A flat node-link object (``{"id": "acme", "label": "Organization", "name": "Acme"}``,
+    as kgot's own graph files hold them) with its other keys moved into ``properties``.
+
+    Raises:
+        ValueError: a key given both flat and in ``properties`` with different values.
+    """
+    if not isinstance(data, Mapping):
+        return data
+    flat = {key: value for key, value in data.items() if key not in fields}
+    nested = data.get("properties")
+    if not flat or not (nested is None or isinstance(nested, Mapping)):
+        return data  # nothing to fold, or a malformed properties the schema check names
+    nested = nested or {}
+    clashes = sorted(key for key in flat if key in nested and nested[key] != flat[key])
+    if clashes:
+        raise ValueError(
+            f"{', '.join(clashes)} given both beside id and in properties, with different "
+            "values; give each property once"
+        )
+    kept = {key: value for key, value in data.items() if key in fields}
+    return {**kept, "properties": {**flat, **nested}}
+
+
+_FLAT: JsonDict = {
+    "additionalProperties": {
+        "description": "Any other key is a property (the flat node-link form of kgot's graph "
+        "files)."
+    }
+}
+
+
 class NodeIn(BaseModel):
-    """A node to save, node-link style."""
+    """A node: {id, label, properties}, or flat node-link (other keys are properties)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_FLAT)
 
-    id: str = Field(min_length=1, max_length=200, description="The node's id, e.g. 'acme'.")
-    label: str = Field(min_length=1, description="Its type (see list_types), e.g. 'Organization'.")
+    id: str = Field(
+        min_length=1, max_length=MAX_ID_LENGTH, description="The node's id, e.g. 'acme'."
+    )
+    label: str = Field(
+        min_length=1,
+        max_length=200,
+        description="Its type (see list_types), e.g. 'Organization'.",
+    )
     properties: dict[str, JsonValue] = Field(
         default_factory=dict,
         description="Property values checked against the type's JSON Schema, e.g. "
         '{"name": "Acme Corp"}; _confidence (0-1) sets this fact\'s own trust.',
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_form(cls, data: Any) -> Any:
+        return _folded(data, frozenset({"id", "label", "properties"}))
+
 
 class EdgeIn(BaseModel):
-    """An edge to save, node-link style."""
+    """An edge: {source, target, relationship, key, properties}, or flat node-link."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_FLAT)
 
-    source: str = Field(min_length=1, description="The source node's id.")
-    target: str = Field(min_length=1, description="The target node's id.")
-    relationship: str = Field(min_length=1, description="Its type, e.g. 'located_in'.")
-    key: str | None = Field(
-        default=None, description="Tells parallel edges apart (default: the relationship)."
+    source: str = Field(min_length=1, max_length=MAX_ID_LENGTH, description="The source node's id.")
+    target: str = Field(min_length=1, max_length=MAX_ID_LENGTH, description="The target node's id.")
+    relationship: str = Field(
+        min_length=1, max_length=200, description="Its type, e.g. 'located_in'."
     )
-    properties: dict[str, JsonValue] = Field(default_factory=dict)
+    key: str | None = Field(
+        default=None,
+        max_length=MAX_ID_LENGTH,
+        description="Tells parallel edges apart (default: the relationship).",
+    )
+    properties: dict[str, JsonValue] = Field(
+        default_factory=dict, description="Property values checked against the edge type."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_form(cls, data: Any) -> Any:
+        return _folded(data, frozenset({"source", "target", "relationship", "key", "properties"}))
 
 
 # ---------------------------------------------------------------------------- outputs

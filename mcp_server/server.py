@@ -26,7 +26,7 @@ import anyio.to_thread
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
 from kgot.config import Settings
@@ -36,7 +36,16 @@ from kgot.mcp_server.access import AccessError, Tenancy
 from kgot.mcp_server.asking import AskLimits
 from kgot.mcp_server.asking import ask as run_ask
 from kgot.mcp_server.asking import remember as run_remember
-from kgot.mcp_server.handlers import EntityArg, client_errors, in_thread
+from kgot.mcp_server.handlers import (
+    MAX_FACT_ID_CHARS,
+    MAX_ID_CHARS,
+    MAX_NAME_CHARS,
+    MAX_REF_CHARS,
+    MAX_WORDS_CHARS,
+    EntityArg,
+    client_errors,
+    in_thread,
+)
 from kgot.mcp_server.models import (
     AskOut,
     EdgeIn,
@@ -54,13 +63,13 @@ from kgot.mcp_server.models import (
     VerdictOut,
 )
 from kgot.mcp_server.tokens import Grant
+from kgot.mcp_server.tooling import ASK, READ, WRITE, KgotServer, ToolSet, scoped_tool_list
 from kgot.version import __version__
 
 __all__ = ["KgotMCP", "build_server"]
 
 log = logging.getLogger(__name__)
 
-_READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 _INSTRUCTIONS = (
     "kgot keeps a typed, persistent knowledge graph per entity. Search it with search_memory, "
     "read nodes with get_node and traverse, check claims with verify_claim, record facts with "
@@ -87,15 +96,27 @@ class KgotMCP:
             ToolError: an HTTP request without a verified token (the transport refuses those
                 before any handler runs; this is a second lock).
         """
+        grant = self.grant_of(ctx.request_context.request)
+        if grant is None:
+            raise ToolError("not authenticated: send Authorization: Bearer <token>")
+        return grant
+
+    def grant_of(self, request: Any) -> Grant | None:
+        """The grant of the client that sent ``request`` (``None`` over stdio): the fixed one
+        of a stdio server, else the one its verified bearer token carries; ``None`` without
+        one."""
         if self.fixed_grant is not None:
             return self.fixed_grant
-        request = ctx.request_context.request
         user = request.scope.get("user") if request is not None else None
         token = getattr(user, "access_token", None)
         entities = (token.claims or {}).get("entities") if token is not None else None
         if token is None or not isinstance(entities, list | tuple):
-            raise ToolError("not authenticated: send Authorization: Bearer <token>")
+            return None
         return Grant(token.client_id, tuple(entities), frozenset(token.scopes))
+
+    def scopes_of(self, request: Any) -> frozenset[str] | None:
+        grant = self.grant_of(request)
+        return None if grant is None else grant.scopes
 
     def allowed(self, ctx: Context, scope: str, what: str) -> Grant:
         """The calling client's grant, if it has ``scope`` (else a tool error saying so)."""
@@ -123,38 +144,51 @@ def build_server(
 ) -> MCPServer:
     """The MCP server with every tool and resource bound to ``app``; over HTTP, ``auth`` and
     ``token_verifier`` make the transport refuse requests without a known bearer token."""
-    server: MCPServer = MCPServer(
+    tools = ToolSet()
+    _reading_tools(tools, app)
+    _writing_tools(tools, app)
+    _model_tools(tools, app)
+    if app.allow_query:
+        _query_tool(tools, app)
+    advisor.register(tools, app)
+    server: MCPServer = KgotServer(
         "kgot",
         version=__version__,
         instructions=_INSTRUCTIONS,
         log_level="WARNING",
         token_verifier=token_verifier,
         auth=auth,
+        tools=tools.tools,
+        middleware=[scoped_tool_list(tools.scopes, app.scopes_of)],
     )
-    _reading_tools(server, app)
-    _writing_tools(server, app)
-    _model_tools(server, app)
     _resources(server, app)
-    if app.allow_query:
-        _query_tool(server, app)
-    advisor.register(server, app)
     return server
 
 
 # ---------------------------------------------------------------------------- reading
 
 
-def _reading_tools(server: MCPServer, app: KgotMCP) -> None:
+def _reading_tools(tools: ToolSet, app: KgotMCP) -> None:
     tenancy = app.tenancy
 
-    @server.tool(annotations=_READ)
+    @tools.tool(scope="read", title="Search memory", annotations=READ)
     async def search_memory(
-        query: Annotated[str, Field(description="Words to look for, e.g. 'acme headquarters'.")],
+        query: Annotated[
+            str,
+            Field(
+                max_length=MAX_WORDS_CHARS,
+                description="Words to look for, e.g. 'acme headquarters'.",
+            ),
+        ],
         ctx: Context,
         entity: EntityArg = None,
         limit: Annotated[int, Field(ge=1, le=50, description="Hits to return.")] = 10,
         type: Annotated[
-            str | None, Field(description="Only facts of this node type or relationship.")
+            str | None,
+            Field(
+                max_length=MAX_NAME_CHARS,
+                description="Only facts of this node type or relationship.",
+            ),
         ] = None,
         min_confidence: Annotated[
             float | None, Field(ge=0, le=1, description="Only facts at least this trusted.")
@@ -162,9 +196,10 @@ def _reading_tools(server: MCPServer, app: KgotMCP) -> None:
         as_of: Annotated[
             str | None,
             Field(
+                max_length=64,
                 description="ISO date or date-time at which freshness is scored (default: "
                 "now), for reproducible scores. Not a look into the past: today's current facts "
-                "are searched either way; history shows what held at a time."
+                "are searched either way; history shows what held at a time.",
             ),
         ] = None,
     ) -> SearchOut:
@@ -184,9 +219,15 @@ def _reading_tools(server: MCPServer, app: KgotMCP) -> None:
 
         return await in_thread(work)
 
-    @server.tool(annotations=_READ)
+    @tools.tool(scope="read", title="Read a node", annotations=READ)
     async def get_node(
-        id: Annotated[str, Field(description="A node id; an id merged away leads to its node.")],
+        id: Annotated[
+            str,
+            Field(
+                max_length=MAX_ID_CHARS,
+                description="A node id; an id merged away leads to its node.",
+            ),
+        ],
         ctx: Context,
         entity: EntityArg = None,
     ) -> NodeOut:
@@ -197,17 +238,33 @@ def _reading_tools(server: MCPServer, app: KgotMCP) -> None:
             lambda: tenancy.run(grant, entity, lambda s: graph_reads.get_node(s, id))
         )
 
-    @server.tool(annotations=_READ)
+    @tools.tool(scope="read", title="Walk the graph", annotations=READ)
     async def traverse(
-        start: Annotated[str, Field(description="The node id to start from.")],
+        start: Annotated[
+            str, Field(max_length=MAX_ID_CHARS, description="The node id to start from.")
+        ],
         ctx: Context,
         entity: EntityArg = None,
-        depth: Annotated[int, Field(ge=1, le=graph_reads.MAX_DEPTH)] = 1,
-        max_nodes: Annotated[int, Field(ge=1, le=graph_reads.MAX_TRAVERSE_NODES)] = 50,
+        depth: Annotated[
+            int,
+            Field(ge=1, le=graph_reads.MAX_DEPTH, description="How many edges away to go."),
+        ] = 1,
+        max_nodes: Annotated[
+            int,
+            Field(
+                ge=1,
+                le=graph_reads.MAX_TRAVERSE_NODES,
+                description="Stop after this many nodes (truncated says so).",
+            ),
+        ] = 50,
         relationships: Annotated[
-            list[str] | None, Field(description="Follow only these relationships.")
+            list[Annotated[str, Field(max_length=MAX_NAME_CHARS)]] | None,
+            Field(max_length=50, description="Follow only these relationships."),
         ] = None,
-        direction: Literal["out", "in", "both"] = "both",
+        direction: Annotated[
+            Literal["out", "in", "both"],
+            Field(description="Follow edges out of each node, into it, or both."),
+        ] = "both",
     ) -> TraverseOut:
         """The neighbourhood of a node, breadth first, bounded by depth (at most 3) and size
         (at most 200 nodes, 500 edges); truncated says a bound was hit."""
@@ -227,20 +284,35 @@ def _reading_tools(server: MCPServer, app: KgotMCP) -> None:
             )
         )
 
-    @server.tool(annotations=_READ)
+    @tools.tool(scope="read", title="Check a claim", annotations=READ)
     async def verify_claim(
-        subject: Annotated[str, Field(description="The node the claim is about: id or name.")],
+        subject: Annotated[
+            str,
+            Field(
+                max_length=MAX_ID_CHARS,
+                description="The node the claim is about: id or name.",
+            ),
+        ],
         ctx: Context,
         entity: EntityArg = None,
-        property: Annotated[str | None, Field(description="A property claim: its name.")] = None,
+        property: Annotated[
+            str | None,
+            Field(max_length=MAX_NAME_CHARS, description="A property claim: its name."),
+        ] = None,
         value: Annotated[
-            str | int | float | bool | None, Field(description="A property claim: the value.")
+            Annotated[str, Field(max_length=MAX_REF_CHARS)] | int | float | bool | None,
+            Field(description="A property claim: the value."),
         ] = None,
         relation: Annotated[
-            str | None, Field(description="A relation claim: the relationship.")
+            str | None,
+            Field(max_length=MAX_NAME_CHARS, description="A relation claim: the relationship."),
         ] = None,
         object: Annotated[
-            str | None, Field(description="A relation claim: the target's id or name.")
+            str | None,
+            Field(
+                max_length=MAX_ID_CHARS,
+                description="A relation claim: the target's id or name.",
+            ),
         ] = None,
     ) -> VerdictOut:
         """Check a claim against the entity's graph without a model: subject plus property
@@ -256,18 +328,21 @@ def _reading_tools(server: MCPServer, app: KgotMCP) -> None:
 
         return await in_thread(work)
 
-    @server.tool(annotations=_READ)
+    @tools.tool(scope="read", title="List the types", annotations=READ)
     async def list_types(ctx: Context, entity: EntityArg = None) -> TypesOut:
         """The node and edge types the entity's facts must follow: JSON Schemas of their
         properties, descriptions, examples and memory settings."""
         grant = app.allowed(ctx, "read", "list_types")
         return await in_thread(lambda: tenancy.run(grant, entity, graph_reads.list_types))
 
-    @server.tool(annotations=_READ)
+    @tools.tool(scope="read", title="A fact's history", annotations=READ)
     async def history(
         fact: Annotated[
             str,
-            Field(description="A node id, or an edge as 'source -[key]-> target'."),
+            Field(
+                max_length=MAX_FACT_ID_CHARS,
+                description="A node id, or an edge as 'source -[key]-> target'.",
+            ),
         ],
         ctx: Context,
         entity: EntityArg = None,
@@ -283,17 +358,34 @@ def _reading_tools(server: MCPServer, app: KgotMCP) -> None:
 # ---------------------------------------------------------------------------- writing
 
 
-def _writing_tools(server: MCPServer, app: KgotMCP) -> None:
+def _writing_tools(tools: ToolSet, app: KgotMCP) -> None:
     tenancy = app.tenancy
 
-    @server.tool()
+    @tools.tool(scope="write", title="Save facts", annotations=WRITE)
     async def save_facts(
-        nodes: Annotated[list[NodeIn], Field(max_length=writes.MAX_SAVE_NODES)],
+        nodes: Annotated[
+            list[NodeIn],
+            Field(
+                max_length=writes.MAX_SAVE_NODES,
+                description="Nodes: {id, label, properties} or flat node-link objects "
+                '({"id": "acme", "label": "Organization", "name": "Acme Corp"}).',
+            ),
+        ],
         ctx: Context,
-        edges: Annotated[list[EdgeIn], Field(max_length=writes.MAX_SAVE_EDGES)] = [],  # noqa: B006
+        edges: Annotated[
+            list[EdgeIn],
+            Field(
+                max_length=writes.MAX_SAVE_EDGES,
+                description="Edges: {source, target, relationship, key?, properties} or flat.",
+            ),
+        ] = [],  # noqa: B006
         entity: EntityArg = None,
         source_ref: Annotated[
-            str | None, Field(description="Where the facts come from (URL, document).")
+            str | None,
+            Field(
+                max_length=MAX_REF_CHARS,
+                description="Where the facts come from (URL, document).",
+            ),
         ] = None,
         confidence: Annotated[
             float | None,
@@ -331,21 +423,35 @@ def _writing_tools(server: MCPServer, app: KgotMCP) -> None:
         listed = "\n".join(f"- {problem}" for problem in result.violations)
         text = (
             f"nothing was written to entity {result.entity!r}; fix these and call save_facts "
-            f"again (list_types shows the types):\n{listed}"
+            "again (list_types shows the types; propose_type adds one none of them fits):"
+            f"\n{listed}"
         )
         return CallToolResult(
             content=[TextContent(type="text", text=text)], structured_content=data, is_error=True
         )
 
-    @server.tool()
+    @tools.tool(scope="write", title="Propose a type", annotations=WRITE)
     async def propose_type(
-        kind: Literal["node", "edge"],
-        name: Annotated[
-            str, Field(description="PascalCase node label or snake_case relationship.")
+        kind: Annotated[
+            Literal["node", "edge"], Field(description="A node type (label) or an edge type.")
         ],
-        description: Annotated[str, Field(description="What the type means, when to use it.")],
+        name: Annotated[
+            str,
+            Field(
+                max_length=MAX_NAME_CHARS,
+                description="PascalCase node label or snake_case relationship.",
+            ),
+        ],
+        description: Annotated[
+            str,
+            Field(max_length=MAX_REF_CHARS, description="What the type means, when to use it."),
+        ],
         justification: Annotated[
-            str, Field(description="Why none of the existing types (list_types) fits.")
+            str,
+            Field(
+                max_length=MAX_REF_CHARS,
+                description="Why none of the existing types (list_types) fits.",
+            ),
         ],
         ctx: Context,
         entity: EntityArg = None,
@@ -357,20 +463,36 @@ def _writing_tools(server: MCPServer, app: KgotMCP) -> None:
             dict[str, Any] | None, Field(description="Example properties that fit the schema.")
         ] = None,
         identity: Annotated[
-            list[str] | None, Field(description="Node types: properties identifying one thing.")
+            list[Annotated[str, Field(max_length=MAX_NAME_CHARS)]] | None,
+            Field(max_length=50, description="Node types: properties identifying one thing."),
         ] = None,
         functional: Annotated[
-            list[str] | bool | None,
+            list[Annotated[str, Field(max_length=MAX_NAME_CHARS)]] | bool | None,
             Field(
                 description="Node types: single-valued properties; edge types: true when a "
                 "source has at most one current edge of it."
             ),
         ] = None,
-        source_types: Annotated[list[str] | None, Field(description="Edge types: from.")] = None,
-        target_types: Annotated[list[str] | None, Field(description="Edge types: to.")] = None,
-        half_life_days: Annotated[float | None, Field(gt=0)] = None,
-        ttl_days: Annotated[float | None, Field(gt=0)] = None,
-        rank_weight: Annotated[float | None, Field(ge=0, le=1)] = None,
+        source_types: Annotated[
+            list[Annotated[str, Field(max_length=MAX_NAME_CHARS)]] | None,
+            Field(max_length=100, description="Edge types: the node labels it may start at."),
+        ] = None,
+        target_types: Annotated[
+            list[Annotated[str, Field(max_length=MAX_NAME_CHARS)]] | None,
+            Field(max_length=100, description="Edge types: the node labels it may point to."),
+        ] = None,
+        half_life_days: Annotated[
+            float | None,
+            Field(gt=0, description="Days after which a fact's freshness score halves."),
+        ] = None,
+        ttl_days: Annotated[
+            float | None,
+            Field(gt=0, description="Days after which a fact of this type expires."),
+        ] = None,
+        rank_weight: Annotated[
+            float | None,
+            Field(ge=0, le=1, description="How much search ranks this type's facts (0-1)."),
+        ] = None,
     ) -> TypeOut:
         """Add a node or edge type to the entity when no existing type fits, under the same
         rules as the agent's type tools: a new name, a valid schema, a fitting example and a
@@ -401,16 +523,26 @@ def _writing_tools(server: MCPServer, app: KgotMCP) -> None:
 # ---------------------------------------------------------------------------- models
 
 
-def _model_tools(server: MCPServer, app: KgotMCP) -> None:
+def _model_tools(tools: ToolSet, app: KgotMCP) -> None:
     tenancy = app.tenancy
 
-    @server.tool()
+    @tools.tool(scope="write", title="Remember a text", annotations=WRITE)
     async def remember(
-        text: Annotated[str, Field(description="What to remember: notes, a message, a page.")],
+        text: Annotated[
+            str,
+            Field(
+                max_length=app.limits.remember_max_chars,
+                description="What to remember: notes, a message, a page.",
+            ),
+        ],
         ctx: Context,
         entity: EntityArg = None,
         source_ref: Annotated[
-            str | None, Field(description="Where the text came from (kept on its facts).")
+            str | None,
+            Field(
+                max_length=MAX_REF_CHARS,
+                description="Where the text came from (kept on its facts).",
+            ),
         ] = None,
     ) -> RememberOut:
         """Extract the knowledge a text states into the entity's graph (a model writes graph
@@ -429,9 +561,15 @@ def _model_tools(server: MCPServer, app: KgotMCP) -> None:
                 limits=app.limits,
             )
 
-    @server.tool()
+    @tools.tool(scope="ask", title="Ask a question", annotations=ASK)
     async def ask(
-        question: Annotated[str, Field(description="The question to answer.")],
+        question: Annotated[
+            str,
+            Field(
+                max_length=app.limits.max_question_chars,
+                description="The question to answer.",
+            ),
+        ],
         ctx: Context,
         entity: EntityArg = None,
         max_cost_usd: Annotated[
@@ -468,21 +606,25 @@ def _model_tools(server: MCPServer, app: KgotMCP) -> None:
 # ---------------------------------------------------------------------------- query
 
 
-def _query_tool(server: MCPServer, app: KgotMCP) -> None:
+def _query_tool(tools: ToolSet, app: KgotMCP) -> None:
     tenancy = app.tenancy
 
-    @server.tool(annotations=_READ)
+    @tools.tool(scope="admin", title="Run a read query", annotations=READ)
     async def query(
         code: Annotated[
             str,
             Field(
+                max_length=20_000,
                 description="A read query in the configured backend's language (Python on "
-                "NetworkX: set `result`; or SPARQL)."
+                "NetworkX: set `result`; or SPARQL).",
             ),
         ],
         ctx: Context,
         entity: EntityArg = None,
-        max_items: Annotated[int, Field(ge=1, le=20_000)] = 1_000,
+        max_items: Annotated[
+            int,
+            Field(ge=1, le=20_000, description="Cut the result to this many items."),
+        ] = 1_000,
     ) -> QueryOut:
         """Run a raw read query in the sandbox on this entity's graph only (admin scope)."""
         grant = app.allowed(ctx, "admin", "query")

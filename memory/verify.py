@@ -117,33 +117,47 @@ class Claim:
         value: Any = None,
         relation: str | None = None,
         object: str | None = None,
+        *,
+        spell: Callable[[str], str] = str,
     ) -> Claim:
-        """The claim, or :class:`UsageError` naming what is missing or too much."""
+        """The claim, or :class:`UsageError` naming what is missing or too much. ``spell``
+        writes a part's name as the caller knows it: ``--property`` on the command line,
+        ``property`` for the Python API and the MCP tool."""
         subject = subject.strip() if isinstance(subject, str) else ""
         if not subject:
-            raise UsageError("the claim needs a subject: give --subject (a node's id or name)")
+            raise UsageError(
+                f"the claim needs a subject: give {spell('subject')} (a node's id or name)"
+            )
         property = _blank_to_none(property)
         relation = _blank_to_none(relation)
         object = _blank_to_none(object)
         if isinstance(value, str) and not value.strip():
             value = None
+        as_property = f"{spell('property')} P {spell('value')} V"
+        as_relation = f"{spell('relation')} R {spell('object')} O"
         if property is not None and relation is not None:
-            raise UsageError(
-                "a claim is either --property P --value V or --relation R --object O, not both"
-            )
+            raise UsageError(f"a claim is either {as_property} or {as_relation}, not both")
         if property is None and relation is None:
             raise UsageError(
-                "the claim needs --property P --value V or --relation R --object O "
-                "(or a sentence to extract it from)"
+                f"the claim needs {as_property} or {as_relation} (or a sentence to extract it from)"
             )
         if property is not None and value is None:
-            raise UsageError(f"--property {property} needs --value (the value claimed)")
+            raise UsageError(
+                f"{spell('property')} {_cut(property)} needs {spell('value')} (the value claimed)"
+            )
         if relation is not None and object is None:
-            raise UsageError(f"--relation {relation} needs --object (the node it points to)")
+            raise UsageError(
+                f"{spell('relation')} {_cut(relation)} needs {spell('object')} "
+                "(the node it points to)"
+            )
         if property is None and value is not None:
-            raise UsageError("--value belongs to --property; add --property P")
+            raise UsageError(
+                f"{spell('value')} belongs to {spell('property')}; add {spell('property')} P"
+            )
         if relation is None and object is not None:
-            raise UsageError("--object belongs to --relation; add --relation R")
+            raise UsageError(
+                f"{spell('object')} belongs to {spell('relation')}; add {spell('relation')} R"
+            )
         return cls(subject, property, value, relation, object)
 
     def to_json(self) -> dict[str, Any]:
@@ -1042,6 +1056,11 @@ def _constant(value: Any, _row: Mapping[str, Any]) -> Any:
 
 def _empty(value: Any) -> bool:
     return value is None or (isinstance(value, str | list | tuple | dict) and not value)
+
+
+def _cut(name: str, limit: int = 80) -> str:
+    """A name quoted back in an error, cut to ``limit`` characters."""
+    return name if len(name) <= limit else f"{name[:limit]}…"
 
 
 def _blank_to_none(text: str | None) -> str | None:

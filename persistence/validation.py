@@ -466,9 +466,10 @@ def edge_link_problems(
 def unknown_type_message(where: str, kind: str, name: str, known: Iterable[str]) -> str:
     names = sorted(known)
     shown = ", ".join(names[:25]) + (f", … ({len(names) - 25} more)" if len(names) > 25 else "")
-    tool = "create_node_type" if kind == "node" else "create_edge_type"
     word = "label" if kind == "node" else "relationship"
+    # No tool named: the agent's is create_node_type, an MCP client's propose_type; each is
+    # told its own in its instructions
     return (
         f"{where}: {word} {name!r} is not a known {kind} type (rule: typed {kind}s); use one of "
-        f"{shown or '(none)'}, or create it with the {tool} tool"
+        f"{shown or '(none)'}, or propose a new {kind} type first"
     )

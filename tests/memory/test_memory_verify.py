@@ -21,7 +21,7 @@ from kgot.errors import UsageError
 from kgot.graph_model import Changeset, Edge, Node
 from kgot.llm.scripted import ScriptedChatModel
 from kgot.memory import Memory, open_memory, verify_claim
-from kgot.memory.verify import values_match
+from kgot.memory.verify import Claim, values_match
 from kgot.persistence import Provenance, Store, open_store
 from kgot.tests.controller.scripts import solution, votes
 from kgot.tests.memory.conftest import UPKEEP_TYPES
@@ -299,15 +299,19 @@ def test_values_compare_as_what_they_are() -> None:
 def test_bad_claims_raise_one_line_usage_errors(store: Store) -> None:
     memory = _seed(store)
     cases = [
-        ({}, "needs --property P --value V or --relation R --object O"),
-        ({"property": "ceo"}, "--property ceo needs --value"),
-        ({"relation": HQ}, f"--relation {HQ} needs --object"),
+        ({}, "needs property P value V or relation R object O"),
+        ({"property": "ceo"}, "property ceo needs value"),
+        ({"relation": HQ}, f"relation {HQ} needs object"),
         ({"property": "ceo", "value": "x", "relation": HQ, "object": "y"}, "not both"),
-        ({"value": "x", "object": "y", "relation": HQ}, "--value belongs to --property"),
+        ({"value": "x", "object": "y", "relation": HQ}, "value belongs to property"),
     ]
     for claim, message in cases:
-        with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        # the API's (and the MCP tool's) argument names, never the command line's flags
+        with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")) as e:
             memory.verify_claim("apple", **claim)
+        assert "--" not in str(e.value)
+    with pytest.raises(UsageError, match="--property ceo needs --value"):
+        Claim.checked("apple", "ceo", spell="--{}".format)  # the command line's words
     with pytest.raises(UsageError, match="needs a subject"):
         memory.verify_claim("  ", property="ceo", value="x")
 

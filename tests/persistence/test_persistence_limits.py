@@ -74,7 +74,7 @@ def test_violations_of_many_nodes_are_grouped_in_commits_and_imports(
     assert problems == [
         "nodes 'n0', 'n1', 'n2' and 77 more (Gadget): label 'Gadget' is not a known node type "
         "(rule: typed nodes); use one of Concept, Document, Event, Organization, Person, "
-        "Place, Product, Quantity, Thing, or create it with the create_node_type tool",
+        "Place, Product, Quantity, Thing, or propose a new node type first",
         "nodes 'p0', 'p1', 'p2' and 27 more (Person) at $: 'name' is a required property "
         "(rule: required)",
     ]
