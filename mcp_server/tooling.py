@@ -117,6 +117,10 @@ def _strict(model: type[ArgModelBase]) -> type[ArgModelBase]:
 class KgotServer(MCPServer):
     """The SDK's server with kgot's argument errors (module docstring)."""
 
+    def __init__(self, name: str, *, tools: Sequence[Tool], **options: Any) -> None:
+        super().__init__(name, tools=list(tools), **options)
+        self._arguments = {tool.name: list(tool.parameters.get("properties", {})) for tool in tools}
+
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         try:
             return await super().call_tool(name, arguments, context)
@@ -124,12 +128,9 @@ class KgotServer(MCPServer):
             cause = error.__cause__
             if not isinstance(cause, ValidationError):
                 raise
-            tool = self._tool_manager.get_tool(name)
-            known = list((tool.parameters if tool else {}).get("properties", {}))
+            problems = argument_problems(cause, self._arguments.get(name, ()))
             # `from cause`: the SDK logs the names of the fields that failed
-            raise ToolError(
-                f"Error executing tool {name}: {argument_problems(cause, known)}"
-            ) from (cause)
+            raise ToolError(f"Error executing tool {name}: {problems}") from cause
 
 
 def argument_problems(error: ValidationError, known: Sequence[str] = ()) -> str:
