@@ -20,6 +20,7 @@ from kgot.persistence.catalog import (
     load_type_file,
 )
 from kgot.persistence.checkpoints import open_checkpointer, purge_checkpoints
+from kgot.persistence.engine import StoreBusyError
 from kgot.persistence.facts import FactKey
 from kgot.persistence.graph_diff import diff_graphs
 from kgot.persistence.schema import CLOSE_REASONS
@@ -51,6 +52,7 @@ __all__ = [
     "Provenance",
     "RunRecord",
     "Store",
+    "StoreBusyError",
     "StoreLimits",
     "StoreNotFoundError",
     "Suggestion",

@@ -5,6 +5,10 @@ write transactions opened with ``BEGIN IMMEDIATE`` so two writers queue for the 
 start instead of one failing half-way with "database is locked". PostgreSQL: reads that must see
 one consistent snapshot (a whole graph) run at REPEATABLE READ; writers serialise per entity with
 ``SELECT … FOR UPDATE`` on the entity row (see :mod:`kgot.persistence.session`).
+
+Driver failures become one-line :class:`~kgot.errors.StoreError` s; those caused only by other
+transactions (a lock held too long, a serialization failure, a deadlock) are
+:class:`StoreBusyError` s, which a caller may retry.
 """
 
 from __future__ import annotations
@@ -25,6 +29,17 @@ from kgot.persistence.target import StoreTarget
 
 BUSY_TIMEOUT_MS = 30_000
 _WRITE = "kgot_write"
+# PostgreSQL's answers that end a transaction only because of other transactions, so that the
+# same work run again may well succeed: serialization_failure, deadlock_detected,
+# lock_not_available.
+_TRANSIENT_SQLSTATES = frozenset({"40001", "40P01", "55P03"})
+
+
+class StoreBusyError(StoreError):
+    """Other transactions turned this one away for now: SQLite stayed locked past the busy
+    timeout, or PostgreSQL ended it as a serialization failure, a deadlock or a lock it could
+    not get. Nothing it did was kept, so the same work may simply be tried again (callers that
+    retry recognise it by this type; the message alone reads like any other store error)."""
 
 
 def create_store_engine(target: StoreTarget) -> Engine:
@@ -136,6 +151,8 @@ def translate_errors(target: StoreTarget) -> Iterator[None]:
     try:
         yield
     except OperationalError as error:
+        if _is_transient(error, target):
+            raise StoreBusyError(describe_operational_error(error, target)) from None
         raise StoreError(describe_operational_error(error, target)) from None
     except DBAPIError as error:
         if _is_not_a_database(error):
@@ -144,6 +161,14 @@ def translate_errors(target: StoreTarget) -> Iterator[None]:
                 "--db at another file)"
             ) from None
         raise
+
+
+def _is_transient(error: OperationalError, target: StoreTarget) -> bool:
+    """Whether ``error`` is another transaction's doing rather than the database's state."""
+    if target.is_sqlite:
+        lowered = str(error.orig).lower()
+        return "locked" in lowered or "busy" in lowered
+    return getattr(error.orig, "sqlstate", None) in _TRANSIENT_SQLSTATES
 
 
 def describe_operational_error(error: SQLAlchemyError, target: StoreTarget) -> str:
@@ -166,6 +191,11 @@ def describe_operational_error(error: SQLAlchemyError, target: StoreTarget) -> s
                 "--db at another file)"
             )
         return f"database {target.display} failed: {detail}"
+    if getattr(getattr(error, "orig", None), "sqlstate", None) in _TRANSIENT_SQLSTATES:
+        return (
+            f"database {target.display} turned the transaction away because of other writers "
+            f"({detail}); nothing of it was kept, try again"
+        )
     return (
         f"cannot use database {target.display}: {detail or type(error).__name__} (check the "
         "server is running and the URL in KGOT_DB / --db is right)"
