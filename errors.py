@@ -73,6 +73,12 @@ class StoreLocationError(StoreError):
     exit_code = 2
 
 
+class WriteConflictError(KgotError):
+    """Other writers kept changing the facts a write was based on, through every retry, so
+    nothing was written. Nobody did anything wrong: the same call made again is the fix, and
+    the message names the facts and says so."""
+
+
 class DatasetError(KgotError):
     """A benchmark dataset or results file cannot be used (missing, malformed, wrong columns)."""
 
