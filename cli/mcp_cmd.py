@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from kgot.cli.common import print_json, settings_from
 from kgot.cli.store_cmd import DbOption, JsonOption, opened_store
 from kgot.errors import UsageError
+
+if TYPE_CHECKING:
+    from kgot.mcp_server.serving import Stopped
 
 app = typer.Typer(
     help="Serve entity graphs over the Model Context Protocol; manage its tokens.",
@@ -100,7 +103,9 @@ def serve(
             raise UsageError("--tokens belongs to --http; stdio serves the --entity given")
         writer = checked_label(label or "stdio", "--label")
         with opened_store(ctx, db, entity=entity) as store:
-            serve_stdio(store, settings, entity, options, label=writer)
+            stopped = serve_stdio(store, settings, entity, options, label=writer)
+        if stopped is not None:  # else the client closed the pipe or went away: exit 0, quietly
+            _stopped(stopped)
         return
     if entity is not None:
         raise UsageError("over --http the tokens grant the entities; drop --entity")
@@ -110,7 +115,14 @@ def serve(
     if tokens is None:
         raise UsageError("--http needs --tokens FILE (create tokens with `kgot mcp token add`)")
     with opened_store(ctx, db) as store:
-        serve_http(store, settings, address, tokens.expanduser(), options)
+        stopped = serve_http(store, settings, address, tokens.expanduser(), options)
+    _stopped(stopped)
+
+
+def _stopped(stopped: Stopped) -> None:
+    """A server stopped by a signal exits as `kgot ask` does: 128 + the signal's number."""
+    sys.stderr.write(f"kgot: {stopped.message()}\n")
+    raise typer.Exit(stopped.exit_code)
 
 
 @token_app.command("add")
