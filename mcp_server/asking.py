@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kgot.errors import UsageError
+from kgot.mcp_server.calls import note_run
 from kgot.mcp_server.models import AskOut, RememberOut
 
 if TYPE_CHECKING:
@@ -135,6 +136,7 @@ async def ask(
             on_event=on_event,
         )
     )
+    note_run(run_id, running)  # a server that stops this call names the run in its answer
     running.add_done_callback(lambda _task: notes.put_nowait(None))
     try:
         while (line := await notes.get()) is not None:
