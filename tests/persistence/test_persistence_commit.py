@@ -124,7 +124,8 @@ def test_a_violation_rejects_the_whole_changeset_and_writes_nothing(store: Store
         for p in problems
     )
     assert any(
-        "label 'Gadget' is not a known node type" in p and "create_node_type" in p for p in problems
+        "label 'Gadget' is not a known node type" in p and "propose a new node type first" in p
+        for p in problems
     )
     assert any(
         "source 'engine' is labelled Product" in p and "rule: source types" in p for p in problems
