@@ -29,14 +29,20 @@ from kgot.controller.trust import producer_trust, trust_note
 from kgot.controller.views import graph_view
 from kgot.errors import ChangesetError, CodeExecutionError
 from kgot.graph_model import Changeset
-from kgot.persistence import CommitConflictError
+from kgot.persistence import CommitConflictError, StoreBusyError
 from kgot.prompts import render_prompt
+from kgot.retrying import RetryPolicy
 
 if TYPE_CHECKING:
     from kgot.persistence import Provenance
 
 HISTORY_EXCERPT = 200
-_CONFLICT_RETRIES = 3
+# Commits lost to other writers (another MCP server or aide on the same entity) are redone after
+# a jittered, growing wait: without one, a writer whose commits take longer than a busy
+# neighbour's interval loses every instant retry, and the run pays a fix-code model request
+# for what was not the model's mistake.
+_CONFLICT_RETRIES = 6
+_CONFLICT_WAITS = RetryPolicy(max_retries=_CONFLICT_RETRIES, backoff_base=0.05, backoff_max=1.0)
 
 
 async def use_tools(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
@@ -316,7 +322,8 @@ async def _apply_code(
 
     When another writer changed the same facts in the meantime, the graph catches up with the
     store and the same code runs again on the fresh graph — a conflict is not the model's
-    mistake, so it costs no fix-code attempt (up to ``_CONFLICT_RETRIES`` times).
+    mistake, so it costs no fix-code attempt (up to ``_CONFLICT_RETRIES`` times, after a
+    jittered wait that grows, as for a busy store).
 
     Raises:
         CodeExecutionError, ChangesetError: for fix-code; nothing was applied.
@@ -354,9 +361,10 @@ async def _apply_code(
                     close_reasons=prepared.close_reasons,
                 )
             )
-        except CommitConflictError as conflict:
+        except (CommitConflictError, StoreBusyError) as conflict:
             if conflicts == _CONFLICT_RETRIES:
                 raise
+            await asyncio.sleep(_CONFLICT_WAITS.delay(conflicts + 1))
             await _catch_up(ctx, iteration, reason=str(conflict))
             continue
         prepared.committed(ctx.session, version)

@@ -154,3 +154,59 @@ def test_a_type_violation_goes_back_to_fix_code_and_writes_nothing(
     with open_store(settings.store.db) as store:
         history = store.session("geo").node_history("paris")
     assert [h["properties"]["latitude"] for h in history] == [48.85]  # the bad one never landed
+
+
+def test_a_writer_that_wins_five_times_in_a_row_is_waited_out(
+    run: Run, settings: Settings, facts_file: Path, monkeypatch: Any
+) -> None:
+    """Another process changes Paris just before each of the run's first five commits (more
+    than the instant retries a busy neighbour used to exhaust): each loss is waited out and
+    redone on the caught-up graph, with no fix-code request."""
+    from kgot.persistence.session import EntitySession
+
+    with open_store(settings.store.db) as store:
+        store.create_entity("atlas")
+    _commit(settings, "atlas", Node("paris", "Place", {"name": "Paris", "population": 1}))
+    commit = EntitySession.commit
+    wins: list[int] = []
+
+    def contested(
+        self: EntitySession, changeset: Changeset, provenance: Any, **options: Any
+    ) -> Any:
+        if provenance.run_id != "other-writer" and len(wins) < 5:
+            wins.append(len(wins) + 10)  # the other writer commits first, a real conflict
+            _commit(
+                settings,
+                "atlas",
+                Node("paris", "Place", {"name": "Paris", "population": wins[-1]}),
+                changed=True,
+            )
+        return commit(self, changeset, provenance, **options)
+
+    monkeypatch.setattr(EntitySession, "commit", contested)
+    scripted = ScriptedChatModel(
+        script={
+            "decide": [votes("IIIII", "RRRRR")],
+            "define_tool_calls": [inspect_call(facts_file)],
+            "update_graph": [SET_POPULATION],
+            "query": ['```python\nresult = G.nodes["paris"]["population"]\n```'],
+            "math_check": [NO_MATH],
+            "solve": [solution("2102650")],
+        }
+    )
+    result = run(scripted, entity="atlas")
+
+    assert result.answer == "2102650"
+    assert not scripted.calls_for("fix_code")
+    assert len([e for e in result.trace if e.type == "graph_refreshed"]) == 5
+    with open_store(settings.store.db) as store:
+        history = store.session("atlas").node_history("paris")
+    assert [version["properties"]["population"] for version in history] == [
+        1,
+        10,
+        11,
+        12,
+        13,
+        14,
+        2102650,
+    ]
