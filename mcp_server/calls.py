@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,8 +29,6 @@ from typing import Any
 import anyio
 
 __all__ = ["Call", "CallGuard", "Exchanges", "note_run"]
-
-log = logging.getLogger(__name__)
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -83,7 +80,7 @@ class CallGuard:
     def __init__(self) -> None:
         self.calls: set[Call] = set()
         self.stopping: str | None = None
-        self.interrupted_runs: list[str] = []  # the runs stopped calls had started
+        self.interrupted_runs: list[str] = []  # the runs of the calls stop() stopped
 
     def stop(self, why: str) -> None:
         """Stop every call now and refuse new ones; ``why`` opens their answers ("the MCP
@@ -126,7 +123,7 @@ class CallGuard:
         """Give a cancelled run a moment to record itself interrupted."""
         if call.run is None:
             return
-        if call.run_id is not None:
+        if call.run_id is not None and self.stopping is not None:
             self.interrupted_runs.append(call.run_id)
         with anyio.move_on_after(RUN_SETTLE_S, shield=True):
             await asyncio.wait([call.run])
@@ -143,7 +140,7 @@ class CallGuard:
                 f"`kgot ask --resume {call.run_id}`"
             )
         else:
-            text = f"{why}: the call was stopped before it finished"
+            text = f"{why}: {call.tool or call.method} was stopped before it finished"
         if call.method != "tools/call":
             raise MCPError(code=_UNAVAILABLE, message=text)
         return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)

@@ -8,8 +8,9 @@ are asyncio pipe transports: a signal, the client closing stdin and the client v
 end of stdout's pipe closed) all reach the loop at once, and the server decides when the
 SDK sees the end of input: after the calls in flight have been answered.
 
-The wire also keeps the ids of the requests read and not yet answered (:attr:`StdioWire.
-pending`), so a stopping server knows when every call has its answer on the way out.
+The wire also keeps the ids of the requests read and not yet answered
+(:attr:`StdioWire.pending`), so a stopping server knows when every call has had its answer
+written.
 
 While serving, descriptor 0 reads the null device and 1 writes to stderr, as under the SDK's
 transport: a child process (a sandbox job, a tool) or a stray ``print`` can neither take the
