@@ -35,6 +35,7 @@ from kgot.controller.context import RunContext, warm_pool_once_open
 from kgot.controller.events import StepFailed, TraceEvent
 from kgot.controller.insert import _catch_up, _integrate
 from kgot.controller.retrieve import Retrieval, query_graph
+from kgot.controller.run import finish_in_thread, open_run_sandbox
 from kgot.controller.state import PendingResult, RunState
 from kgot.errors import ConfigError, UsageError
 
@@ -283,27 +284,29 @@ class Ingestor:
         self._writes: list[tuple[Any, int | None]] = []
 
     async def __aenter__(self) -> Ingestor:
-        from kgot.graph_backends import open_backend, prepare_backend
+        from kgot.graph_backends import open_backend
         from kgot.llm import UsageLedger, build_llm_clients
-        from kgot.sandbox import open_sandbox
         from kgot.tools import ToolRunner
 
         ledger = UsageLedger()
         roles = build_llm_clients(self.settings, ledger, models=self.models)
         session = self.store.session(self.entity)  # EntityNotFoundError for a missing one
         async with contextlib.AsyncExitStack() as stack:
-            sandbox = open_sandbox(self.settings.sandbox)
-            stack.callback(sandbox.close)
             # The session's own worker starts now and takes the entity's graph as soon as it
-            # is loaded; the shared pool (document conversion) warms up after it.
-            prepare_backend(self.settings.controller.backend, sandbox)
+            # is loaded; the shared pool (document conversion) warms up after it. Opening,
+            # loading and closing run on threads (see open_run_sandbox): an MCP `remember`
+            # shares the event loop with every tenant.
+            sandbox = await open_run_sandbox(stack, self.settings, self.settings.controller.backend)
+            graph = await finish_in_thread(session.load_graph)
             backend = open_backend(
                 self.settings.controller.backend,
                 sandbox,
-                session.load_graph(),
+                graph,
                 max_property_bytes=self.settings.store.max_property_bytes,
             )
-            stack.callback(backend.close)
+            # Stops the session's resident worker, killing a job it may be running (an
+            # ingestion cancelled mid-job).
+            stack.push_async_callback(finish_in_thread, backend.close)
             backend.warm_up(then=warm_pool_once_open(stack, sandbox))
             self._ctx = RunContext(
                 settings=self.settings,

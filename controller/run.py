@@ -8,10 +8,10 @@ import logging
 import os
 import threading
 import uuid
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import networkx as nx
 
@@ -28,6 +28,8 @@ from kgot.graph_model import Changeset, apply_to_networkx
 from kgot.persistence.storable import storable_text
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -256,7 +258,7 @@ async def _execute(
         # The graph goes first: a refused one never starts sandbox workers, which would be
         # warming in threads while the process exits.
         start = None if resume or spec.entity else _start_graph(spec.graph_file, limits)
-        sandbox = _run_sandbox(stack, settings, spec.backend, sandbox, resume=resume)
+        sandbox = await _run_sandbox(stack, settings, spec.backend, sandbox, resume=resume)
         opened_store, saver = await stack.enter_async_context(
             _opened(settings, store, checkpointer, entity=spec.entity)
         )
@@ -270,18 +272,20 @@ async def _execute(
                 f"run {spec.run_id!r} already exists; continue it with `kgot ask --resume "
                 f"{spec.run_id}` or choose another --run-id"
             )
-        _claim(stack, opened_store, spec.run_id, resume=resume)
+        await _claim(stack, opened_store, spec.run_id, resume=resume)
         if resume and not snapshot.next:  # finished (or failed at the very end): report it
             status = values.get("status") or "failed"
             return _result(spec, values, None, status=status, limits=limits)
         # Kept in the store as the run goes (`kgot runs show`); what a stopped run left
         # unwritten is written as it ends.
-        trace = stack.enter_context(_Collector(on_event, EventRecorder(opened_store, spec.run_id)))
-        ctx = _services(
+        trace = await stack.enter_async_context(
+            _Collector(on_event, EventRecorder(opened_store, spec.run_id))
+        )
+        ctx = await _services(
             stack,
             spec,
             settings,
-            sandbox=sandbox or _open_sandbox(stack, settings, spec.backend),
+            sandbox=sandbox or await open_run_sandbox(stack, settings, spec.backend),
             start=start,
             roles=roles,
             ledger=ledger,
@@ -293,20 +297,11 @@ async def _execute(
         ctx.unsaved_commits_possible = resume and "update_graph" in snapshot.next
         stack.callback(ledger.subscribe(ctx.report_failed_requests))
         ctx.iteration = values.get("iteration", 0)
-        opened_store.start_run(
-            spec.run_id,
-            spec.question,
-            spec.entity,
-            {
-                "backend": spec.backend,
-                "attachments": list(spec.attachments),
-                "graph_file": spec.graph_file,
-            },
-        )
-        trace(RunStarted(iteration=ctx.iteration, resumed=resume, **spec.described()))
         # What the checkpoint held when this invocation began: with the steps' usage in the
         # trace, the totals at any moment, also when no checkpoint follows a step.
         carried: Usage = values.get("usage") or empty_usage()
+        await _record_start(opened_store, spec, carried)
+        trace(RunStarted(iteration=ctx.iteration, resumed=resume, **spec.described()))
         stop_signals = stack.enter_context(stopped_by_termination(enabled=handle_signals))
         try:
             first = None if resume else _initial_state(spec, public_dump(settings))
@@ -319,7 +314,7 @@ async def _execute(
                 trace(cast("TraceEvent", event))  # only kgot's steps write to this stream
             final = (await controller.aget_state(config)).values
         except (asyncio.CancelledError, KeyboardInterrupt):
-            opened_store.finish_run(spec.run_id, "interrupted", None, {**trace.usage(carried)})
+            await _record_end(opened_store, spec, "interrupted", None, {**trace.usage(carried)})
             if stop_signals:
                 raise RunTerminated(stop_signals[0]) from None
             raise
@@ -337,12 +332,12 @@ async def _execute(
         except Exception as error:
             # A bug, not the user's problem: still never leave the run recorded as running.
             totals = {**trace.usage(carried), "error": f"internal error: {type(error).__name__}"}
-            opened_store.finish_run(spec.run_id, "failed", None, totals)
+            await _record_end(opened_store, spec, "failed", None, totals)
             raise
         else:
             status = final.get("status", "failed")
             result = _result(spec, dict(final), ctx, status=status)
-        opened_store.finish_run(spec.run_id, result.status, result.answer, _run_totals(result))
+        await _record_end(opened_store, spec, result.status, result.answer, _run_totals(result))
         trace(
             RunFinished(
                 iteration=result.iterations,
@@ -353,6 +348,31 @@ async def _execute(
         )
         result.trace = trace.events
         return result
+
+
+async def _record_start(store: Store, spec: _RunSpec, carried: Usage) -> None:
+    """Record the run as running (:meth:`Store.start_run`, which claims it). A cancel that
+    arrives meanwhile is raised once the run is recorded, so it is recorded as interrupted
+    before the cancel goes on."""
+    options = {
+        "backend": spec.backend,
+        "attachments": list(spec.attachments),
+        "graph_file": spec.graph_file,
+    }
+    try:
+        await finish_in_thread(
+            lambda: store.start_run(spec.run_id, spec.question, spec.entity, options)
+        )
+    except asyncio.CancelledError:
+        await _record_end(store, spec, "interrupted", None, {**carried})
+        raise
+
+
+async def _record_end(
+    store: Store, spec: _RunSpec, status: str, answer: str | None, totals: Mapping[str, Any]
+) -> None:
+    """Record how the run ended (:meth:`Store.finish_run`)."""
+    await finish_in_thread(lambda: store.finish_run(spec.run_id, status, answer, totals))
 
 
 class _Collector:
@@ -366,12 +386,13 @@ class _Collector:
         self.on_event = on_event
         self.recorder = recorder
 
-    def __enter__(self) -> _Collector:
+    async def __aenter__(self) -> _Collector:
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
-        if self.recorder is not None:
-            self.recorder.flush()  # the run stopped between two writes
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self.recorder is not None:  # the run stopped between two writes
+            # A store write (it may wait for the database's lock): on a thread.
+            await finish_in_thread(self.recorder.flush)
 
     def __call__(self, event: TraceEvent) -> None:
         self.events.append(event)
@@ -396,6 +417,29 @@ class _Collector:
         return total
 
 
+async def finish_in_thread(call: Callable[[], T]) -> T:
+    """``call()`` on a worker thread, seen through to its end.
+
+    For blocking work as a run starts and ends (closing its sandbox, which may have to kill a
+    job, and its graph backend; recording the run): it must not hold the event loop, which in
+    the MCP server serves every tenant, and it must not be cut short either. A cancel that
+    arrives meanwhile (a cancelled run unwinding may be cancelled again, e.g. by an anyio
+    cancel scope, which keeps cancelling) is raised once ``call`` has returned; an error of
+    ``call`` is raised instead.
+    """
+    done = asyncio.ensure_future(asyncio.to_thread(call))
+    cancelled: asyncio.CancelledError | None = None
+    while not done.done():
+        try:
+            await asyncio.shield(done)
+        except asyncio.CancelledError as cancel:
+            cancelled = cancel
+    result = done.result()
+    if cancelled is not None:
+        raise cancelled
+    return result
+
+
 def clean_up_after_dead_runs(store: Store) -> tuple[list[str], list[Path]]:
     """Record runs whose process died without saying so (SIGKILL, a crash, a restart) as
     ``interrupted`` (resumable), and remove the temporary tool directories such processes
@@ -406,11 +450,14 @@ def clean_up_after_dead_runs(store: Store) -> tuple[list[str], list[Path]]:
     return store.interrupt_dead_runs(), remove_stale_workspaces()
 
 
-def _claim(stack: contextlib.AsyncExitStack, store: Store, run_id: str, *, resume: bool) -> None:
+async def _claim(
+    stack: contextlib.AsyncExitStack, store: Store, run_id: str, *, resume: bool
+) -> None:
     """Refuse a run that is running already, here or (when it is resumed) in another process of
     this machine. The look at the store is a quick refusal before the sandbox and tools start;
     :meth:`Store.start_run` decides, while it claims the run."""
-    clean_up_after_dead_runs(store)
+    # Writes (dead runs marked) and a scan of the temporary directory: not on the event loop.
+    await finish_in_thread(lambda: clean_up_after_dead_runs(store))
     stack.enter_context(_claimed_in_this_process(run_id))
     if resume:
         store.check_not_running(run_id)
@@ -439,7 +486,7 @@ def _claimed_in_this_process(run_id: str) -> Iterator[None]:
             _running_here.discard(run_id)
 
 
-def _services(
+async def _services(
     stack: contextlib.AsyncExitStack,
     spec: _RunSpec,
     settings: Settings,
@@ -459,7 +506,8 @@ def _services(
     from kgot.tools import ToolContext, ToolRunner, build_tools
 
     if session:
-        initial = session.load_graph()
+        # The whole entity graph, read under the session's lock: as long as the graph is large.
+        initial = await finish_in_thread(session.load_graph)
     else:
         initial = (
             start if start is not None else _start_graph(spec.graph_file, settings.store.limits())
@@ -468,7 +516,8 @@ def _services(
     backend = open_backend(
         spec.backend, sandbox, initial, max_property_bytes=settings.store.max_property_bytes
     )
-    stack.callback(backend.close)
+    # Stops the run's resident worker, killing a job it may be running (a cancelled run).
+    stack.push_async_callback(finish_in_thread, backend.close)
     # The run's own worker starts and takes the graph while the first votes are with the
     # model; the shared pool (python tool, conversion) warms up after it, not against it.
     backend.warm_up(then=warm_pool_once_open(stack, sandbox))
@@ -530,7 +579,7 @@ def _initial_state(spec: _RunSpec, options: dict[str, Any]) -> RunState:
     )
 
 
-def _run_sandbox(
+async def _run_sandbox(
     stack: contextlib.AsyncExitStack,
     settings: Settings,
     backend: str,
@@ -546,20 +595,32 @@ def _run_sandbox(
 
         prepare_backend(backend, given)
         return given
-    return None if resume else _open_sandbox(stack, settings, backend)
+    return None if resume else await open_run_sandbox(stack, settings, backend)
 
 
-def _open_sandbox(stack: contextlib.AsyncExitStack, settings: Settings, backend: str) -> Sandbox:
+async def open_run_sandbox(
+    stack: contextlib.AsyncExitStack, settings: Settings, backend: str
+) -> Sandbox:
     """The configured sandbox, closed with ``stack``. The run's own worker for ``backend``
     starts at once; the shared pool warms up once the run's graph is in that worker (see
     :func:`_services`)."""
     from kgot.graph_backends import prepare_backend
     from kgot.sandbox import open_sandbox
 
-    sandbox = open_sandbox(settings.sandbox)
-    stack.callback(sandbox.close)
-    prepare_backend(backend, sandbox)
-    return sandbox
+    # Opened and closed on a thread: the first open in a process probes the machine (~0.2 s),
+    # and a close stops workers, killing any job still running.
+    opened: list[Sandbox] = []
+
+    def open_and_prepare() -> Sandbox:
+        opened.append(open_sandbox(settings.sandbox))
+        prepare_backend(backend, opened[0])
+        return opened[0]
+
+    try:
+        return await finish_in_thread(open_and_prepare)
+    finally:
+        if opened:  # also when cancelled meanwhile, or when preparing failed
+            stack.push_async_callback(finish_in_thread, opened[0].close)
 
 
 @contextlib.asynccontextmanager
