@@ -16,16 +16,23 @@ a time (pieces of ``tools.max_output_chars``, as ``kgot ingest`` cuts them). The
 bound the requests per piece, and the same two caps as ``ask`` are checked between pieces: a
 call whose cost or requests reached a cap stops before its next piece (``stopped_by``), keeping
 what the pieces before committed.
+
+A call the client cancels (``notifications/cancelled``; the TypeScript SDK sends one after 60 s
+by default) cancels its run or ingestion once and waits for it to unwind: the sandbox job is
+killed, the run recorded as interrupted and the sandbox closed, all on worker threads, so the
+server goes on serving every other call meanwhile.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import anyio
 
 from kgot.errors import UsageError
 from kgot.mcp_server.calls import note_run
@@ -37,7 +44,13 @@ if TYPE_CHECKING:
 
 __all__ = ["AskLimits", "Progress", "ask", "remember"]
 
+log = logging.getLogger(__name__)
+
 Progress = Callable[[float, float | None, str], Awaitable[None]]
+
+# How long a cancelled call waits for its work to unwind (the job killed, the run recorded,
+# the sandbox closed): well under a second; past this the unwinding goes on unwatched.
+_UNWIND_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -144,8 +157,7 @@ async def ask(
         result = await running
     except asyncio.CancelledError:
         if caps.stopped_by is None or not running.cancelled():
-            running.cancel()
-            raise  # the client cancelled the call: the run is interrupted, resumable
+            raise  # the client cancelled the call: the run is interrupted (below), resumable
         return AskOut(
             entity=entity,
             run_id=run_id,
@@ -157,10 +169,7 @@ async def ask(
             stopped_by=caps.stopped_by,
         )
     finally:
-        if not running.done():
-            running.cancel()
-            with contextlib.suppress(BaseException):
-                await running
+        await _unwound(running)
     return AskOut(
         entity=entity,
         run_id=result.run_id,
@@ -201,24 +210,52 @@ async def remember(
     parts = split_text(text.strip(), settings.tools.max_output_chars)
     caps = _Caps(limits.max_cost_usd, limits.max_llm_calls)
     total = RememberOut(entity=entity, ok=True, parts=len(parts), cost_usd=0.0)
-    async with Ingestor(store, entity, settings, run_id=f"mcp:{label}") as ingestor:
-        for number, part in enumerate(parts, 1):
-            if caps.stopped_by is not None:  # checked between parts, like ask between steps
-                total.stopped_by = caps.stopped_by
-                total.notes.append(
-                    f"stopped at the cap {caps.stopped_by} after part {number - 1} of "
-                    f"{len(parts)}; remember the rest in another call"
+
+    async def ingest_parts() -> RememberOut:
+        async with Ingestor(store, entity, settings, run_id=f"mcp:{label}") as ingestor:
+            for number, part in enumerate(parts, 1):
+                if caps.stopped_by is not None:  # checked between parts, like ask between steps
+                    total.stopped_by = caps.stopped_by
+                    total.notes.append(
+                        f"stopped at the cap {caps.stopped_by} after part {number - 1} of "
+                        f"{len(parts)}; remember the rest in another call"
+                    )
+                    break
+                report = await ingestor.ingest(
+                    part,
+                    source_ref=source_ref or f"mcp:{label}",
+                    title=None if len(parts) == 1 else f"text, part {number} of {len(parts)}",
                 )
-                break
-            report = await ingestor.ingest(
-                part,
-                source_ref=source_ref or f"mcp:{label}",
-                title=None if len(parts) == 1 else f"text, part {number} of {len(parts)}",
-            )
-            caps.add({"llm_calls": report.llm_calls, "cost_usd": report.cost_usd})
-            _add_part(total, report, None if len(parts) == 1 else f"part {number}")
-            total.parts_done = number
-    return total
+                caps.add({"llm_calls": report.llm_calls, "cost_usd": report.cost_usd})
+                _add_part(total, report, None if len(parts) == 1 else f"part {number}")
+                total.parts_done = number
+        return total
+
+    # A task of its own, like ask's run: a cancelled call cancels it once (see _unwound).
+    ingesting = asyncio.ensure_future(ingest_parts())
+    try:
+        return await asyncio.shield(ingesting)
+    finally:
+        await _unwound(ingesting)
+
+
+async def _unwound(work: asyncio.Future[Any]) -> None:
+    """Cancel ``work`` (a run or an ingestion of the call's) once, if it still goes, and wait
+    for it to end, shielded from the call's own cancellation.
+
+    The SDK cancels a call through an anyio cancel scope, which cancels whatever the handler
+    awaits again and again until the handler returns: awaited there unshielded, the work's
+    unwinding (killing its sandbox job, recording the run, closing the sandbox) was cancelled
+    at each of its steps. That unwinding runs on worker threads and never holds the event
+    loop, so waiting for it keeps nobody else waiting.
+    """
+    if work.done():
+        return
+    work.cancel()
+    with anyio.move_on_after(_UNWIND_S, shield=True):
+        await asyncio.wait([work])
+    if work.done() and not work.cancelled() and work.exception() is not None:
+        log.warning("a cancelled call's work failed as it stopped: %s", work.exception())
 
 
 def _add_part(total: RememberOut, part: Any, label: str | None) -> None:
