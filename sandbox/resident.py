@@ -230,7 +230,8 @@ class ResidentWorker:
                 pending = self._pending
                 assert pending is not None
             # Not under _guard: a start takes seconds, and close() must be able to end it.
-            wait((pending, self._closing), return_when=FIRST_COMPLETED)
+            either: list[Future[Any]] = [pending, self._closing]
+            wait(either, return_when=FIRST_COMPLETED)
             with self._guard:
                 self._check_open()  # closed meanwhile: close() stops the started worker
                 if self._pending is pending:
