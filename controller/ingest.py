@@ -294,15 +294,16 @@ class Ingestor:
         async with contextlib.AsyncExitStack() as stack:
             # The session's own worker starts now and takes the entity's graph as soon as it
             # is loaded; the shared pool (document conversion) warms up after it. Opening,
-            # loading and closing run on threads (see open_run_sandbox): an MCP `remember`
-            # shares the event loop with every tenant.
+            # loading (as long as the graph is large) and closing run on threads (see
+            # open_run_sandbox): an MCP `remember` shares the event loop with every tenant.
             sandbox = await open_run_sandbox(stack, self.settings, self.settings.controller.backend)
-            graph = await finish_in_thread(session.load_graph)
-            backend = open_backend(
-                self.settings.controller.backend,
-                sandbox,
-                graph,
-                max_property_bytes=self.settings.store.max_property_bytes,
+            backend = await finish_in_thread(
+                lambda: open_backend(
+                    self.settings.controller.backend,
+                    sandbox,
+                    session.load_graph(),
+                    max_property_bytes=self.settings.store.max_property_bytes,
+                )
             )
             # Stops the session's resident worker, killing a job it may be running (an
             # ingestion cancelled mid-job).
