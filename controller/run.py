@@ -254,7 +254,9 @@ async def _execute(
     from kgot.llm import UsageLedger, build_llm_clients
 
     ledger = UsageLedger()
-    roles = build_llm_clients(settings, ledger, models=models)  # fails early without a model
+    # Fails early without a model. On a thread: the first build imports the provider's client
+    # library (~0.9 s for langchain-openai), which must not hold an event loop others share.
+    roles = await finish_in_thread(lambda: build_llm_clients(settings, ledger, models=models))
     limits = settings.store.limits()
     async with contextlib.AsyncExitStack() as stack:
         # A new run's sandbox and starting graph can refuse it; both are checked before the
@@ -267,7 +269,7 @@ async def _execute(
             _opened(settings, store, checkpointer, entity=spec.entity)
         )
         session = opened_store.session(spec.entity) if spec.entity else None
-        controller = build_controller_graph(saver)
+        controller = await finish_in_thread(lambda: build_controller_graph(saver))  # ~10 ms
         config = run_config(spec.run_id, settings.controller)
         snapshot = await controller.aget_state(config)
         values: dict[str, Any] = dict(snapshot.values or {})

@@ -26,6 +26,7 @@ server goes on serving every other call meanwhile.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
@@ -109,6 +110,9 @@ async def ask(
         UsageError: an empty or too long question, a negative cap.
         KgotError: the run could not start (no model, no sandbox, …).
     """
+    # The controller's first import (LangGraph, LangChain: ~1.2 s) on a thread, not on the
+    # event loop every tenant shares; later calls find it imported.
+    await asyncio.to_thread(importlib.import_module, "kgot.controller")
     from kgot.controller import ask_async
     from kgot.controller.events import StepFinished
     from kgot.mcp_server.advisor import advisor_agent_tools
@@ -198,6 +202,7 @@ async def remember(
         UsageError: an empty or too long text.
         KgotError: no model, no sandbox, …
     """
+    await asyncio.to_thread(importlib.import_module, "kgot.controller.ingest")  # as in ask
     from kgot.controller.ingest import Ingestor, split_text
 
     if not text.strip():
@@ -267,9 +272,11 @@ def _add_part(total: RememberOut, part: Any, label: str | None) -> None:
     total.inserted_edges += part.inserted_edges
     total.updated_nodes += part.updated_nodes
     total.merged += part.merged
+    total.restated += [fact for fact in part.restated if fact not in total.restated]
     total.superseded += part.superseded
     total.notes += part.notes
     total.corroborated += part.corroborated
+    total.reinforced += part.reinforced
     total.queued += part.queued
     total.llm_calls += part.llm_calls
     if total.cost_usd is not None:
