@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
     from kgot.config import Settings
-    from kgot.persistence import Store
+    from kgot.persistence import EntitySession, Store
 
 # The producer name ingested text is written as: its trust is `[memory.trust] ingest` (else
 # `default`), unless the caller gives a confidence.
@@ -155,7 +155,10 @@ class IngestReport:
             ``source -relationship-> target``).
         updated_nodes: existing nodes that got new or changed properties.
         merged: what the memory landed on existing nodes or followed to a canonical node.
-        corroborated: facts found again by a new source; ``reinforced``: by the same source.
+        restated: facts the text stated again as the graph holds them (node ids;
+            ``source -[key]-> target``): nothing new was written for them, the store counted
+            them as ``corroborated`` (found again by a new source) or ``reinforced`` (by the
+            same source).
         superseded: facts closed as contradicted by a new value (fact keys joined by ``/``).
         queued: suggestions filed in the curation queue (kept values, possible duplicates).
         notes: every note of the entity's memory, as the model saw them.
@@ -181,6 +184,7 @@ class IngestReport:
     inserted_edges: list[str] = field(default_factory=list)
     updated_nodes: list[str] = field(default_factory=list)
     merged: list[str] = field(default_factory=list)
+    restated: list[str] = field(default_factory=list)
     corroborated: int = 0
     reinforced: int = 0
     superseded: list[str] = field(default_factory=list)
@@ -243,6 +247,7 @@ class IngestReport:
             f"{len(self.inserted_nodes)} nodes and {len(self.inserted_edges)} edges inserted",
             f"{len(self.updated_nodes)} updated",
             f"{len(self.merged)} merged",
+            f"{len(self.restated)} restated",
             f"{self.corroborated} corroborated",
             f"{len(self.superseded)} superseded",
         ]
@@ -506,7 +511,7 @@ class Ingestor:
         if failures:
             report.failed = failures[-1].error
         for prepared, version in self._writes:
-            _describe(report, prepared, version)
+            await asyncio.to_thread(_describe, report, prepared, version, ctx.session)
         if report.version is not None:
             committed = ctx.session.committed(key)
             if committed is not None and committed["run_id"] != self.run_id:
@@ -574,6 +579,7 @@ def _merge(total: IngestReport, part: IngestReport, label: str | None) -> None:
         "inserted_edges",
         "updated_nodes",
         "merged",
+        "restated",
         "superseded",
         "notes",
     ):
@@ -625,15 +631,42 @@ def _with_trust(settings: Settings, producer: str, confidence: float | None) -> 
     return settings.model_copy(update={"memory": memory.model_copy(update={"trust": trust})})
 
 
-def _describe(report: IngestReport, prepared: Any, version: int | None) -> None:
-    """Fold one write (the memory's prepared changeset and its commit) into ``report``."""
+def _describe(
+    report: IngestReport, prepared: Any, version: int | None, session: EntitySession
+) -> None:
+    """Fold one write (the memory's prepared changeset and its commit) into ``report``.
+
+    What the commit added is new to the graph, or a fact the graph held already that the text
+    stated again (the graph code re-added it, or the memory landed a duplicate on it): only
+    the store tells them apart, by the rows the commit wrote. One history read per added fact,
+    as ``save_facts`` reports them.
+    """
     if version is not None:
         report.version = version
-    applied = prepared.applied
-    report.inserted_nodes += [node.id for node in applied.added_nodes]
+    applied, committed = prepared.applied, prepared.changeset
+    fresh_nodes = {
+        node.id
+        for node in committed.added_nodes
+        if version is not None and _written_at(session.node_history(node.id), version)
+    }
+    fresh_edges = {
+        edge.ident
+        for edge in committed.added_edges
+        if version is not None and _written_at(session.edge_history(*edge.ident), version)
+    }
+    report.inserted_nodes += [node.id for node in applied.added_nodes if node.id in fresh_nodes]
     report.inserted_edges += [
-        f"{edge.source} -{edge.relationship}-> {edge.target}" for edge in applied.added_edges
+        f"{edge.source} -{edge.relationship}-> {edge.target}"
+        for edge in applied.added_edges
+        if edge.ident in fresh_edges
     ]
+    restated = [node.id for node in committed.added_nodes if node.id not in fresh_nodes]
+    restated += [
+        f"{edge.source} -[{edge.ident[2]}]-> {edge.target}"
+        for edge in committed.added_edges
+        if edge.ident not in fresh_edges
+    ]
+    report.restated += [fact for fact in dict.fromkeys(restated) if fact not in report.restated]
     report.updated_nodes += [node.id for node in applied.changed_nodes]
     report.merged += [
         note for note in prepared.notes if "landed on" in note or "merged into" in note
@@ -642,6 +675,13 @@ def _describe(report: IngestReport, prepared: Any, version: int | None) -> None:
         "/".join(key) for key, reason in prepared.close_reasons.items() if reason == "contradicted"
     ]
     report.queued += len(prepared.suggestions)
+
+
+def _written_at(rows: Sequence[Mapping[str, Any]], version: int) -> bool:
+    """Whether the commit at ``version`` wrote a row of the fact (a fact it only counted as
+    stated again keeps its older row). Any row, not only the current one: another writer may
+    have changed the fact since."""
+    return any(int(row["valid_from_version"]) == version for row in rows)
 
 
 def _add_usage(report: IngestReport, calls: list[Any]) -> None:

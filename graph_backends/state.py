@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import replace
 from typing import Any, Protocol
 
 import networkx as nx
@@ -23,11 +24,12 @@ from kgot.graph_backends.jobs.python_job import (
     edge_key_for,
     normalize_identity_attributes,
 )
-from kgot.graph_model import Changeset, GraphStats, apply_to_networkx
+from kgot.graph_model import Changeset, Edge, GraphStats, Node, apply_to_networkx
 from kgot.graph_model.records import (
     LABEL,
     RELATIONSHIP,
     EdgeIdent,
+    canonical_json,
     cap_problems,
     check_edge,
     check_node,
@@ -117,6 +119,9 @@ class GraphState:
             problems = self.problems(changeset)
             if problems:
                 raise ChangesetError(problems)
+            # Facts added again exactly as they are change nothing here (the store counted
+            # them); left in, they would be counted and versioned as new.
+            changeset = without_restatements(self.graph, changeset)
             if changeset.is_empty:
                 return
             self._update_counts(changeset, -1)
@@ -424,7 +429,11 @@ def changeset_problems(graph: nx.MultiDiGraph, changeset: Changeset) -> list[str
     added_ids: set[str] = set()
     for node in changeset.added_nodes:
         problems.extend(check_node(node.id, node.label, node.properties))
-        if graph.has_node(node.id) and node.id not in removed_nodes:
+        if (
+            graph.has_node(node.id)
+            and node.id not in removed_nodes
+            and not _restates_node(graph, node)
+        ):
             problems.append(f"node {node.id!r}: already exists, so it cannot be added")
         if node.id in added_ids:
             problems.append(f"duplicate id {node.id!r}: added twice in one change")
@@ -438,6 +447,55 @@ def changeset_problems(graph: nx.MultiDiGraph, changeset: Changeset) -> list[str
             problems.append(f"node {node_id!r}: does not exist, so it cannot be removed")
     problems.extend(_edge_changes_problems(graph, changeset, removed_nodes, added_ids))
     return cap_problems(problems)
+
+
+def without_restatements(graph: nx.MultiDiGraph, changeset: Changeset) -> Changeset:
+    """``changeset`` without the nodes and edges it adds that ``graph`` holds exactly so.
+
+    Write code that states a fact again reports it as added with its current attributes (see
+    :mod:`kgot.graph_backends.jobs.python_job`): for the entity's store a re-statement, which it
+    counts; for the graph in memory nothing to do.
+    """
+    # What the changeset also removes is re-added, not restated: the removal goes first.
+    removed = set(changeset.removed_nodes)
+    nodes = tuple(
+        n for n in changeset.added_nodes if n.id in removed or not _restates_node(graph, n)
+    )
+    gone = set(changeset.removed_edges)
+    edges = tuple(
+        e
+        for e in changeset.added_edges
+        if e.ident in gone
+        or e.source in removed
+        or e.target in removed
+        or not _restates_edge(graph, e)
+    )
+    if len(nodes) == len(changeset.added_nodes) and len(edges) == len(changeset.added_edges):
+        return changeset
+    return replace(changeset, added_nodes=nodes, added_edges=edges)
+
+
+def _restates_node(graph: nx.MultiDiGraph, node: Node) -> bool:
+    current = graph._node.get(node.id)
+    return current is not None and _same_json(current, {LABEL: node.label, **node.properties})
+
+
+def _restates_edge(graph: nx.MultiDiGraph, edge: Edge) -> bool:
+    source, target, key = edge.ident
+    current = graph._succ.get(source, {}).get(target, {}).get(key)
+    return current is not None and _same_json(
+        current, {RELATIONSHIP: edge.relationship, **edge.properties}
+    )
+
+
+def _same_json(current: Mapping[str, Any], stated: Mapping[str, Any]) -> bool:
+    """Equal attributes, ``1``, ``1.0`` and ``True`` told apart (``==`` would not)."""
+    if current.keys() != stated.keys():
+        return False
+    try:
+        return canonical_json(current) == canonical_json(stated)
+    except (TypeError, ValueError, RecursionError):
+        return False
 
 
 def _edge_changes_problems(
@@ -470,7 +528,8 @@ def _edge_changes_problems(
             problems.append(f"{describe_edge(*ident)}: edge keys must be strings")
         problems.extend(check_edge(*ident, edge.relationship, edge.properties))
         exists = graph.has_edge(*ident) and ident not in removed_edges
-        if adding and (exists or ident in added_idents):
+        restated = adding and exists and _restates_edge(graph, edge)
+        if adding and ((exists and not restated) or ident in added_idents):
             problems.append(f"{describe_edge(*ident)}: already exists, so it cannot be added")
         if not adding and not exists:
             problems.append(f"{describe_edge(*ident)}: does not exist, so it cannot be changed")

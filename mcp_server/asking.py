@@ -272,9 +272,11 @@ def _add_part(total: RememberOut, part: Any, label: str | None) -> None:
     total.inserted_edges += part.inserted_edges
     total.updated_nodes += part.updated_nodes
     total.merged += part.merged
+    total.restated += [fact for fact in part.restated if fact not in total.restated]
     total.superseded += part.superseded
     total.notes += part.notes
     total.corroborated += part.corroborated
+    total.reinforced += part.reinforced
     total.queued += part.queued
     total.llm_calls += part.llm_calls
     if total.cost_usd is not None:

@@ -211,7 +211,13 @@ class RememberOut(BaseModel):
     inserted_edges: list[str] = Field(default_factory=list)
     updated_nodes: list[str] = Field(default_factory=list)
     merged: list[str] = Field(default_factory=list)
-    corroborated: int = 0
+    restated: list[str] = Field(
+        default_factory=list,
+        description="Facts the text stated again as the graph holds them (node ids, "
+        "'source -[key]-> target'): nothing new written, counted as corroborated or reinforced.",
+    )
+    corroborated: int = Field(default=0, description="Facts found again by a new source.")
+    reinforced: int = Field(default=0, description="Facts found again by the same source.")
     superseded: list[str] = Field(default_factory=list)
     queued: int = 0
     notes: list[str] = Field(default_factory=list)

@@ -11,6 +11,12 @@ and ``nx``.
   parallel edges; an exact re-statement of an existing edge is dropped), then the graph is diffed
   against its input and checked against the graph rules. The job reports the changeset; the host
   checks it again before anything is applied.
+
+  Existing facts the code stated again without changing them (``G.add_node`` with attributes on
+  a node it left as it was, ``G.add_edge`` of an edge identical to one there) are reported as
+  added with their current attributes: the diff alone would not show them, and the entity's
+  store counts such a re-addition as a corroboration (a new source) or a reinforcement (the
+  same source). Applying one to a graph changes nothing (:mod:`kgot.graph_backends.state`).
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from kgot.graph_model.records import (
     RELATIONSHIP,
     canonical_json,
     diff_graphs,
+    edge_dict,
+    node_dict,
     parse_records,
     private_copy,
 )
@@ -135,6 +143,7 @@ def run_on(
     linecache.cache[CODE_FILENAME] = (len(code), None, code.splitlines(True), CODE_FILENAME)
     namespace: dict[str, Any] = {"G": graph, "nx": nx, "__name__": "__main__"}
     printed = io.StringIO()
+    stated = Stated.noting(graph) if mode == "write" else None
     try:
         if mode == "read":
             with contextlib.redirect_stdout(printed):
@@ -144,12 +153,77 @@ def run_on(
     except BaseException as error:  # SystemExit too: the code must not end the job early
         summary, detail = describe_exception(error, CODE_FILENAME)
         return failure("exception", summary, detail)
+    finally:
+        if stated is not None:
+            stated.stop(graph)
     with collector_paused():
         if mode == "read":
             return _read_outcome(namespace, printed.getvalue(), max_items)
+        assert stated is not None
+        if namespace.get("G") is not graph:
+            stated = Stated()  # G rebound: what the code stated was said to another graph
         if held is not None:
-            return _region_write_outcome(namespace.get("G"), held, nx)
-        return _write_outcome(namespace.get("G"), before_nodes, before_edges, nx)
+            return _region_write_outcome(namespace.get("G"), held, nx, stated)
+        return _write_outcome(namespace.get("G"), before_nodes, before_edges, nx, stated)
+
+
+class Stated:
+    """What write code stated through ``G``'s add methods: node ids it gave attributes
+    (``add_node``, ``add_nodes_from``) and edges it added under a string key (``add_edge``, and
+    through it ``add_edges_from``, ``nx.add_path`` …).
+
+    Those of them that were there before and that the code left unchanged are re-statements;
+    the diff cannot see them. Edges added without a key need no noting: key assignment finds
+    the identical edge each one repeats (:func:`key_new_edges`).
+    """
+
+    _METHODS = ("add_node", "add_nodes_from", "add_edge")
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, None] = {}  # ordered sets: reported in the order stated
+        self.edges: dict[tuple[str, str, str], None] = {}
+
+    @classmethod
+    def noting(cls, graph: Any) -> Stated:
+        """Start noting on ``graph``: its add methods are shadowed on the instance (as
+        ``networkx.freeze`` does), so the graph's class, which the resident tracking checks,
+        stays what it is, and NetworkX's own calls of ``self.add_edge`` are seen too."""
+        stated = cls()
+        kind = type(graph)
+
+        def add_node(node_for_adding: Any, **attr: Any) -> None:
+            kind.add_node(graph, node_for_adding, **attr)
+            if attr and isinstance(node_for_adding, str):
+                stated.nodes[node_for_adding] = None
+
+        def add_nodes_from(nodes_for_adding: Any, **attr: Any) -> None:
+            items = list(nodes_for_adding)  # read once: NetworkX reads it too
+            kind.add_nodes_from(graph, items, **attr)
+            for item in items:
+                # NetworkX's reading: a hashable item is a node, else a (node, attributes) pair.
+                try:
+                    hash(item)
+                    node, data = item, attr
+                except TypeError:
+                    node, given = item
+                    data = {**attr, **given}
+                if data and isinstance(node, str):
+                    stated.nodes[node] = None
+
+        def add_edge(u_for_edge: Any, v_for_edge: Any, key: Any = None, **attr: Any) -> Any:
+            made = kind.add_edge(graph, u_for_edge, v_for_edge, key, **attr)
+            if all(isinstance(end, str) for end in (u_for_edge, v_for_edge, made)):
+                stated.edges[(u_for_edge, v_for_edge, made)] = None
+            return made
+
+        for name, method in zip(cls._METHODS, (add_node, add_nodes_from, add_edge), strict=True):
+            setattr(graph, name, method)
+        return stated
+
+    def stop(self, graph: Any) -> None:
+        """Remove the shadowing methods (the resident graph is run again in tests)."""
+        for name in self._METHODS:
+            graph.__dict__.pop(name, None)
 
 
 def _read_outcome(namespace: dict[str, Any], printed: str, max_items: int) -> dict[str, Any]:
@@ -166,7 +240,9 @@ def _read_outcome(namespace: dict[str, Any], printed: str, max_items: int) -> di
     return {"ok": True, "value": value, "empty": is_empty(value), "truncated": truncated}
 
 
-def _write_outcome(graph: Any, before_nodes: dict, before_edges: dict, nx: Any) -> dict:
+def _write_outcome(
+    graph: Any, before_nodes: dict, before_edges: dict, nx: Any, stated: Stated
+) -> dict:
     if not isinstance(graph, nx.MultiDiGraph):
         kind = type(graph).__name__
         return failure(
@@ -177,24 +253,77 @@ def _write_outcome(graph: Any, before_nodes: dict, before_edges: dict, nx: Any) 
             [f"`G` must remain a networkx.MultiDiGraph, not a {kind}"],
         )
     normalize_identity_attributes(graph)
-    assign_edge_keys(graph)
+    repeated: list[tuple[Any, Any, Any]] = []
+    assign_edge_keys(graph, repeated)
     after_nodes = dict(graph.nodes(data=True))
     after_edges = {(s, t, k): a for s, t, k, a in graph.edges(keys=True, data=True)}
     changes, problems = diff_graphs(before_nodes, before_edges, after_nodes, after_edges)
+    if not problems:
+        _add_restatements(
+            changes,
+            stated,
+            repeated,
+            graph=graph,
+            before_nodes=before_nodes,
+            before_edges=before_edges,
+        )
     return changeset_outcome(changes, problems, "The changes break")
 
 
-def _region_write_outcome(graph: Any, held: resident.Resident, nx: Any) -> dict[str, Any]:
+def _region_write_outcome(
+    graph: Any, held: resident.Resident, nx: Any, stated: Stated
+) -> dict[str, Any]:
     """:func:`_write_outcome` over the part of the resident graph the code touched."""
     region = changed_region(graph, held.owners, held.incident)
     if region is None:  # the code did something the tracking cannot follow: compare all
-        return _write_outcome(graph, held.nodes, held.edges, nx)
+        return _write_outcome(graph, held.nodes, held.edges, nx, stated)
     before_nodes, after_nodes = _region_nodes(graph, held, region.nodes)
-    before_edges, after_edges = _region_edges(graph, held, region.pairs)
+    repeated: list[tuple[Any, Any, Any]] = []
+    before_edges, after_edges = _region_edges(graph, held, region.pairs, repeated)
     changes, problems = diff_graphs(
         before_nodes, before_edges, after_nodes, after_edges, other_nodes=graph._node
     )
+    if not problems:
+        # Whatever the code stated was noted by a tracked container too, so it is in the
+        # region; the loaded records are the whole graph's.
+        _add_restatements(
+            changes,
+            stated,
+            repeated,
+            graph=graph,
+            before_nodes=held.nodes,
+            before_edges=held.edges,
+        )
     return changeset_outcome(changes, problems, "The changes break")
+
+
+def _add_restatements(
+    changes: dict[str, list[Any]],
+    stated: Stated,
+    repeated: Iterable[tuple[Any, Any, Any]],
+    *,
+    graph: Any,
+    before_nodes: Mapping[str, Any],
+    before_edges: Mapping[Any, Any],
+) -> None:
+    """Add to ``changes`` the facts the code stated again and left as they were (see
+    :class:`Stated`; ``repeated``: existing edges an edge added without a key repeated), as
+    added, with the attributes they were loaded with."""
+    changed_nodes = {node["id"] for node in changes["changed_nodes"]}
+    changed_nodes.update(changes["removed_nodes"])
+    for node_id in stated.nodes:
+        if node_id in before_nodes and node_id in graph._node and node_id not in changed_nodes:
+            changes["added_nodes"].append(node_dict(node_id, before_nodes[node_id]))
+    changed_edges = {(e["source"], e["target"], e["key"]) for e in changes["changed_edges"]}
+    changed_edges.update(tuple(ident) for ident in changes["removed_edges"])
+    for ident in dict.fromkeys((*stated.edges, *repeated)):
+        source, target, key = ident
+        if (
+            ident in before_edges
+            and ident not in changed_edges
+            and key in graph._succ.get(source, {}).get(target, ())
+        ):
+            changes["added_edges"].append(edge_dict(ident, before_edges[ident]))
 
 
 def _region_nodes(
@@ -215,10 +344,14 @@ def _region_nodes(
 
 
 def _region_edges(
-    graph: Any, held: resident.Resident, pairs: Iterable[tuple[Any, Any]]
+    graph: Any,
+    held: resident.Resident,
+    pairs: Iterable[tuple[Any, Any]],
+    repeated: list[tuple[Any, Any, Any]],
 ) -> tuple[dict, dict]:
     """The edges between the region's node pairs before and after (identity attributes
-    dropped, then new edges keyed, in a full diff's order)."""
+    dropped, then new edges keyed, in a full diff's order); ``repeated`` gets the edges that
+    new ones without a key repeated exactly."""
     before: dict[tuple[Any, Any, Any], Any] = {}
     after: dict[tuple[Any, Any, Any], Any] = {}
     for source, target in pairs:
@@ -229,7 +362,7 @@ def _region_edges(
             continue
         for key, attrs in keyed.items():
             _drop_edge_identity(source, target, key, attrs)
-        key_new_edges(keyed)
+        repeated.extend((source, target, key) for key in key_new_edges(keyed))
         after.update(((source, target, key), attrs) for key, attrs in keyed.items())
     return before, after
 
@@ -254,36 +387,59 @@ def _drop_edge_identity(source: Any, target: Any, key: Any, attrs: dict[str, Any
             del attrs[name]
 
 
-def assign_edge_keys(graph: Any) -> None:
+def assign_edge_keys(graph: Any, repeated: list[tuple[Any, Any, Any]] | None = None) -> None:
     """Give every edge added without a string key its relationship as key.
 
     Parallel edges of one relationship get ``REL~2``, ``REL~3`` …; an edge identical to one
-    already between the same nodes is a re-statement and is dropped.
+    already between the same nodes is a re-statement and is dropped (the edge it repeats goes
+    to ``repeated``, when given).
     """
-    for neighbours in graph._succ.values():
-        for keyed in neighbours.values():
-            key_new_edges(keyed)
+    for source, neighbours in graph._succ.items():
+        for target, keyed in neighbours.items():
+            keys = key_new_edges(keyed)
+            if repeated is not None:
+                repeated.extend((source, target, key) for key in keys)
 
 
-def key_new_edges(keyed: dict[Any, Any]) -> None:
+def key_new_edges(keyed: dict[Any, Any]) -> list[Any]:
     """:func:`assign_edge_keys` for the edges between one pair of nodes (``keyed``: key ->
-    attributes, the graph's own dict, shared by both directions' adjacency)."""
+    attributes, the graph's own dict, shared by both directions' adjacency); returns the keys
+    of the edges that dropped ones repeated."""
     unkeyed = [(k, a) for k, a in keyed.items() if not isinstance(k, str)]
     for key, _ in unkeyed:
         del keyed[key]
+    repeated = []
     for _, attrs in unkeyed:
-        new_key = edge_key_for(keyed, attrs)
-        if new_key is not None:
-            keyed[new_key] = attrs
+        same = identical_key(keyed, attrs)
+        if same is not None:
+            repeated.append(same)
+            continue
+        keyed[_new_key(keyed, attrs)] = attrs
+    return repeated
+
+
+def identical_key(existing: Mapping[Any, Any], attrs: Mapping[str, Any]) -> Any | None:
+    """The key of the edge in ``existing`` (key -> attributes) whose attributes are exactly
+    ``attrs``, or ``None``."""
+    text = _canonical_or_none(attrs)
+    if text is None:
+        return None
+    for key, other in existing.items():
+        if _canonical_or_none(other) == text:
+            return key
+    return None
 
 
 def edge_key_for(existing: Mapping[Any, Any], attrs: Mapping[str, Any]) -> str | None:
     """The key for an edge added without one next to ``existing`` (key -> attributes of the
     edges between the same two nodes): its relationship, ``REL~2`` … for parallel edges, or
     ``None`` when an identical edge exists already (a re-statement, dropped)."""
-    text = _canonical_or_none(attrs)
-    if text is not None and any(_canonical_or_none(a) == text for a in existing.values()):
+    if identical_key(existing, attrs) is not None:
         return None
+    return _new_key(existing, attrs)
+
+
+def _new_key(existing: Mapping[Any, Any], attrs: Mapping[str, Any]) -> str:
     relationship = attrs.get(RELATIONSHIP)
     base = relationship if isinstance(relationship, str) and relationship else "edge"
     new_key, number = base, 2

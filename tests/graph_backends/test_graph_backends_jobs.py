@@ -82,18 +82,65 @@ def test_read_jobs_fall_back_to_printed_text():
     assert missing["ok"] is False and missing["kind"] == "no_result"
 
 
-def test_write_jobs_key_edges_by_relationship_and_drop_restatements():
+def test_write_jobs_key_edges_by_relationship_and_report_restatements():
     code = (
-        "G.add_edge('ada', 'note_g', relationship='WROTE', year=1843)\n"  # restated: dropped
+        "G.add_edge('ada', 'note_g', relationship='WROTE', year=1843)\n"  # restated
         "G.add_edge('ada', 'note_g', relationship='WROTE', year=1844)\n"  # a parallel edge
         "G.add_edge('charles', 'ada', relationship='KNEW')\n"
     )
     outcome = python_job.run("write", records(people_graph()), code)
     changes = Changeset.from_dict(outcome["changeset"])
+    # The restated edge is not a second edge: it comes back as the edge it repeats.
     assert {e.ident for e in changes.added_edges} == {
+        ("ada", "note_g", "WROTE"),
         ("ada", "note_g", "WROTE~2"),
         ("charles", "ada", "KNEW"),
     }
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "G.add_node('ada', label='Person', name='Ada Lovelace')",
+        "G.add_node('ada', name='Ada Lovelace')",  # some of its attributes, as they are
+        "G.add_nodes_from([('ada', {'name': 'Ada Lovelace'})])",
+        "G.add_edge('ada', 'note_g', relationship='WROTE', year=1843)",
+        "G.add_edge('ada', 'note_g', key='WROTE', relationship='WROTE', year=1843)",
+        "G.add_edges_from([('ada', 'note_g', 'WROTE', {'relationship': 'WROTE'})])",
+    ],
+)
+def test_facts_stated_again_unchanged_are_reported_and_applying_them_changes_nothing(sandbox, code):
+    graph = normalized_copy(people_graph())
+    backend = open_backend("networkx", sandbox, graph, timeout_s=30)
+    changes = backend.propose(code)  # through the sandbox and the host's checks
+    assert not changes.changed_nodes and not changes.changed_edges
+    restated = [*changes.added_nodes, *changes.added_edges]
+    assert len(restated) == 1  # the node or edge, with the attributes the graph holds
+    for node in changes.added_nodes:
+        assert {"label": node.label, **node.properties} == graph.nodes[node.id]
+    for edge in changes.added_edges:
+        assert {"relationship": edge.relationship, **edge.properties} == graph.edges[edge.ident]
+    version = backend.version
+    backend.apply(changes)
+    assert backend.version == version  # nothing to apply
+    assert nx.utils.graphs_equal(backend.to_networkx(), graph)
+    # Stated with other values, the same fact is a change again, never a silent addition.
+    other = Changeset(added_nodes=(Node("ada", "Person", {"name": "Ada"}),))
+    assert changeset_problems(graph, other) == ["node 'ada': already exists, so it cannot be added"]
+
+
+def test_a_changed_or_bare_statement_is_no_restatement():
+    code = (
+        "G.add_node('ada', name='Ada King')\n"  # a change
+        "G.add_node('charles')\n"  # names the node, states nothing about it
+        "G.add_edge('ada', 'note_g', key='WROTE', relationship='WROTE', year=1842)\n"
+    )
+    changes = Changeset.from_dict(
+        python_job.run("write", records(people_graph()), code)["changeset"]
+    )
+    assert changes.added_nodes == () and changes.added_edges == ()
+    assert [n.id for n in changes.changed_nodes] == ["ada"]
+    assert [e.ident for e in changes.changed_edges] == [("ada", "note_g", "WROTE")]
 
 
 def test_in_place_changes_to_nested_values_are_seen():

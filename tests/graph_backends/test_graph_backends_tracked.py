@@ -68,6 +68,11 @@ CODES = [
     "G.remove_node('c')\nG.add_node('c', label='City', name='Cairo')",
     "G.add_node('n', label='Item')\nG.remove_node('n')",
     "for n in list(G.nodes):\n    G.nodes[n]['seen'] = True",
+    # Facts stated again as they are: reported as added, with their loaded attributes.
+    "G.add_node('c', label='City', name='Cairo')",
+    "G.add_nodes_from([('b', {'name': 'Bob'}), 'lonely'])",
+    "G.add_edge('a', 'c', key='LIVES_IN', relationship='LIVES_IN', since=1990)",
+    "G.add_edges_from([('b', 'c', 'LIVES_IN~2'), ('c', 'a', {'relationship': 'HOME_OF'})])",
 ]
 
 

@@ -155,6 +155,30 @@ def test_remember_writes_what_the_text_states(served: dict[str, Any]) -> None:
     assert current[0]["run_id"] == "mcp:agent-x" and current[0]["source_ref"] == "notes/zeta.md"
 
 
+def test_remember_of_what_the_graph_holds_reports_it_restated(served: dict[str, Any]) -> None:
+    text = "Zeta Dynamics, led by Ada Byron, has its head office in Cupertino."
+
+    async def go() -> list[Any]:
+        async with http_session(served["url"], served["token"]) as session:
+            return [
+                await session.call_tool("remember", {"text": text, "source_ref": source})
+                for source in ("notes/zeta.md", "notes/other.md", "notes/other.md")
+            ]
+
+    first, other, same = (result.structured_content for result in run(go))
+    assert first["ok"] and "zeta" in first["inserted_nodes"] and first["restated"] == []
+    for again in (other, same):
+        assert again["ok"], again["failed"]
+        assert again["inserted_nodes"] == [] and again["inserted_edges"] == []
+        assert again["restated"] == ["zeta", "zeta -[headquartered_in]-> cupertino"]
+    assert (other["corroborated"], other["reinforced"]) == (2, 0)
+    assert (same["corroborated"], same["reinforced"]) == (0, 2)
+    with open_store(served["store"]) as store:
+        rows = store.session("a").node_history("zeta")
+    [current] = [row for row in rows if row["valid_to_version"] is None]
+    assert current["corroborations"] == 2 and current["source_ref"] == "notes/zeta.md"
+
+
 def test_remember_stops_between_pieces_at_its_cap(served: dict[str, Any]) -> None:
     text = "\n\n".join(
         f"Zeta Dynamics, note {n}: Ada Byron leads it from Cupertino. " + "More words. " * 30
