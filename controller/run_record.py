@@ -16,6 +16,7 @@ Stored events are the trace's JSON dumps with every long text cut (see
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -66,24 +67,46 @@ class EventRecorder:
         # thread (a model client's retry) during a write is neither lost nor mistimed.
         self._pending: list[tuple[TraceEvent, float]] = []
         self._flushed_at = time.monotonic()
+        self._writing = threading.Lock()  # one write at a time, batches in order
+        self._writer: threading.Thread | None = None
 
     def add(self, event: TraceEvent) -> None:
         """Buffer ``event``; write the buffer when it ends the run, or ends a step
-        :data:`FLUSH_INTERVAL_S` or more after the last write."""
+        :data:`FLUSH_INTERVAL_S` or more after the last write.
+
+        The write runs on a thread of its own: ``add`` is called on the run's event loop,
+        and a write may wait for the database's lock (SQLite: up to its busy timeout while
+        another process writes), which would stall every other call an MCP server serves.
+        """
         self._pending.append((event, time.time()))
         if isinstance(event, RunFinished) or (
             isinstance(event, StepFinished)
             and time.monotonic() - self._flushed_at >= FLUSH_INTERVAL_S
         ):
-            self.flush()
+            self._flushed_at = time.monotonic()
+            if self._writer is None or not self._writer.is_alive():  # else it is due again
+                self._writer = threading.Thread(
+                    target=self.flush, name=f"kgot-trace-{self.run_id}", daemon=True
+                )
+                self._writer.start()
+
+    def wait(self) -> None:
+        """Return once the write :meth:`add` started (if any) has ended."""
+        writer = self._writer
+        if writer is not None:
+            writer.join()
 
     def flush(self) -> None:
-        """Append the buffered events to the run's record.
+        """Append the buffered events to the run's record (after a write in progress).
 
         A failed write is logged and the events stay buffered for the next flush: the trace
         is a record of the run, and a database that is briefly locked must not end a run
         whose own checkpoints went through.
         """
+        with self._writing:
+            self._flush()
+
+    def _flush(self) -> None:
         self._flushed_at = time.monotonic()
         batch = self._pending[:]
         if not batch:

@@ -13,18 +13,57 @@ deleted checkpoints are overwritten on disk (``secure_delete``).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import stat
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kgot.errors import StoreError
 from kgot.persistence.target import StoreTarget, parse_target
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
+
+
+def _open_sqlite(path: Path) -> tuple[Any, BaseCheckpointSaver]:
+    """The checkpoint database at ``path`` (created, private, set up) and its saver.
+
+    Raises:
+        StoreError: it cannot be created or opened (one line naming it).
+    """
+    import sqlite3
+
+    from kgot.persistence.inline_saver import InlineSqliteSaver
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise StoreError(
+            f"cannot create the directory for checkpoints {path}: {error.strerror or error}"
+        ) from None
+    _make_private(path)
+    try:
+        connection = sqlite3.connect(str(path), check_same_thread=False, timeout=30)
+    except sqlite3.Error as error:
+        raise StoreError(f"cannot open checkpoint database {path}: {error}") from None
+    try:
+        saver = InlineSqliteSaver(connection)
+        connection.execute("PRAGMA secure_delete=ON")
+        saver.setup()
+        # WAL without an fsync per commit: a checkpoint survives the process dying (Ctrl-C,
+        # a crash); only a power cut may lose the last few. With the default (FULL) every
+        # step of a run waited for the disk.
+        connection.execute("PRAGMA synchronous=NORMAL")
+    except sqlite3.Error as error:
+        connection.close()
+        raise StoreError(
+            f"cannot open checkpoint database {path}: {error} (check the file is a SQLite "
+            "database and writable)"
+        ) from None
+    return connection, saver
 
 
 @asynccontextmanager
@@ -36,36 +75,10 @@ async def open_checkpointer(url: str) -> AsyncIterator[BaseCheckpointSaver]:
     """
     target = parse_target(url)
     if target.is_sqlite:
-        import sqlite3
-
-        from kgot.persistence.inline_saver import InlineSqliteSaver
-
-        path = target.checkpoint_path
+        # Opening may wait for another process's write lock (setup's DDL, up to the busy
+        # timeout): on a thread, so an event loop serving other calls goes on meanwhile.
+        connection, saver = await asyncio.to_thread(_open_sqlite, target.checkpoint_path)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            raise StoreError(
-                f"cannot create the directory for checkpoints {path}: {error.strerror or error}"
-            ) from None
-        _make_private(path)
-        try:
-            connection = sqlite3.connect(str(path), check_same_thread=False, timeout=30)
-        except sqlite3.Error as error:
-            raise StoreError(f"cannot open checkpoint database {path}: {error}") from None
-        try:
-            saver = InlineSqliteSaver(connection)
-            try:
-                connection.execute("PRAGMA secure_delete=ON")
-                saver.setup()
-                # WAL without an fsync per commit: a checkpoint survives the process dying
-                # (Ctrl-C, a crash); only a power cut may lose the last few. With the default
-                # (FULL) every step of a run waited for the disk.
-                connection.execute("PRAGMA synchronous=NORMAL")
-            except sqlite3.Error as error:
-                raise StoreError(
-                    f"cannot open checkpoint database {path}: {error} (check the file is a "
-                    "SQLite database and writable)"
-                ) from None
             yield saver
         finally:
             connection.close()

@@ -202,6 +202,7 @@ def test_events_are_written_in_batches_and_kept_when_a_write_fails(
         monkeypatch.setattr(run_record, "FLUSH_INTERVAL_S", 3600.0)
         recorder.add(_step(StepStarted, "a"))
         recorder.add(_step(StepFinished, "a"))
+        recorder.wait()
         assert store.run_events("batched") == []  # within the interval: still buffered
 
         monkeypatch.setattr(run_record, "FLUSH_INTERVAL_S", 0.0)
@@ -216,9 +217,11 @@ def test_events_are_written_in_batches_and_kept_when_a_write_fails(
         monkeypatch.setattr(store, "append_run_events", once_locked)
         recorder.add(_step(StepStarted, "b"))
         recorder.add(_step(StepFinished, "b"))  # the write fails: all four stay buffered
+        recorder.wait()
         assert store.run_events("batched") == []
         monkeypatch.setattr(run_record, "FLUSH_INTERVAL_S", 3600.0)
         recorder.add(RunFinished(iteration=1, status="answered", answer="x", error=None))
+        recorder.wait()
         recorded = TRACE_ADAPTER.validate_python(store.run_events("batched"))
     assert [(e.type, getattr(e, "span_id", None)) for e in recorded] == [
         ("step_started", "a"),
@@ -227,3 +230,33 @@ def test_events_are_written_in_batches_and_kept_when_a_write_fails(
         ("step_finished", "b"),
         ("run_finished", None),
     ]
+
+
+def test_a_write_waiting_for_a_locked_database_never_holds_the_caller(tmp_path: Path) -> None:
+    """``add`` runs on the run's event loop: while another process holds SQLite's write lock,
+    the write waits on its own thread and the caller goes on at once."""
+    import sqlite3
+    import time
+
+    from kgot.controller.events import RunFinished
+
+    path = tmp_path / "kgot.db"
+    with open_store(str(path)) as store:
+        store.start_run("locked", "Q?", None, {})
+        recorder = run_record.EventRecorder(store, "locked")
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # another writer holds the database
+        try:
+            started = time.monotonic()
+            recorder.add(_step(StepStarted, "a"))
+            recorder.add(RunFinished(iteration=1, status="answered", answer="x", error=None))
+            held = time.monotonic() - started
+            time.sleep(0.5)
+            assert store.run_events("locked") == []  # still waiting for the lock
+        finally:
+            other.execute("COMMIT")
+            other.close()
+        recorder.wait()
+        recorded = TRACE_ADAPTER.validate_python(store.run_events("locked"))
+    assert held < 0.2
+    assert [event.type for event in recorded] == ["step_started", "run_finished"]
