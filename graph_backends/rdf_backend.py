@@ -27,6 +27,7 @@ from kgot.graph_backends.jobs.outcome import MAX_ITEMS
 from kgot.graph_backends.jobs.rdf_model import edge_group_ntriples, node_ntriples
 from kgot.graph_backends.jobs.sparql_job import result_is_empty
 from kgot.graph_backends.languages import SPARQL
+from kgot.graph_backends.state import without_restatements
 from kgot.graph_backends.view_lines import TurtleLines
 from kgot.graph_model import Changeset
 from kgot.graph_model.records import LABEL, RELATIONSHIP
@@ -182,8 +183,11 @@ class RdfBackend(PropertyGraphBackend):
             problems = self._state.problems(changeset)
             if problems:
                 raise ChangesetError(problems)
+            # Facts stated again as they are change nothing: the endpoint is not sent them.
+            changed = without_restatements(self._state.graph, changeset)
             # The endpoint first: if it refuses, the local graph is left as it was.
-            self.endpoint.change(*touched(self._state.graph, changeset))
+            if not changed.is_empty:
+                self.endpoint.change(*touched(self._state.graph, changed))
             super().apply(changeset)
 
     def load(self, graph: nx.MultiDiGraph) -> None:

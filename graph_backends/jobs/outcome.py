@@ -15,8 +15,10 @@ import math
 import os
 import signal
 import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
+
+from kgot.graph_model.records import edge_dict, node_dict
 
 RESULT_FILE = "out/result.json"
 MAX_ITEMS = 20_000  # items (at every depth) kept from one read result; the rest is cut
@@ -102,6 +104,36 @@ def changeset_outcome(changes: dict[str, Any], problems: list[str], broke: str) 
             problems,
         )
     return {"ok": True, "changeset": changes}
+
+
+def add_restatements(
+    changes: dict[str, list[Any]],
+    node_ids: Iterable[Any],
+    edge_idents: Iterable[tuple[Any, Any, Any]],
+    *,
+    before_nodes: Mapping[Any, Any],
+    before_edges: Mapping[Any, Any],
+    node_kept: Callable[[Any], bool],
+    edge_kept: Callable[[tuple[Any, Any, Any]], bool],
+) -> None:
+    """Add to a write's ``changes`` the facts its code stated again and left as they were.
+
+    ``node_ids`` and ``edge_idents`` are what the code stated (in order; the language decides
+    what counts as stating); ``node_kept``/``edge_kept`` say whether one is still there after
+    the write. Each that existed before, is still there and was not changed goes in as added,
+    with the attributes it was loaded with: the diff alone cannot show it, the entity's store
+    counts it (a corroboration or a reinforcement) and the host applies nothing for it.
+    """
+    changed_nodes = {node["id"] for node in changes["changed_nodes"]}
+    changed_nodes.update(changes["removed_nodes"])
+    for node_id in dict.fromkeys(node_ids):
+        if node_id in before_nodes and node_id not in changed_nodes and node_kept(node_id):
+            changes["added_nodes"].append(node_dict(node_id, before_nodes[node_id]))
+    changed_edges = {(e["source"], e["target"], e["key"]) for e in changes["changed_edges"]}
+    changed_edges.update(tuple(ident) for ident in changes["removed_edges"])
+    for ident in dict.fromkeys(edge_idents):
+        if ident in before_edges and ident not in changed_edges and edge_kept(ident):
+            changes["added_edges"].append(edge_dict(ident, before_edges[ident]))
 
 
 class _Budget:

@@ -33,8 +33,6 @@ from kgot.graph_model.records import (
     RELATIONSHIP,
     canonical_json,
     diff_graphs,
-    edge_dict,
-    node_dict,
     parse_records,
     private_copy,
 )
@@ -42,6 +40,7 @@ from kgot.graph_model.records import (
 from . import resident
 from .outcome import (
     MAX_ITEMS,
+    add_restatements,
     changeset_outcome,
     collector_paused,
     describe_exception,
@@ -309,21 +308,20 @@ def _add_restatements(
     """Add to ``changes`` the facts the code stated again and left as they were (see
     :class:`Stated`; ``repeated``: existing edges an edge added without a key repeated), as
     added, with the attributes they were loaded with."""
-    changed_nodes = {node["id"] for node in changes["changed_nodes"]}
-    changed_nodes.update(changes["removed_nodes"])
-    for node_id in stated.nodes:
-        if node_id in before_nodes and node_id in graph._node and node_id not in changed_nodes:
-            changes["added_nodes"].append(node_dict(node_id, before_nodes[node_id]))
-    changed_edges = {(e["source"], e["target"], e["key"]) for e in changes["changed_edges"]}
-    changed_edges.update(tuple(ident) for ident in changes["removed_edges"])
-    for ident in dict.fromkeys((*stated.edges, *repeated)):
+
+    def edge_kept(ident: tuple[Any, Any, Any]) -> bool:
         source, target, key = ident
-        if (
-            ident in before_edges
-            and ident not in changed_edges
-            and key in graph._succ.get(source, {}).get(target, ())
-        ):
-            changes["added_edges"].append(edge_dict(ident, before_edges[ident]))
+        return key in graph._succ.get(source, {}).get(target, ())
+
+    add_restatements(
+        changes,
+        stated.nodes,
+        (*stated.edges, *repeated),
+        before_nodes=before_nodes,
+        before_edges=before_edges,
+        node_kept=graph._node.__contains__,
+        edge_kept=edge_kept,
+    )
 
 
 def _region_nodes(

@@ -7,6 +7,9 @@ optionally ``in/options.json`` (``{"max_items": N}``).
   IRIs compacted (``node:ada``) and literals as their property values.
 * ``write``: a SPARQL UPDATE runs on an in-memory copy; the store before and after is decoded
   into property graphs and diffed into a changeset, with every mapping rule checked.
+  Nodes and edges an ``INSERT DATA`` states again unchanged (triples already there) come back
+  as added with their current attributes, as from the Python job: the entity's store counts
+  them as corroborations or reinforcements.
 * ``check``: only the guard (:mod:`.sparql_guard`) for a query that runs elsewhere (a remote
   endpoint), parsing every text so that only SPARQL 1.1 is sent; the outcome carries the text
   to send.
@@ -24,6 +27,7 @@ import os
 import re
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from kgot.graph_model.records import diff_graphs
@@ -31,6 +35,7 @@ from kgot.graph_model.records import diff_graphs
 from . import resident
 from .outcome import (
     MAX_ITEMS,
+    add_restatements,
     changeset_outcome,
     collector_paused,
     failure,
@@ -40,9 +45,13 @@ from .outcome import (
 )
 from .rdf_decode import decode
 from .rdf_model import (
+    KG_KEY,
+    KG_RELATIONSHIP,
     KG_SOURCE,
+    KG_TARGET,
     NODE,
     PREFIXES,
+    PROP,
     RDF_TYPE,
     REL,
     TYPE,
@@ -218,9 +227,14 @@ def _write(store: Any, text: str, ox: Any, *, held: Any = None) -> dict[str, Any
     region. On a resident graph (``held``) an update made only of ``INSERT DATA`` and
     ``DELETE DATA`` is applied statement by statement, so the whole cost follows the size of
     the change; any other update is compared with the store's statements before it ran.
+
+    Statements such an update inserts that were there before and stay are re-statements: the
+    nodes and edges they describe, when left unchanged, are reported as added with their
+    current attributes (:func:`_restated_facts`), as the Python job does.
     """
     default = ox.DefaultGraph()
-    change = _data_change(store, text, ox) if held is not None else None
+    operations = _data_operations(text, ox)
+    change = _data_change(store, operations) if held is not None and operations else None
     lookup: _SetLookup | _StoreLookup
     if change is None:
         before = set(store.quads_for_pattern(None, None, None, default))
@@ -232,14 +246,18 @@ def _write(store: Any, text: str, ox: Any, *, held: Any = None) -> dict[str, Any
             return failure("exception", f"the update failed: {error}")
         after = set(store.quads_for_pattern(None, None, None, default))
         added, removed = after - before, before - after
+        restated = _restated(operations, lambda quad: quad in before and quad in after)
         lookup = _SetLookup(before, after)
     else:
         added, removed = change
+        held_store = store  # the state before: ``store`` is rebound to the overlay below
+        # In the store and not removed: there before the update and still after it.
+        restated = _restated(operations, lambda quad: quad not in removed and quad in held_store)
         lookup = _StoreLookup(store, added, removed, ox)
         store = lookup  # what follows reads the state after the update through the overlay
-    if not added and not removed:
+    if not added and not removed and not restated:
         return {"ok": True, "changeset": diff_graphs({}, {}, {}, {})[0]}
-    region = _region(added | removed, lookup, ox)
+    region = _region(added | removed | set(restated), lookup, ox)
     nodes_after: set[str] | _Typed
     if held is None:
         nodes_after = typed_nodes(
@@ -255,18 +273,99 @@ def _write(store: Any, text: str, ox: Any, *, held: Any = None) -> dict[str, Any
         problems += _dangling(store, node_id, region, ox)
     changes, more = diff_graphs(old.nodes, old.edges, new.nodes, new.edges, other_nodes=nodes_after)
     problems += more
+    if restated and not problems:
+        node_ids, edge_idents = _restated_facts(restated, lookup, ox)
+        add_restatements(
+            changes,
+            node_ids,
+            edge_idents,
+            before_nodes=old.nodes,
+            before_edges=old.edges,
+            node_kept=new.nodes.__contains__,
+            edge_kept=new.edges.__contains__,
+        )
     return changeset_outcome(changes, problems, "The update breaks")
+
+
+def _restated(
+    operations: list[tuple[str, list[Any]]] | None, kept: Callable[[Any], bool]
+) -> list[Any]:
+    """The statements the ``INSERT DATA`` operations insert that ``kept`` says were there
+    before the update and still are (none for any other update: what an ``INSERT … WHERE``
+    template inserts is not worked out)."""
+    found: dict[Any, None] = {}
+    for word, statements in operations or ():
+        if word == "INSERT":
+            found.update((quad, None) for quad in statements if kept(quad))
+    return list(found)
+
+
+def _restated_facts(
+    restated: list[Any], lookup: _SetLookup | _StoreLookup, ox: Any
+) -> tuple[list[str], list[tuple[str, str, str]]]:
+    """The node ids and edge identities re-stated statements describe.
+
+    A node is stated by its type or a property statement, an edge by its ``rel:`` statement
+    (the edge keyed by its relationship, the key an undescribed edge has) or by any statement
+    of its description. Whether each is still there unchanged is for the caller to see.
+
+    Sorted: the engine parses an operation's statements into a store, which keeps no order of
+    statement, and a report that changes order from run to run would read as a change.
+    """
+    nodes: dict[str, None] = {}
+    edges: dict[tuple[str, str, str], None] = {}
+    described: dict[Any, tuple[str, str, str] | None] = {}
+    for quad in restated:
+        subject, predicate = quad.subject, quad.predicate.value
+        if not isinstance(subject, ox.NamedNode):
+            continue
+        if not subject.value.startswith(NODE):
+            if subject not in described:
+                described[subject] = _described_edge(lookup.before_of({subject}), ox)
+            ident = described[subject]
+            if ident is not None:
+                edges[ident] = None
+            continue
+        node_id = decode_local(subject.value[len(NODE) :])
+        if predicate.startswith(REL):
+            target = quad.object
+            if isinstance(target, ox.NamedNode) and target.value.startswith(NODE):
+                relationship = decode_local(predicate[len(REL) :])
+                edges[(node_id, decode_local(target.value[len(NODE) :]), relationship)] = None
+        elif predicate == RDF_TYPE or predicate.startswith(PROP):
+            nodes[node_id] = None
+    return sorted(nodes), sorted(edges)
+
+
+def _described_edge(statements: list[Any], ox: Any) -> tuple[str, str, str] | None:
+    """(source, target, key) of the edge an edge description's ``statements`` describe, or
+    ``None`` when they describe no single edge (the decoding reports why, if it matters)."""
+    fields: dict[str, list[Any]] = {}
+    for quad in statements:
+        fields.setdefault(quad.predicate.value, []).append(quad.object)
+    ends = []
+    for field in (KG_SOURCE, KG_TARGET, KG_RELATIONSHIP):
+        found = fields.get(field, [])
+        if len(found) != 1 or not isinstance(found[0], ox.NamedNode):
+            return None
+        ends.append(found[0].value)
+    source, target, relationship = ends
+    if not (source.startswith(NODE) and target.startswith(NODE) and relationship.startswith(REL)):
+        return None
+    keys = fields.get(KG_KEY, [])
+    if len(keys) > 1 or (keys and not isinstance(keys[0], ox.Literal)):
+        return None
+    key = keys[0].value if keys else decode_local(relationship[len(REL) :])
+    return decode_local(source[len(NODE) :]), decode_local(target[len(NODE) :]), key
 
 
 _DATA_WORDS = frozenset({"INSERT", "DELETE", "DATA", "A", "TRUE", "FALSE"})
 
 
-def _data_change(store: Any, text: str, ox: Any) -> tuple[set[Any], set[Any]] | None:
-    """The statements an update made only of ``INSERT DATA`` / ``DELETE DATA`` operations
-    adds to and removes from the store, worked out statement by statement without changing
-    the store (a resident store is shared copy-on-write: writing to it would copy its pages
-    into the job). ``None`` for any other update, or one this cannot follow (blank nodes, a
-    syntax error): the caller runs it whole.
+def _data_operations(text: str, ox: Any) -> list[tuple[str, list[Any]]] | None:
+    """The operations of an update made only of ``INSERT DATA`` / ``DELETE DATA``: each one's
+    word (``INSERT`` or ``DELETE``) and statements. ``None`` for any other update, or one this
+    cannot follow (blank nodes, a syntax error).
 
     Each operation's statements are read by running it as ``INSERT DATA`` on an empty store,
     so the engine parses them exactly as it would have.
@@ -295,9 +394,16 @@ def _data_change(store: Any, text: str, ox: Any) -> tuple[set[Any], set[Any]] | 
         if any(_has_blank_node(quad, ox) for quad in statements):
             return None
         statements_of.append((word, statements))
+    return statements_of
+
+
+def _data_change(store: Any, operations: list[tuple[str, list[Any]]]) -> tuple[set[Any], set[Any]]:
+    """The statements the data ``operations`` (:func:`_data_operations`) add to and remove
+    from the store, worked out statement by statement without changing the store (a resident
+    store is shared copy-on-write: writing to it would copy its pages into the job)."""
     added: set[Any] = set()
     removed: set[Any] = set()
-    for word, statements in statements_of:
+    for word, statements in operations:
         if word == "INSERT":
             _insert(store, statements, added, removed)
         else:

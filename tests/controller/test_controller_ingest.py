@@ -80,3 +80,49 @@ def test_a_text_stated_again_is_counted_and_reported_as_restated(settings: Setti
         [edge] = session.edge_history("zeta", "cupertino", "located_in")
     assert edge["corroborations"] == 2
     assert sorted(graph.nodes) == ["cupertino", "zeta"] and graph.number_of_edges() == 1
+
+
+# The same facts in SPARQL for the RDF backend: once as a model writes them new, once as a
+# model may write them knowing they exist (some statements of each, in two operations).
+ADD_ZETA_RDF = """```sparql
+INSERT DATA {
+  node:zeta a type:Organization ; prop:name "Zeta Dynamics" ; prop:ceo "Ada Byron" .
+  node:cupertino a type:Place ; prop:name "Cupertino" .
+  node:zeta rel:located_in node:cupertino .
+}
+```"""
+ADD_ZETA_RDF_AGAIN = """```sparql
+INSERT DATA { node:zeta prop:name "Zeta Dynamics" ; prop:ceo "Ada Byron" } ;
+INSERT DATA { node:cupertino a type:Place . node:zeta rel:located_in node:cupertino }
+```"""
+
+
+def test_a_text_stated_again_in_sparql_is_counted_and_reported_as_restated(
+    settings: Settings,
+) -> None:
+    rdf = settings.model_copy(
+        update={"controller": settings.controller.model_copy(update={"backend": "rdf"})}
+    )
+    script = {"update_graph": [ADD_ZETA_RDF]}
+    [first] = _ingest(rdf, ScriptedChatModel(script=script), "a.md")
+    assert first.ok, first.failed
+    assert first.inserted_nodes == ["zeta", "cupertino"]
+    assert first.restated == []
+
+    model = ScriptedChatModel(script={"update_graph": [ADD_ZETA_RDF, ADD_ZETA_RDF_AGAIN]})
+    other, same = _ingest(rdf, model, "b.md", "b.md")
+
+    for report in (other, same):
+        assert report.ok, report.failed
+        assert report.inserted_nodes == [] and report.inserted_edges == []
+        assert report.updated_nodes == []
+        # Node ids sorted, then edges: a SPARQL update's statements come back in no order.
+        assert report.restated == ["cupertino", "zeta", "zeta -[located_in]-> cupertino"]
+    assert (other.corroborated, other.reinforced) == (3, 0)
+    assert (same.corroborated, same.reinforced) == (0, 3)
+    zeta = _current(rdf, "zeta")
+    assert zeta["corroborations"] == 2
+    assert zeta["valid_from_version"] == first.version  # still the row the first text wrote
+    with open_store(rdf.store.db) as store:
+        [edge] = store.session("acme").edge_history("zeta", "cupertino", "located_in")
+    assert edge["corroborations"] == 2
