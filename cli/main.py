@@ -7,6 +7,7 @@ with ``KGOT_DEBUG=1``.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import sys
@@ -54,7 +55,28 @@ def _show_flags_without_a_value_type() -> None:
     TyperOption.display_type_rich = value_type  # type: ignore[method-assign,assignment]
 
 
+def _help_texts_as_written() -> None:
+    """Typer's rich help reads every help text as Rich markup, so a bracketed word vanished:
+    `pip install 'kgot[advisor]'` printed as `pip install 'kgot'`, `[memory.trust]` as
+    nothing. kgot's help texts hold no markup; each is shown as written (the panels, the
+    `[default: …]` and `[required]` notes and the option highlighting stay)."""
+    from rich.text import Text
+    from typer import rich_utils
+
+    made = getattr(rich_utils, "_make_rich_text", None)
+    if made is None:
+        return
+
+    def literal(*, text: str, style: str = "", markup_mode: Any) -> Any:
+        if markup_mode != "rich":
+            return made(text=text, style=style, markup_mode=markup_mode)
+        return rich_utils.highlighter(Text(inspect.cleandoc(text), style=style))
+
+    rich_utils._make_rich_text = literal
+
+
 _show_flags_without_a_value_type()
+_help_texts_as_written()
 
 app = typer.Typer(
     name="kgot",

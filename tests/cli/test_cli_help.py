@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -50,6 +51,10 @@ def test_help_reads_whole_at_80_columns(
         if word.endswith("…") and word not in whole
     ]
     assert cut == [], f"help text cut short: {cut}"
+    # Bracketed words are text, not Rich markup: `kgot[advisor]`, `[memory] embeddings`
+    flat = " ".join(out.translate({ord(c): " " for c in _BOX}).split())
+    bracketed = sorted({word for text in declared for word in re.findall(r"\[[^\]\s]+\]", text)})
+    assert [word for word in bracketed if word not in flat] == []
 
 
 def test_flags_are_listed_bare(
@@ -63,3 +68,13 @@ def test_flags_are_listed_bare(
         assert "<" not in line, line
     [graph] = [line for line in lines if "│ --graph " in line]
     assert "<path>" in graph  # options that take a value still show its type
+
+
+def test_bracketed_words_survive_in_help(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("COLUMNS", "100")
+    assert main(["aide", "market-data", "--help"]) == 0
+    assert "pip install 'kgot[advisor]'" in capsys.readouterr().out
+    assert main(["memory", "embed", "--help"]) == 0
+    assert "[memory] embeddings" in " ".join(capsys.readouterr().out.split())
