@@ -518,7 +518,10 @@ def market_data(
         str | None, typer.Option("--file", help="Prices in CSV (symbol,date,close) or JSON.")
     ] = None,
     yfinance: Annotated[
-        bool, typer.Option("--yfinance", help="Yahoo Finance (pip install 'kgot[advisor]').")
+        bool,
+        typer.Option(
+            "--yfinance", help="Yahoo Finance (pip install -e '.[advisor]' in the checkout)."
+        ),
     ] = False,
     db: DbOption = None,
 ) -> None:

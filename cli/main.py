@@ -56,10 +56,10 @@ def _show_flags_without_a_value_type() -> None:
 
 
 def _help_texts_as_written() -> None:
-    """Typer's rich help reads every help text as Rich markup, so a bracketed word vanished:
-    `pip install 'kgot[advisor]'` printed as `pip install 'kgot'`, `[memory.trust]` as
-    nothing. kgot's help texts hold no markup; each is shown as written (the panels, the
-    `[default: …]` and `[required]` notes and the option highlighting stay)."""
+    """Typer's rich help reads every help text as Rich markup, so a bracketed word vanished
+    (`'.[advisor]'` printed as `'.'`, `[memory.trust]` as nothing). kgot's help texts hold no
+    markup; each is shown as written (the panels, the `[default: …]` and `[required]` notes
+    and the option highlighting stay)."""
     from rich.text import Text
     from typer import rich_utils
 

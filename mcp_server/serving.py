@@ -111,7 +111,8 @@ def require_sdk() -> None:
         from mcp.server.mcpserver import MCPServer  # noqa: F401
     except ImportError:
         raise UsageError(
-            "the MCP server needs the mcp package 2.x: pip install 'kgot[mcp]'"
+            "the MCP server needs the mcp package 2.x: run pip install -e '.[mcp]' in the kgot "
+            "checkout"
         ) from None
 
 

@@ -11,8 +11,8 @@ Providers:
   row per symbol and day. JSON: ``{"AAPL": [{"date": "2026-11-20", "close": 189.5}, …]}`` or
   a list of such rows with a ``symbol`` each. Read again at each refresh.
 * ``yfinance`` — Yahoo Finance through the optional ``yfinance`` package
-  (``pip install 'kgot[advisor]'``), imported only when this provider is used; fetched at most
-  every :data:`ONLINE_REFRESH` per symbol. Never used by the tests.
+  (``pip install -e '.[advisor]'`` in the checkout), imported only when this provider is
+  used; fetched at most every :data:`ONLINE_REFRESH` per symbol. Never used by the tests.
 
 The provider is part of the aide's settings (``kgot aide market-data NAME --file F`` or
 ``--yfinance``); an advisor without one has no prices and its briefings say nothing of them.
@@ -237,7 +237,8 @@ class YFinanceProvider:
             import yfinance  # type: ignore[import-not-found,unused-ignore]
         except ImportError:
             raise ConfigError(
-                "the yfinance provider needs the yfinance package: pip install 'kgot[advisor]'"
+                "the yfinance provider needs the yfinance package: run pip install -e "
+                "'.[advisor]' in the kgot checkout"
             ) from None
         frame = yfinance.Ticker(symbol).history(period=f"{max(days, 5)}d", interval="1d")
         bars = []

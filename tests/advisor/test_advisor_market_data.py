@@ -114,5 +114,5 @@ def test_market_data_from_the_command_line(tmp_path: Path, capsys: pytest.Captur
     reason="yfinance is installed; using it would reach the internet",
 )
 def test_the_online_provider_needs_its_optional_package() -> None:
-    with pytest.raises(ConfigError, match=r"pip install 'kgot\[advisor\]'"):
+    with pytest.raises(ConfigError, match=r"pip install -e '\.\[advisor\]' in the kgot checkout"):
         YFinanceProvider().daily_bars("AAPL", 5)

@@ -51,7 +51,7 @@ def test_help_reads_whole_at_80_columns(
         if word.endswith("…") and word not in whole
     ]
     assert cut == [], f"help text cut short: {cut}"
-    # Bracketed words are text, not Rich markup: `kgot[advisor]`, `[memory] embeddings`
+    # Bracketed words are text, not Rich markup: `'.[advisor]'`, `[memory] embeddings`
     flat = " ".join(out.translate({ord(c): " " for c in _BOX}).split())
     bracketed = sorted({word for text in declared for word in re.findall(r"\[[^\]\s]+\]", text)})
     assert [word for word in bracketed if word not in flat] == []
@@ -75,6 +75,8 @@ def test_bracketed_words_survive_in_help(
 ) -> None:
     monkeypatch.setenv("COLUMNS", "100")
     assert main(["aide", "market-data", "--help"]) == 0
-    assert "pip install 'kgot[advisor]'" in capsys.readouterr().out
+    assert "pip install -e '.[advisor]' in the checkout" in " ".join(
+        capsys.readouterr().out.split()
+    )
     assert main(["memory", "embed", "--help"]) == 0
     assert "[memory] embeddings" in " ".join(capsys.readouterr().out.split())
