@@ -30,8 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kgot.errors import EntityNotFoundError, KgotError, UsageError
+from kgot.errors import KgotError, UsageError
 from kgot.mcp_server.asking import AskLimits
+from kgot.mcp_server.client_config import require_entity
 from kgot.mcp_server.tokens import SCOPES, Grant, TokenRegistry
 
 if TYPE_CHECKING:
@@ -171,13 +172,7 @@ def serve_stdio(
     from kgot.mcp_server.server import build_server
 
     require_sdk()
-    try:
-        store.get_entity(entity)
-    except EntityNotFoundError:
-        raise UsageError(
-            f"no entity named {entity!r}; create it with `kgot entities create {entity}` or see "
-            "`kgot entities list`"
-        ) from None
+    require_entity(store, entity)
     scopes = set(SCOPES) if options.allow_query else set(SCOPES) - {"admin"}
     app = _app(store, settings, options, Grant(label, (entity,), frozenset(scopes)))
     server = build_server(app)

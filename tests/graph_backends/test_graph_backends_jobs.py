@@ -101,6 +101,22 @@ def test_write_jobs_key_edges_by_relationship_and_report_restatements():
     }
 
 
+def _assert_one_inert_restatement(backend, changes, graph):
+    """``changes`` restate one fact of ``graph`` with the attributes it holds, and applying
+    them leaves the backend's version and graph as they were."""
+    assert not changes.changed_nodes and not changes.changed_edges
+    restated = [*changes.added_nodes, *changes.added_edges]
+    assert len(restated) == 1  # the node or edge, with the attributes the graph holds
+    for node in changes.added_nodes:
+        assert {"label": node.label, **node.properties} == graph.nodes[node.id]
+    for edge in changes.added_edges:
+        assert {"relationship": edge.relationship, **edge.properties} == graph.edges[edge.ident]
+    version = backend.version
+    backend.apply(changes)
+    assert backend.version == version  # nothing to apply
+    assert nx.utils.graphs_equal(backend.to_networkx(), graph)
+
+
 @pytest.mark.parametrize(
     "code",
     [
@@ -116,17 +132,7 @@ def test_facts_stated_again_unchanged_are_reported_and_applying_them_changes_not
     graph = normalized_copy(people_graph())
     backend = open_backend("networkx", sandbox, graph, timeout_s=30)
     changes = backend.propose(code)  # through the sandbox and the host's checks
-    assert not changes.changed_nodes and not changes.changed_edges
-    restated = [*changes.added_nodes, *changes.added_edges]
-    assert len(restated) == 1  # the node or edge, with the attributes the graph holds
-    for node in changes.added_nodes:
-        assert {"label": node.label, **node.properties} == graph.nodes[node.id]
-    for edge in changes.added_edges:
-        assert {"relationship": edge.relationship, **edge.properties} == graph.edges[edge.ident]
-    version = backend.version
-    backend.apply(changes)
-    assert backend.version == version  # nothing to apply
-    assert nx.utils.graphs_equal(backend.to_networkx(), graph)
+    _assert_one_inert_restatement(backend, changes, graph)
     # Stated with other values, the same fact is a change again, never a silent addition.
     other = Changeset(added_nodes=(Node("ada", "Person", {"name": "Ada"}),))
     assert changeset_problems(graph, other) == ["node 'ada': already exists, so it cannot be added"]
@@ -176,17 +182,7 @@ def test_triples_inserted_again_unchanged_are_reported_and_applying_them_changes
     # The job on a graph of its own runs the update whole: the same report.
     whole = sparql_job.run("write", ntriples(graph), update)
     assert Changeset.from_dict(whole["changeset"]) == replace(changes, base=None)
-    assert not changes.changed_nodes and not changes.changed_edges
-    restated = [*changes.added_nodes, *changes.added_edges]
-    assert len(restated) == 1  # the node or edge, with the attributes the graph holds
-    for node in changes.added_nodes:
-        assert {"label": node.label, **node.properties} == graph.nodes[node.id]
-    for edge in changes.added_edges:
-        assert {"relationship": edge.relationship, **edge.properties} == graph.edges[edge.ident]
-    version = backend.version
-    backend.apply(changes)
-    assert backend.version == version  # nothing to apply
-    assert nx.utils.graphs_equal(backend.to_networkx(), graph)
+    _assert_one_inert_restatement(backend, changes, graph)
     # The worker's graph is still the graph: the next update sees the facts as they are.
     again = backend.propose(update)
     assert again == changes
