@@ -24,7 +24,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 from mcp.types import ToolAnnotations
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ConfigDict, ValidationError
 
 __all__ = [
     "ASK",
@@ -200,14 +200,14 @@ def scoped_tool_list(
         if granted is None:
             return result
 
-        def visible(tool: Any) -> bool:
-            name = tool.get("name") if isinstance(tool, Mapping) else getattr(tool, "name", None)
-            return scopes.get(str(name), "") in granted or str(name) not in scopes
-
-        if isinstance(result, Mapping):
-            return {**result, "tools": [tool for tool in result.get("tools", []) if visible(tool)]}
-        if isinstance(result, BaseModel) and hasattr(result, "tools"):
-            return result.model_copy(update={"tools": [t for t in result.tools if visible(t)]})
-        return result
+        # The SDK hands middleware the result as its wire dict (``tools``: dicts by name)
+        if not isinstance(result, Mapping):
+            return result
+        shown = [
+            tool
+            for tool in result.get("tools", [])
+            if tool.get("name") not in scopes or scopes[tool["name"]] in granted
+        ]
+        return {**result, "tools": shown}
 
     return middleware
