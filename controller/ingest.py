@@ -244,11 +244,15 @@ class IngestReport:
 
     def _changes(self) -> str:
         parts = [
-            f"{len(self.inserted_nodes)} nodes and {len(self.inserted_edges)} edges inserted",
+            f"{_count(len(self.inserted_nodes), 'node')} and "
+            f"{_count(len(self.inserted_edges), 'edge')} inserted",
             f"{len(self.updated_nodes)} updated",
             f"{len(self.merged)} merged",
-            f"{len(self.restated)} restated",
-            f"{self.corroborated} corroborated",
+            # Both counts: a text ingested again from the same source reinforces its facts
+            # (their clock restarts) without corroborating them; a line naming only
+            # corroborations read as if the store had recorded nothing.
+            f"{len(self.restated)} restated ({self.corroborated} corroborated, "
+            f"{self.reinforced} reinforced)",
             f"{len(self.superseded)} superseded",
         ]
         where = f"version {self.version}" if self.version is not None else "nothing committed"
@@ -597,6 +601,10 @@ def _merge(total: IngestReport, part: IngestReport, label: str | None) -> None:
         total.cost_usd = None if part.cost_usd is None else total.cost_usd + part.cost_usd
     if part.failed is not None and total.failed is None:
         total.failed = f"{label}: {part.failed}" if label else part.failed
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" + ("" if number == 1 else "s")
 
 
 def _stop(report: IngestReport, cap: str) -> None:
