@@ -127,23 +127,49 @@ def _stopped(stopped: Stopped) -> None:
 
 @token_app.command("add")
 def token_add(
+    ctx: typer.Context,
     label: Annotated[str, typer.Argument(help="Who holds the token, e.g. claude-desktop.")],
     tokens: TokensOption,
     entity: Annotated[
         list[str],
         typer.Option(
-            "--entity", "-e", help="An entity it may use (repeatable, or a,b).", show_default=False
+            "--entity",
+            "-e",
+            help="An entity it may use (repeatable, or a,b); it must exist in the store.",
+            show_default=False,
         ),
     ],
     scope: Annotated[
         str, typer.Option("--scope", help="read, write, ask, admin (comma-separated).")
     ] = "read",
     as_json: JsonOption = False,
+    db: Annotated[
+        str | None,
+        typer.Option(
+            "--db",
+            help="The store `serve --http` will serve, where the entities must exist "
+            "(default: KGOT_DB / config).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Make a token; it is printed once, only its hash is stored."""
-    from kgot.mcp_server.tokens import add_token
+    """Make a token; it is printed once, only its hash is stored.
 
-    names = [part for value in entity for part in value.split(",")]
+    The tokens file names entities, not a store: the entities are checked
+    in the store given here, which should be the one `serve --http` serves.
+    """
+    from kgot.mcp_server.client_config import require_entity
+    from kgot.mcp_server.tokens import add_token, checked_label, parse_scopes
+
+    checked_label(label)  # what needs no store is checked first
+    parse_scopes([scope])
+    names = [part.strip() for value in entity for part in value.split(",") if part.strip()]
+    if names:  # none: add_token says what to give
+        # A grant for an entity that does not exist would only ever answer "no entity named"
+        # (a typo, or the wrong store); it is refused before the file is touched.
+        with opened_store(ctx, db, entity=names[0]) as store:
+            for name in dict.fromkeys(names):
+                require_entity(store, name, db=db)
     token, record = add_token(tokens.expanduser(), label, names, [scope])
     if as_json:
         print_json({"token": token, **record.to_json()})

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import sys
 from collections.abc import Mapping
@@ -155,18 +156,24 @@ def store_argument(location: str) -> StoreArgument:
     return StoreArgument(bare.render_as_string(hide_password=False), True)
 
 
-def require_entity(store: Store, entity: str) -> None:
-    """Refuse an entity the store does not hold (the same answer ``kgot mcp serve`` gives).
+def require_entity(store: Store, entity: str, *, db: str | None = None) -> None:
+    """Refuse an entity the store does not hold (the same answer ``kgot mcp serve``, ``kgot
+    mcp config`` and ``kgot mcp token add`` give).
+
+    Args:
+        db: the ``--db`` the command was given, repeated in the commands the message suggests
+            (so the entity is created in the store that was checked).
 
     Raises:
-        UsageError: no entity of that name.
+        UsageError: no entity of that name, saying how to create it first.
     """
     try:
         store.get_entity(entity)
     except EntityNotFoundError:
+        where = f" --db {shlex.quote(db)}" if db else ""
         raise UsageError(
-            f"no entity named {entity!r}; create it with `kgot entities create {entity}` or see "
-            "`kgot entities list`"
+            f"no entity named {entity!r}; create it first with `kgot entities create "
+            f"{shlex.quote(entity)}{where}`, or see `kgot entities list{where}`"
         ) from None
 
 

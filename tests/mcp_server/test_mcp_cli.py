@@ -30,11 +30,13 @@ def _one_line(err: str) -> str:
 
 
 def test_token_add_list_revoke_keeps_only_hashes(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    with open_store(db) as store:
+        store.create_entity("beta")
     tokens = tmp_path / "tokens.toml"
     args = ["mcp", "token", "add", "claude", "--entity", "acme,beta", "--scope", "read,write"]
-    assert main([*args, "--tokens", str(tokens)]) == 0
+    assert main([*args, "--tokens", str(tokens), "--db", db]) == 0
     token = capsys.readouterr().out.strip()
     assert token.startswith("kgot_mcp_") and len(token) > 40
     text = tokens.read_text()
@@ -50,7 +52,8 @@ def test_token_add_list_revoke_keeps_only_hashes(
             "created_at": listed[0]["created_at"],
         }
     ]
-    assert main(["mcp", "token", "add", "claude", "--entity", "acme", "--tokens", str(tokens)]) == 2
+    again = ["mcp", "token", "add", "claude", "--entity", "acme", "--tokens", str(tokens)]
+    assert main([*again, "--db", db]) == 2
     assert "exists" in _one_line(capsys.readouterr().err)
     assert main(["mcp", "token", "revoke", "claude", "--tokens", str(tokens)]) == 0
     assert read_token_file(tokens).records == ()
@@ -104,7 +107,9 @@ def test_serve_refuses_a_port_in_use(
     db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     tokens = tmp_path / "tokens.toml"
-    assert main(["mcp", "token", "add", "x", "-e", "acme", "--tokens", str(tokens)]) == 0
+    assert (
+        main(["mcp", "token", "add", "x", "-e", "acme", "--tokens", str(tokens), "--db", db]) == 0
+    )
     capsys.readouterr()
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -145,7 +150,9 @@ def test_serve_refuses_a_tokens_file_other_users_may_read_or_change(
     db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: int
 ) -> None:
     tokens = tmp_path / "tokens.toml"
-    assert main(["mcp", "token", "add", "x", "-e", "acme", "--tokens", str(tokens)]) == 0
+    assert (
+        main(["mcp", "token", "add", "x", "-e", "acme", "--tokens", str(tokens), "--db", db]) == 0
+    )
     capsys.readouterr()
     tokens.chmod(mode)
     code = main(["mcp", "serve", "--http", "127.0.0.1:8765", "--tokens", str(tokens), "--db", db])
@@ -158,7 +165,9 @@ def test_allow_query_refuses_a_sandbox_that_does_not_isolate(
 ) -> None:
     monkeypatch.setenv("KGOT_SANDBOX", "subprocess")
     tokens = tmp_path / "tokens.toml"
-    assert main(["mcp", "token", "add", "x", "-e", "acme", "--tokens", str(tokens)]) == 0
+    assert (
+        main(["mcp", "token", "add", "x", "-e", "acme", "--tokens", str(tokens), "--db", db]) == 0
+    )
     capsys.readouterr()
     address = f"127.0.0.1:{free_port()}"
     for transport in (["--entity", "acme"], ["--http", address, "--tokens", str(tokens)]):
