@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import networkx as nx
 
-from kgot.config import Settings, load_settings, nested_overrides, public_dump, with_options
+from kgot.config import Settings, load_settings, nested_overrides, public_dump
+from kgot.controller.arguments import with_arguments
 from kgot.controller.context import RunContext, warm_pool_once_open
 from kgot.controller.events import EventSink, RunFinished, RunStarted, StepFinished, TraceEvent
 from kgot.controller.graph import build_controller_graph, run_config
@@ -65,10 +66,10 @@ class _RunSpec:
         }
 
 
-async def ask_async(
+async def start_run(
     question: str,
     *,
-    settings: Settings | None = None,
+    settings: Settings,
     attachments: Sequence[str | Path] = (),
     entity: str | None = None,
     graph_file: str | Path | None = None,
@@ -81,29 +82,9 @@ async def ask_async(
     handle_signals: bool = False,
     sandbox: Sandbox | None = None,
 ) -> AskResult:
-    """Answer ``question`` with the KGoT loop.
-
-    Args:
-        question: the question (must not be empty).
-        settings: effective configuration (default: environment and config file).
-        attachments: files the question refers to; tools receive them by path.
-        entity: persist into this entity's graph; ``None`` = an ephemeral graph, as in KGoT.
-        graph_file: start the ephemeral graph from this graph file (any format
-            :func:`kgot.graph_backends.read_graph` reads); the file is never modified.
-        run_id: id for the new run (default: a new UUID).
-        models: chat models per role (``"planning"``, ``"execution"``) instead of configured ones.
-        extra_tools: LangChain tools offered to the model besides the configured ones.
-        on_event: called with every trace event (a model of :mod:`kgot.controller.events`)
-            as it happens; an exception in it stops the calls, not the run.
-        store: an open store (default: opened from ``settings.store.db``).
-        checkpointer: LangGraph checkpointer (default: the store's database).
-        handle_signals: while the run goes, SIGTERM and SIGHUP stop it as Ctrl-C does (it is
-            recorded as interrupted and raises :class:`RunTerminated`), where they are still
-            at their default action. Off by default: a program embedding kgot keeps its own
-            signal handling; ``kgot ask`` turns it on.
-        sandbox: an open sandbox to run the run's code in; the caller closes it (default:
-            one opened from ``settings.sandbox`` and closed when the run ends). ``kgot ask``
-            opens it before importing the controller, so its workers start meanwhile.
+    """Answer ``question`` with the KGoT loop under ``settings`` (the arguments are
+    :func:`kgot.controller.ask_async`'s, once its keyword arguments were laid over the
+    settings).
 
     Raises:
         UsageError: empty question, a missing attachment, or both ``entity`` and
@@ -123,7 +104,6 @@ async def ask_async(
             "give either an entity or a graph file to start from, not both "
             "(import the file into the entity with `kgot graph import --entity`)"
         )
-    settings = settings or load_settings()
     paths = tuple(_check_attachment(path) for path in attachments)
     spec = _RunSpec(
         run_id=run_id or str(uuid.uuid4()),
@@ -175,10 +155,11 @@ async def _last_checkpoint(
         return None
 
 
-async def resume_async(
+async def continue_run(
     run_id: str,
     *,
-    settings: Settings | None = None,
+    settings: Settings,
+    arguments: Mapping[str, Any] | None = None,
     overrides: Mapping[str, Any] | None = None,
     models: Mapping[str, BaseChatModel] | None = None,
     extra_tools: Sequence[BaseTool] = (),
@@ -186,18 +167,20 @@ async def resume_async(
     store: Store | None = None,
     checkpointer: BaseCheckpointSaver | None = None,
     handle_signals: bool = False,
+    sandbox: Sandbox | None = None,
 ) -> AskResult:
     """Continue an interrupted run from its last checkpoint (a finished run is just reported).
 
     The run continues with the options it started with (models, endpoints, loop limits,
     sandbox, tools; never secrets, which come from ``settings``); ``overrides`` (dotted paths,
-    e.g. ``{"llm.timeout": 300}``) change some of them for the rest of the run. The other
-    arguments are :func:`ask_async`'s.
+    e.g. ``{"llm.timeout": 300}``) and then the keyword ``arguments`` of
+    :func:`kgot.controller.resume_async` (``{"timeout": 300}``; see
+    :mod:`kgot.controller.arguments`) change some of them for the rest of the run. The other
+    arguments are :func:`start_run`'s.
 
     Raises:
         UsageError: no run with that id has a checkpoint.
     """
-    settings = settings or load_settings()
     snapshot = await _last_checkpoint(run_id, settings, store, checkpointer)
     values: dict[str, Any] = dict(snapshot.values or {}) if snapshot is not None else {}
     if not values.get("question"):
@@ -210,10 +193,8 @@ async def resume_async(
         backend=values["backend"],
         graph_file=values.get("graph_file"),
     )
-    settings = with_options(
-        settings,
-        values["options"],
-        nested_overrides(overrides or {}),
+    settings = with_arguments(
+        settings, arguments or {}, values["options"], nested_overrides(overrides or {})
     )
     return await _execute(
         spec,
@@ -225,17 +206,8 @@ async def resume_async(
         checkpointer=checkpointer,
         resume=True,
         handle_signals=handle_signals,
+        sandbox=sandbox,
     )
-
-
-def ask(question: str, **options: Any) -> AskResult:
-    """Synchronous :func:`ask_async` (for scripts and notebooks without an event loop)."""
-    return asyncio.run(ask_async(question, **options))
-
-
-def resume(run_id: str, **options: Any) -> AskResult:
-    """Synchronous :func:`resume_async`."""
-    return asyncio.run(resume_async(run_id, **options))
 
 
 async def _execute(
