@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
 import logging
 import os
 import re
@@ -728,7 +729,9 @@ class PooledSandbox:
             missing = self.settings.pool_size - self._live
             self._live += max(missing, 0)
             closings = self._closings
-        starters = [self._start_into_pool for _ in range(max(missing, 0))]
+        starters = [
+            functools.partial(self._start_into_pool, closings) for _ in range(max(missing, 0))
+        ]
         if wait:
             for start in starters:
                 start(raise_errors=True)
@@ -781,7 +784,10 @@ class PooledSandbox:
                     self._live += extra
                     for _ in range(extra):
                         threading.Thread(
-                            target=self._start_into_pool, daemon=True, name="kgot-sandbox-warm"
+                            target=self._start_into_pool,
+                            args=(closings,),
+                            daemon=True,
+                            name="kgot-sandbox-warm",
                         ).start()
             while True:
                 if self._state.idle:
@@ -800,7 +806,7 @@ class PooledSandbox:
                         "the sandbox was closed while the job waited for a worker"
                     )
         try:
-            worker = self._start_worker()
+            worker = self._start_worker(closings=closings)
         except BaseException:
             with self._cond:
                 self._live -= 1
@@ -856,15 +862,18 @@ class PooledSandbox:
             refill = replace and not self._closed and self._live < self.settings.pool_size
             if refill:
                 self._live += 1
+            closings = self._closings
             self._cond.notify()
         if refill:  # keep the pool warm: start the successor off the caller's thread
-            threading.Thread(target=self._start_into_pool, daemon=True).start()
+            threading.Thread(target=self._start_into_pool, args=(closings,), daemon=True).start()
 
-    def _start_into_pool(self, *, raise_errors: bool = False) -> None:
+    def _start_into_pool(self, closings: int, *, raise_errors: bool = False) -> None:
+        """Start a worker for the pool's slot reserved (counted in ``_live``) before the
+        ``closings``-th close; a close since then cancels the start quietly."""
         with self._cond:
             self._starting += 1
         try:
-            worker = self._start_worker()
+            worker = self._start_worker(closings=closings)
         except SandboxUnavailableError as error:
             with self._cond:
                 self._starting -= 1
@@ -931,8 +940,24 @@ class PooledSandbox:
         mounts: tuple[Path, ...] = (),
         key: MountKey = (),
         resident: bool = False,
+        closings: int | None = None,
     ) -> WorkerProcess:
-        """Start a worker (serving jobs whose mounts match ``key``) and wait until it is ready."""
+        """Start a worker (serving jobs whose mounts match ``key``) and wait until it is ready.
+
+        ``closings`` is the count of closes when the start was asked for (default: now). A
+        worker that fails to start because the pool was closed since, or because the
+        interpreter is exiting, raises :class:`PoolClosed`: nobody waits for it, and the
+        failure says nothing about the sandbox (so no warning may suggest weaker isolation).
+
+        Raises:
+            PoolClosed: closed since ``closings``, or the process is exiting.
+            SandboxUnavailableError: the worker genuinely could not start.
+        """
+        with self._cond:
+            if closings is None:
+                closings = self._closings
+            elif self._closings != closings:  # closed before this start began: skip it
+                raise PoolClosed(_CLOSED_WHILE_STARTING)
         label = re.sub(r"[^a-z0-9]+", "-", self.launcher.name.lower()).strip("-")[:24]
         cgroup = open_cgroup(label) if "cgroup" in self.launcher.process_cap else None
         try:
@@ -946,8 +971,6 @@ class PooledSandbox:
             if cgroup is not None:
                 cgroup.remove()
             raise
-        with self._cond:
-            closings = self._closings
         worker = WorkerProcess(plan, cgroup, key)
         with self._cond:
             self._state.starting.add(worker)
@@ -958,6 +981,8 @@ class PooledSandbox:
                 closed_meanwhile = self._closings != closings
             if closed_meanwhile:  # close() stopped it: that is why it did not start
                 raise PoolClosed(_CLOSED_WHILE_STARTING) from None
+            if interpreter_exiting():
+                raise PoolClosed("the process is exiting") from None
             raise
         finally:
             with self._cond:
@@ -990,6 +1015,17 @@ class PooledSandbox:
 
 
 _CLOSED_WHILE_STARTING = "the sandbox was closed while the job's worker started"
+
+
+def interpreter_exiting() -> bool:
+    """Whether Python is exiting (its main thread has finished).
+
+    At exit the interpreter shuts :data:`_SPAWNER` down, and the end of its thread kills every
+    bubblewrap it started (``--die-with-parent``), workers still starting in background
+    warm-ups included: such a worker "did not start" because the command was over, which is no
+    failure of the sandbox (a short ``kgot tools run`` ends while the document parsers warm).
+    """
+    return not threading.main_thread().is_alive()
 
 
 def silent_worker_result(limits: Limits, duration_ms: float = 0.0) -> ExecResult:
