@@ -41,6 +41,12 @@ Relevance
     and nodes not embedded yet keep their lexical relevance. Embeddings re-order facts that
     share words with the query; they never add one that shares none.
 
+What a hit shows
+    Each hit carries the facts behind it (:mod:`kgot.memory.hit_facts`): its properties, the
+    ones the query matched, its type's key properties and, for a node, its current edges the
+    query matched (``-[ceo]-> Tim Cook``), all from the same index, so the search for "apple
+    ceo" shows who the CEO is.
+
 Speed
     The index (words → facts, per-fact metadata) is built once per session and kept while the
     entity's version and types stay the same, like the write-time snapshot of
@@ -66,6 +72,7 @@ import numpy as np
 
 from kgot.errors import UsageError
 from kgot.memory import scoring
+from kgot.memory.hit_facts import RelatedEdge, explain
 from kgot.memory.names import fold_text
 
 if TYPE_CHECKING:
@@ -75,6 +82,7 @@ if TYPE_CHECKING:
     from kgot.persistence import EntitySession, TypeCatalog
 
 __all__ = [
+    "RelatedEdge",
     "SearchHit",
     "edge_id",
     "fact_key_for",
@@ -121,13 +129,20 @@ def parse_edge_id(text: str) -> tuple[str, str, str] | None:
 
 @dataclass(frozen=True)
 class SearchHit:
-    """One fact a search found, with its score and the score's components."""
+    """One fact a search found, with its score and the score's components, and the facts
+    behind it (filled in by :func:`kgot.memory.hit_facts.explain`)."""
 
     key: FactKey  # for Memory.used / EntitySession.record_use
     label: str  # the node's label or the edge's relationship
     name: str
     parts: scoring.ScoreParts
     age_days: float | None = None
+    properties: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    matched_properties: tuple[str, ...] = ()  # of `properties`, those the query matched
+    key_properties: tuple[str, ...] = ()  # of `properties`: its type's identity, functional
+    edges: tuple[RelatedEdge, ...] = ()  # a node: its current edges the query matched
+    edges_matched: int = 0  # how many edges matched (`edges` holds the best ones)
+    ends: tuple[str, str] | None = None  # an edge: the names of its source and target
 
     @property
     def kind(self) -> str:
@@ -144,8 +159,19 @@ class SearchHit:
     def score(self) -> float:
         return self.parts.score
 
+    @property
+    def confidence(self) -> float:
+        return self.parts.confidence
+
     def to_dict(self) -> dict[str, Any]:
-        """The JSON row of ``kgot memory search --json``."""
+        """The JSON row of ``kgot memory search --json``: the fact, its score's parts and the
+        facts behind it (``ends`` is null for a node; ``edges`` empty for an edge)."""
+        ends = None
+        if self.ends is not None:
+            ends = {
+                "source": {"id": self.key[1], "name": self.ends[0]},
+                "target": {"id": self.key[2], "name": self.ends[1]},
+            }
         return {
             "id": self.id,
             "kind": self.kind,
@@ -153,6 +179,12 @@ class SearchHit:
             "name": self.name,
             "key": list(self.key),
             **self.parts.to_dict(),
+            "properties": dict(self.properties),
+            "matched_properties": list(self.matched_properties),
+            "key_properties": list(self.key_properties),
+            "edges": [edge.to_dict() for edge in self.edges],
+            "edges_matched": self.edges_matched,
+            "ends": ends,
         }
 
 
@@ -194,7 +226,7 @@ def search(
             "see `kgot types list` for its types"
         )
     if embedder is None:
-        return index.search(
+        hits = index.search(
             session,
             words,
             fold_text(query),
@@ -204,19 +236,21 @@ def search(
             now=moment,
             catalog=catalog,
         )
-    from kgot.memory.embeddings import CANDIDATE_FACTOR, rerank
+    else:
+        from kgot.memory.embeddings import CANDIDATE_FACTOR, rerank
 
-    candidates = index.search(
-        session,
-        words,
-        fold_text(query),
-        limit=limit * CANDIDATE_FACTOR,
-        label=type,
-        min_confidence=min_confidence,
-        now=moment,
-        catalog=catalog,
-    )
-    return rerank(session, query, candidates, embedder, limit=limit)
+        candidates = index.search(
+            session,
+            words,
+            fold_text(query),
+            limit=limit * CANDIDATE_FACTOR,
+            label=type,
+            min_confidence=min_confidence,
+            now=moment,
+            catalog=catalog,
+        )
+        hits = rerank(session, query, candidates, embedder, limit=limit)
+    return explain(index, hits, words, catalog, clock=datetime.now(UTC))
 
 
 def query_words(query: str) -> list[str]:
@@ -286,6 +320,9 @@ class _Fact:
     latest: datetime | None  # the instant its age runs from (scoring.fact_freshness)
     expires_at: datetime | None
     ends: tuple[int, int] | None = None  # positions of an edge's end nodes
+    # Its properties and metadata as loaded: what a hit shows (kgot.memory.hit_facts). The
+    # index's graph is an untracked copy nothing else changes, so holding them is safe.
+    data: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -299,6 +336,8 @@ class _Index:
     labels: np.ndarray  # label position per fact
     label_keys: list[tuple[str, str]]  # (kind, label or relationship) per label position
     node_position: dict[str, int] = field(default_factory=dict)
+    edge_position: dict[FactKey, int] = field(default_factory=dict)
+    incident: dict[int, list[int]] = field(default_factory=dict)  # node -> its edges
     fuzzy_cache: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
 
     # -- building
@@ -333,6 +372,20 @@ class _Index:
             if key[:3] == ("edge", source, target) and name in (key[3], fact.label):
                 found.append((key[1], key[2], key[3]))
         return sorted(found)
+
+    def position_of(self, key: FactKey) -> int | None:
+        """Where the fact ``key`` is in this index (``None``: not in it)."""
+        if key[0] == "node":
+            return self.node_position.get(key[1])
+        return self.edge_position.get(key)
+
+    def word_matches(self, word: str) -> list[tuple[str, float]]:
+        """Index words the query word ``word`` matches, with how well (module docstring)."""
+        return self._matches(word)
+
+    def alive(self, position: int, clock: datetime) -> bool:
+        """Not expired since the index was built (an edge: nor either of its ends)."""
+        return self._alive(position, clock)
 
     def _matches(self, word: str) -> list[tuple[str, float]]:
         """Index words ``word`` matches, with how well (module docstring)."""
@@ -616,6 +669,8 @@ class _Builder:
         self.node_position: dict[str, int] = {}
         self.temporal: dict[tuple[str, str], tuple[str, ...]] = {}
         self.name_words: dict[int, list[str]] = {}  # a node's words of its names, folded
+        self.edge_position: dict[FactKey, int] = {}
+        self.incident: dict[int, list[int]] = {}
 
     def _label(self, kind: str, name: str) -> int:
         return self.label_position.setdefault((kind, name), len(self.label_position))
@@ -652,6 +707,7 @@ class _Builder:
             confidence=_confidence(data),
             latest=self._latest("node", label, data),
             expires_at=scoring.parse_instant(data.get("_expires_at")),
+            data=data,
         )
         position = self._add(fact, "node", label)
         self.node_position[node_id] = position
@@ -676,8 +732,12 @@ class _Builder:
             latest=self._latest("edge", relationship, data),
             expires_at=scoring.parse_instant(data.get("_expires_at")),
             ends=ends,
+            data=data,
         )
         position = self._add(fact, "edge", relationship)
+        self.edge_position[fact.key] = position
+        for end in dict.fromkeys(ends):  # a loop is listed once
+            self.incident.setdefault(end, []).append(position)
         for text in (*own, relationship, key):
             self._add_words(position, fold_text(text).split(), NAME_WEIGHT)
         for text in _other_text(data, skip=("relationship",)):
@@ -703,6 +763,8 @@ class _Builder:
             labels=np.array(self.labels, dtype=np.int64),
             label_keys=list(self.label_position),
             node_position=self.node_position,
+            edge_position=self.edge_position,
+            incident=self.incident,
         )
 
 
