@@ -260,13 +260,20 @@ def upkeep(
         bool, typer.Option("--dry-run", help="Report what would change; write nothing.")
     ] = False,
     verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="List every change, not only the first.")
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="List each fact or node the pass expired, pruned, promoted or merged (or "
+            "left, or skipped) with its reason; with --json, as a changes list.",
+        ),
     ] = False,
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
     """Expire facts past their time to live, prune faded ones, promote well-corroborated ones,
-    merge duplicates. Nothing is deleted: closed facts stay in history."""
+    merge duplicates; print how many of each (-v: each fact and why). Nothing is deleted:
+    closed facts stay in history."""
     from kgot.memory import open_memory
     from kgot.memory.upkeep import parse_now
 
@@ -274,15 +281,22 @@ def upkeep(
     with opened_store(ctx, db, entity=entity) as store:
         report = open_memory(store, entity).upkeep(now=moment, dry_run=dry_run)
     if as_json:
-        print_json(report.to_json())
+        print_json(report.to_json(changes=verbose))
         return
     if dry_run:
         typer.echo("dry run: nothing was written")
-    for line in report.lines(limit=None if verbose else _SHOWN_CHANGES):
-        typer.echo(printable(line))
+    for line in report.counter_lines():
+        typer.echo(line)
+    if not verbose:
+        if report.changes:
+            count = len(report.changes)
+            typer.echo(f"run with -v to list the {count} change{'s' * (count != 1)} and why")
+        return
+    from kgot.cli.memory_views import wrapped
 
-
-_SHOWN_CHANGES = 20  # changes listed without --verbose
+    for change in report.changes:
+        for line in wrapped(change.line(), indent="  ", hanging="      "):
+            typer.echo(printable(line))
 
 
 @app.command("search")
@@ -313,7 +327,9 @@ def search(
     db: DbOption = None,
 ) -> None:
     """Search the entity's current facts (nodes and edges), best first: 0.6 relevance,
-    0.15 type rank weight, 0.15 confidence, 0.10 freshness. Searching writes nothing."""
+    0.15 type rank weight, 0.15 confidence, 0.10 freshness. Under each hit: the properties
+    and edges the query matched (ceo: Tim Cook, -[ceo]-> Tim Cook) and its key properties.
+    Searching writes nothing."""
     from kgot.errors import UsageError
     from kgot.memory import open_memory
     from kgot.memory.upkeep import parse_now
@@ -333,8 +349,11 @@ def search(
     if not hits:
         typer.echo(f"nothing in entity {entity!r} matches {query!r}")
         return
+    from kgot.cli.memory_views import hit_lines
+
     for hit in hits:
-        typer.echo(printable(f"{hit.score:.3f}  {hit.kind}  {hit.label}  {hit.id}  {hit.name}"))
+        for line in hit_lines(hit):
+            typer.echo(line)
 
 
 @app.command("embed")

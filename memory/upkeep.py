@@ -112,6 +112,23 @@ class UpkeepChange:
     def line(self) -> str:
         return f"{self.action} {self.what}: {self.why}"
 
+    @property
+    def fact(self) -> str:
+        """The fact's id as search and history name it: a node id or
+        ``source -[key]-> target``."""
+        if self.key[0] == "node":
+            return self.key[1]
+        return f"{self.key[1]} -[{self.key[3]}]-> {self.key[2]}"
+
+    def to_json(self) -> dict[str, str]:
+        return {
+            "action": self.action,
+            "fact": self.fact,
+            "kind": self.key[0],
+            "what": self.what,
+            "why": self.why,
+        }
+
 
 @dataclass(frozen=True)
 class UpkeepReport:
@@ -153,21 +170,28 @@ class UpkeepReport:
     def left(self) -> int:
         return self.count(LEFT)
 
-    def to_json(self) -> dict[str, int]:
+    def to_json(self, changes: bool = False) -> dict[str, Any]:
         """``{"expired": n, "pruned": n, "promoted": n, "merged": n}``, and ``"left": n`` when
         facts were left because they were re-stated during the pass (only then: a pass no
-        writer raced prints the four keys it always did)."""
-        counts = {action: self.count(action) for action in ACTIONS}
+        writer raced prints the four keys it always did); ``changes``: also ``"changes"``, one
+        object per fact (:meth:`UpkeepChange.to_json`), in the order the pass decided them."""
+        counts: dict[str, Any] = {action: self.count(action) for action in ACTIONS}
         if self.left:
             counts[LEFT] = self.left
+        if changes:
+            counts["changes"] = [change.to_json() for change in self.changes]
         return counts
 
-    def lines(self, limit: int | None = None) -> list[str]:
-        """One line per counter (``left`` only when there are some), then one per change (the
-        first ``limit`` of them)."""
+    def counter_lines(self) -> list[str]:
+        """One line per counter (``left`` only when there are some)."""
         out = [f"{action}: {self.count(action)}" for action in ACTIONS]
         if self.left:
             out.append(f"{LEFT}: {self.left} (re-stated during the pass)")
+        return out
+
+    def lines(self, limit: int | None = None) -> list[str]:
+        """The counter lines, then one line per change (the first ``limit`` of them)."""
+        out = self.counter_lines()
         shown = self.changes if limit is None else self.changes[:limit]
         out += [f"  {change.line()}" for change in shown]
         if len(shown) < len(self.changes):

@@ -366,6 +366,12 @@ def test_cli_search_json_text_and_feedback(
         "rank_weight",
         "confidence",
         "freshness",
+        "properties",
+        "matched_properties",
+        "key_properties",
+        "edges",
+        "edges_matched",
+        "ends",
     }
     assert rows[0]["kind"] == "node" and rows[0]["label"] == "Company"
     assert rows[0]["name"] == "Apple Inc." and rows[0]["key"] == ["node", "apple"]
@@ -383,8 +389,11 @@ def test_cli_search_json_text_and_feedback(
         capsys, "memory", "search", "-e", "fund", "orion", "--type", "News", *now, *db
     )
     assert code == 0, err
-    [line] = out.splitlines()
+    # The headline's columns; the news item's matched properties (none: its title is its
+    # name) and key properties (none) add no lines, its age does.
+    line, *details = out.splitlines()
     assert line.split("  ") == [line.split("  ")[0], "node", "News", "orion_news", "Orion"]
+    assert all(detail.startswith("       ") for detail in details), details
 
     code, out, err = _run(capsys, "memory", "search", "-e", "fund", "durian", *db)
     assert (code, out) == (0, "nothing in entity 'fund' matches 'durian'\n")

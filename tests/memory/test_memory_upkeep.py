@@ -313,7 +313,9 @@ def test_cli_json_text_and_bad_input(store_url: str, capsys: pytest.CaptureFixtu
     with open_store(store_url) as store:
         assert store.session("fund").version == before
 
-    code, out, err = _run(capsys, "memory", "upkeep", "-e", "fund", "--now", now, *db)
+    # Without -v: the counts; -v lists each change with its reason (tests/memory/
+    # test_memory_upkeep_verbose.py covers the listing).
+    code, out, err = _run(capsys, "memory", "upkeep", "-e", "fund", "--now", now, "-v", *db)
     assert code == 0, err
     lines = out.splitlines()
     assert lines[:4] == ["expired: 2", "pruned: 2", "promoted: 1", "merged: 1"]
