@@ -35,6 +35,7 @@ from kgot.persistence.engine import read_transaction, write_transaction
 from kgot.persistence.schema import (
     ADVISOR_TABLES,
     AIDE_TABLES,
+    CLOSE_REASONS_V2,
     PREFIX,
     SCHEMA_VERSION,
     TABLES,
@@ -110,7 +111,7 @@ def _v2_memory_upkeep(connection: Connection) -> None:
     for table in (TABLES.nodes.name, TABLES.edges.name):
         connection.exec_driver_sql(
             f"ALTER TABLE {table} ADD COLUMN closed_reason VARCHAR(16) "
-            f"CONSTRAINT {table}_closed_reason CHECK ({closed_reason_check()})"
+            f"CONSTRAINT {table}_closed_reason CHECK ({closed_reason_check(CLOSE_REASONS_V2)})"
         )
     connection.exec_driver_sql(f"ALTER TABLE {TABLES.types.name} ADD COLUMN upkeep JSON")
     added = define_tables(MetaData(), version=2)
@@ -175,6 +176,48 @@ def _v6_aide_guarantees(connection: Connection) -> None:
             connection.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN {column}")
 
 
+def _v7_forgotten_facts(connection: Connection) -> None:
+    """Let a fact row close as ``forgotten`` (`kgot memory forget`): the ``closed_reason``
+    checks of both fact tables allow one more value. No row is read or rewritten.
+
+    PostgreSQL replaces the constraint. SQLite cannot alter a constraint, so the check's text
+    in the tables' stored definitions is replaced the way SQLite documents for loosening a
+    CHECK constraint (``writable_schema``, then a new ``schema_version`` so every connection
+    reads the definitions again): every stored row satisfies the wider check, so no row needs
+    to be checked or copied. A definition whose check is not the one migration 2 wrote is
+    refused (the transaction leaves the database as it was).
+    """
+    old, new = closed_reason_check(CLOSE_REASONS_V2), closed_reason_check()
+    tables = (TABLES.nodes.name, TABLES.edges.name)
+    if connection.dialect.name != "sqlite":
+        for table in tables:
+            connection.exec_driver_sql(
+                f"ALTER TABLE {table} DROP CONSTRAINT {table}_closed_reason, "
+                f"ADD CONSTRAINT {table}_closed_reason CHECK ({new})"
+            )
+        return
+    version = int(connection.exec_driver_sql("PRAGMA schema_version").scalar() or 0)
+    connection.exec_driver_sql("PRAGMA writable_schema = ON")
+    try:
+        for table in tables:
+            sql = connection.execute(
+                text("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = :t"),
+                {"t": table},
+            ).scalar()
+            if not isinstance(sql, str) or sql.count(old) != 1:
+                raise StoreError(
+                    f"migration 7 cannot find the closed_reason check of {table} that "
+                    "migration 2 wrote; the database was left unchanged"
+                )
+            connection.execute(
+                text("UPDATE sqlite_master SET sql = :sql WHERE type = 'table' AND name = :t"),
+                {"sql": sql.replace(old, new), "t": table},
+            )
+        connection.exec_driver_sql(f"PRAGMA schema_version = {version + 1}")
+    finally:
+        connection.exec_driver_sql("PRAGMA writable_schema = OFF")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -205,6 +248,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "delivery claims and backoff",
         _v6_aide_guarantees,
     ),
+    Migration(7, "forgotten facts: a fact may close as forgotten", _v7_forgotten_facts),
 )
 LATEST = MIGRATIONS[-1].version
 if LATEST != SCHEMA_VERSION:  # a migration added without moving the schema's version, or back

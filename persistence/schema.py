@@ -69,12 +69,23 @@ SOURCE_KINDS = ("extracted", "inferred", "ambiguous")
 CREATORS = ("system", "agent", "user")
 # Why a fact row stopped being current (kgot_nodes/kgot_edges.closed_reason): a commit that
 # changed or removed it, a functional value or edge that replaced it, a merge of its node into
-# another, its time to live running out, or pruning of a fact whose score decayed away.
-CLOSE_REASONS = ("changed", "removed", "contradicted", "merged", "expired", "pruned")
+# another, its time to live running out, pruning of a fact whose score decayed away, or a
+# person asking to forget it (`kgot memory forget`, migration 7).
+CLOSE_REASONS = (
+    "changed",
+    "removed",
+    "contradicted",
+    "merged",
+    "expired",
+    "pruned",
+    "forgotten",
+)
+# The reasons migration 2 allowed (frozen: what it and databases before migration 7 check).
+CLOSE_REASONS_V2 = CLOSE_REASONS[:6]
 SUGGESTION_KINDS = ("merge", "contradiction")
 SUGGESTION_STATUSES = ("open", "accepted", "rejected")
 # The schema version `define_tables` describes by default: the last migration's.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # Facts and types: JSON text on both databases (see above). Run options and totals are only
 # stored and shown, never compared, so JSONB's rewriting does them no harm.
@@ -687,7 +698,10 @@ def _closed_reason(table: str, version: int) -> list[Any]:
         return []
     return [
         Column("closed_reason", String(16), nullable=True),
-        CheckConstraint(closed_reason_check(), name=f"kgot_{table}_closed_reason"),
+        CheckConstraint(
+            closed_reason_check(CLOSE_REASONS if version >= 7 else CLOSE_REASONS_V2),
+            name=f"kgot_{table}_closed_reason",
+        ),
     ]
 
 
@@ -696,8 +710,9 @@ def _sql_list(values: tuple[str, ...]) -> str:
     return ", ".join(f"'{value}'" for value in values)
 
 
-def closed_reason_check() -> str:
-    reasons = _sql_list(CLOSE_REASONS)
+def closed_reason_check(allowed: tuple[str, ...] = CLOSE_REASONS) -> str:
+    """The ``closed_reason`` column's check, allowing ``allowed`` (default: every reason)."""
+    reasons = _sql_list(allowed)
     return f"closed_reason IS NULL OR closed_reason IN ({reasons})"
 
 
