@@ -436,3 +436,47 @@ def feedback(
             f"({use.good} good, {use.bad} bad)"
         )
     )
+
+
+@app.command("forget")
+def forget(
+    ctx: typer.Context,
+    entity: EntityOption,
+    fact: Annotated[
+        list[str],
+        typer.Argument(
+            help="The fact: a node id (its edges go with it), an edge as `kgot memory search "
+            "--json` shows it ('SOURCE -[KEY]-> TARGET'), or an edge as three words SOURCE "
+            "RELATIONSHIP TARGET.",
+            show_default=False,
+        ),
+    ],
+    prop: Annotated[
+        str | None,
+        typer.Option(
+            "--property",
+            "-p",
+            help="Forget only this property of the node (e.g. ceo); the node stays.",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: JsonOption = False,
+    db: DbOption = None,
+) -> None:
+    """Forget a fact: retire a node (with its edges), one property of a node, or an edge.
+    Nothing is deleted: the fact closes as 'forgotten', history keeps it, and search, reads
+    and runs no longer see it."""
+    from kgot.errors import UsageError
+    from kgot.memory import open_memory
+
+    if len(fact) not in (1, 3):
+        raise UsageError(
+            "give the fact as one id (a node id, or 'SOURCE -[KEY]-> TARGET') or as three "
+            f"words SOURCE RELATIONSHIP TARGET; got {len(fact)} words"
+        )
+    with opened_store(ctx, db, entity=entity) as store:
+        done = open_memory(store, entity).forget(fact[0] if len(fact) == 1 else fact, property=prop)
+    if as_json:
+        print_json(done.to_json())
+        return
+    typer.echo(printable(done.line()))

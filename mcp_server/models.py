@@ -100,6 +100,26 @@ class EdgeIn(BaseModel):
 # ---------------------------------------------------------------------------- outputs
 
 
+class RelatedEdgeOut(BaseModel):
+    id: str = Field(description="'source -[key]-> target'.")
+    relationship: str
+    direction: Literal["out", "in"] = Field(description="out: from the hit; in: to it.")
+    other: str = Field(description="The id of the node at the other end.")
+    other_name: str
+    confidence: float
+    properties: dict[str, JsonValue]
+
+
+class EndOut(BaseModel):
+    id: str
+    name: str
+
+
+class EndsOut(BaseModel):
+    source: EndOut
+    target: EndOut
+
+
 class SearchHitOut(BaseModel):
     id: str = Field(description="A node's id, or an edge as 'source -[key]-> target'.")
     kind: Literal["node", "edge"]
@@ -110,6 +130,23 @@ class SearchHitOut(BaseModel):
     rank_weight: float
     confidence: float
     freshness: float
+    properties: dict[str, JsonValue] = Field(
+        default_factory=dict, description="The fact's properties (e.g. ceo: Tim Cook)."
+    )
+    matched_properties: list[str] = Field(
+        default_factory=list, description="The properties the query matched, by name or value."
+    )
+    key_properties: list[str] = Field(
+        default_factory=list,
+        description="Properties its type marks as identifying or single-valued.",
+    )
+    edges: list[RelatedEdgeOut] = Field(
+        default_factory=list,
+        description="A node: its current edges the query matched (relationship or other end), "
+        "best first.",
+    )
+    edges_matched: int = Field(default=0, description="How many edges matched in all.")
+    ends: EndsOut | None = Field(default=None, description="An edge: its two ends by name.")
 
 
 class SearchOut(BaseModel):
@@ -253,6 +290,18 @@ class TypeOut(BaseModel):
     entity: str
     created: dict[str, JsonValue]
     summary: str
+
+
+class ForgetOut(BaseModel):
+    entity: str
+    kind: Literal["node", "property", "edge"]
+    fact: str = Field(description="What was forgotten: node id, node.property or edge id.")
+    version: int = Field(description="The entity's version after the forgetting.")
+    closed: list[str] = Field(
+        description="Every fact retired (a node's edges go with it); history keeps them."
+    )
+    closed_reason: Literal["forgotten"]
+    value: JsonValue = Field(default=None, description="A forgotten property's value.")
 
 
 class HistoryVersion(BaseModel):

@@ -49,6 +49,7 @@ from kgot.mcp_server.handlers import (
 from kgot.mcp_server.models import (
     AskOut,
     EdgeIn,
+    ForgetOut,
     HistoryOut,
     NodeIn,
     NodeOut,
@@ -63,7 +64,15 @@ from kgot.mcp_server.models import (
     VerdictOut,
 )
 from kgot.mcp_server.tokens import Grant
-from kgot.mcp_server.tooling import ASK, READ, WRITE, KgotServer, ToolSet, scoped_tool_list
+from kgot.mcp_server.tooling import (
+    ASK,
+    FORGET,
+    READ,
+    WRITE,
+    KgotServer,
+    ToolSet,
+    scoped_tool_list,
+)
 from kgot.version import __version__
 
 __all__ = ["KgotMCP", "build_server"]
@@ -73,8 +82,8 @@ log = logging.getLogger(__name__)
 _INSTRUCTIONS = (
     "kgot keeps a typed, persistent knowledge graph per entity. Search it with search_memory, "
     "read nodes with get_node and traverse, check claims with verify_claim, record facts with "
-    "save_facts (types: list_types, propose_type) or remember (free text), and ask questions "
-    "the KGoT loop answers with ask."
+    "save_facts (types: list_types, propose_type) or remember (free text), retire a wrong or "
+    "unwanted fact with forget, and ask questions the KGoT loop answers with ask."
 )
 
 
@@ -429,6 +438,39 @@ def _writing_tools(tools: ToolSet, app: KgotMCP) -> None:
         return CallToolResult(
             content=[TextContent(type="text", text=text)], structured_content=data, is_error=True
         )
+
+    @tools.tool(scope="write", title="Forget a fact", annotations=FORGET)
+    async def forget(
+        fact: Annotated[
+            str,
+            Field(
+                max_length=MAX_FACT_ID_CHARS,
+                description="A node id (its edges are forgotten with it) or an edge as "
+                "'source -[key]-> target', as search_memory, get_node and history name them.",
+            ),
+        ],
+        ctx: Context,
+        entity: EntityArg = None,
+        property: Annotated[
+            str | None,
+            Field(
+                max_length=MAX_NAME_CHARS,
+                description="Forget only this property of the node (e.g. 'ceo'); the node stays.",
+            ),
+        ] = None,
+    ) -> ForgetOut:
+        """Forget one current fact the user says is wrong or unwanted: a node with its edges,
+        one property of a node, or an edge. Nothing is deleted: it closes as 'forgotten'
+        (history shows it), and searches and reads no longer return it. Ask the user first."""
+        grant = app.allowed(ctx, "write", "forget")
+
+        def work() -> ForgetOut:
+            memory = tenancy.memory(grant, entity)
+            with tenancy.write_lock(memory.entity):
+                done = memory.forget(fact, property=property, by=f"mcp:{grant.label}")
+            return ForgetOut.model_validate(done.to_json())
+
+        return await in_thread(work)
 
     @tools.tool(scope="write", title="Propose a type", annotations=WRITE)
     async def propose_type(

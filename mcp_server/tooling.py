@@ -28,6 +28,7 @@ from pydantic import ConfigDict, ValidationError
 
 __all__ = [
     "ASK",
+    "FORGET",
     "READ",
     "WRITE",
     "KgotServer",
@@ -37,10 +38,16 @@ __all__ = [
 ]
 
 # Facts are never deleted: a changed value closes the old row, which history still shows, so
-# no kgot tool is destructive. Only `ask` reaches beyond the graph (web search, pages, files).
+# no tool that adds or changes facts is destructive. `forget` is: it takes a fact out of what
+# every read sees (history keeps it), which a client should confirm with its user first;
+# forgetting a fact again changes nothing more. Only `ask` reaches beyond the graph (web
+# search, pages, files).
 READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 WRITE = ToolAnnotations(
     read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+)
+FORGET = ToolAnnotations(
+    read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
 )
 ASK = ToolAnnotations(
     read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True

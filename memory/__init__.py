@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 __all__ = [
+    "Forgotten",
     "Match",
     "Memory",
     "Merge",
@@ -41,6 +42,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from kgot.memory.api import Memory, QueuedResolution, open_memory
+    from kgot.memory.forget import Forgotten
     from kgot.memory.names import NormalName, normalize_name
     from kgot.memory.resolution import (
         Match,
@@ -58,6 +60,7 @@ if TYPE_CHECKING:
     from kgot.memory.writes import PreparedChangeset, prepare_changeset
 
 _HOMES = {
+    "Forgotten": "forget",
     "NormalName": "names",
     "normalize_name": "names",
     "Memory": "api",

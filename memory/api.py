@@ -12,6 +12,8 @@
 * :meth:`Memory.suggestions`, :meth:`Memory.accept`, :meth:`Memory.reject`: the curation queue.
   Accepting a merge suggestion merges the two nodes (the one with more evidence stays);
   accepting a contradiction suggestion lets the newer value supersede the kept one.
+* :meth:`Memory.forget`: retire a node, a property of a node or an edge on a person's word,
+  history kept (:mod:`kgot.memory.forget`).
 * :meth:`Memory.prepare` / :meth:`Memory.commit`: writes through the write-time hook
   (:func:`kgot.memory.writes.prepare_changeset`).
 * Embeddings (optional, :mod:`kgot.memory.embeddings`): with an embedder (``open_memory(...,
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
     from kgot.config import MemorySettings
     from kgot.llm import LLMClient
     from kgot.memory.embeddings import EmbedReport, NodeEmbedder
+    from kgot.memory.forget import Forgotten
     from kgot.memory.search import SearchHit
     from kgot.memory.upkeep import UpkeepReport
     from kgot.memory.verify import Verdict
@@ -424,6 +427,22 @@ class Memory:
 
         key = fact_key_for(self.session, fact) if isinstance(fact, str) else tuple(fact)
         return self.session.feedback(key, good)
+
+    def forget(
+        self, fact: str | Sequence[str], *, property: str | None = None, by: str = "user"
+    ) -> Forgotten:
+        """Retire one current fact of this entity, history kept (closed as ``forgotten``):
+        a node with its edges (``fact`` its id), one ``property`` of a node, or an edge
+        (``source -[key]-> target``, or three words source, relationship, target). ``by``
+        names who asked (the commit's run id). Search and reads no longer return it
+        (:func:`kgot.memory.forget.forget`).
+
+        Raises:
+            UsageError: no such current fact in this entity; nothing was written.
+        """
+        from kgot.memory.forget import forget
+
+        return forget(self.session, fact, property=property, by=by)
 
     # ---------------------------------------------------------------------------- writing
 

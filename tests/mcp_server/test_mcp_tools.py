@@ -20,6 +20,7 @@ MEMORY_TOOLS = {
     "list_types",
     "propose_type",
     "history",
+    "forget",
     "ask",
     "query",  # the deployment runs with --allow-query
     "briefing",  # the advisor package is installed (the tools say which entities have one)
