@@ -33,7 +33,8 @@ from pydantic import BaseModel
 from kgot.config import ROLES, LLMSettings, ModelSettings, Settings, StructuredMethod
 from kgot.errors import ConfigError, ModelError, StructuredOutputError
 from kgot.graph_model.tokens import count_tokens
-from kgot.llm.models import build_chat_model
+from kgot.llm.http import ensure_reachable
+from kgot.llm.models import build_chat_model, endpoint_url, require_models
 from kgot.llm.prices import PriceTable
 from kgot.llm.retry import Failure, RetryPolicy, classify
 from kgot.llm.scripted import STEP_METADATA_KEY
@@ -98,6 +99,11 @@ class LLMClient:
         notice_after: seconds without an answer before one ``INFO`` record on the
             ``kgot.llm.waiting`` logger names the endpoint, step, try and time waited
             (``0`` = never). Concurrent requests that wait alike share one record.
+        probe_url: a configured base URL to check once before the first request
+            (:func:`~kgot.llm.http.ensure_reachable`): a server that is down then fails the
+            first request at once with a :class:`~kgot.errors.ConfigError` instead of every
+            concurrent request retrying. ``None``: no probe (a provider's own API, a model
+            handed in ready-made).
 
     Raises:
         ConfigError: ``structured_output="json_object"`` for a model that is not reached
@@ -119,6 +125,7 @@ class LLMClient:
         structured_retries: int = 3,
         stop_on_invalid_output: bool = True,
         notice_after: float = 15.0,
+        probe_url: str | None = None,
     ) -> None:
         self.model = model
         self.role = role
@@ -131,6 +138,7 @@ class LLMClient:
         self.structured_retries = structured_retries
         self.stop_on_invalid_output = stop_on_invalid_output
         self.notice_after = notice_after
+        self.probe_url = probe_url
         self._in_flight = 0
         self._last_notice = -math.inf
         self.structured_output: StructuredMethod = structured_output
@@ -176,7 +184,9 @@ class LLMClient:
             ConfigError: see :func:`~kgot.llm.models.build_chat_model`.
         """
         llm = llm or LLMSettings()
+        probe_url = None
         if model is None or name_from_settings:
+            probe_url = endpoint_url(settings)
             model = model if model is not None else build_chat_model(settings)
             model_name = settings.model or describe_model(model)
             endpoint = settings.base_url or (
@@ -200,6 +210,7 @@ class LLMClient:
             structured_retries=llm.structured_retries,
             stop_on_invalid_output=llm.stop_on_invalid_output,
             notice_after=llm.waiting_notice_after,
+            probe_url=probe_url,
         )
 
     @property
@@ -433,6 +444,10 @@ class LLMClient:
             "metadata": {STEP_METADATA_KEY: step},
             "run_name": f"kgot:{step}",
         }
+        if self.probe_url is not None:
+            # Before any try: concurrent votes wait for one probe instead of each retrying a
+            # server that is down (the probe raises ConfigError, which is not retried).
+            await ensure_reachable(self.probe_url)
 
         async def one_try(number: int) -> tuple[AIMessage, LLMCall]:
             attempt = next(attempts)
@@ -616,9 +631,6 @@ class Roles(NamedTuple):
     """Tool calls."""
 
 
-_ROLE_WORK = {"planning": "votes, code, queries, answers", "execution": "tool calls"}
-
-
 def build_llm_clients(
     settings: Settings,
     ledger: UsageLedger | None = None,
@@ -645,13 +657,7 @@ def build_llm_clients(
         raise ConfigError(
             f"unknown model role(s) {', '.join(sorted(unknown))}; use {' and '.join(ROLES)}"
         )
-    missing = [r for r in ROLES if r not in injected and not getattr(settings.llm, r).model]
-    if missing and len(missing) < len(ROLES) - len(set(injected) & set(ROLES)):
-        role = missing[0]
-        raise ConfigError(
-            f"no model configured for the {role} role ({_ROLE_WORK[role]}): set "
-            f"KGOT_{role.upper()}_MODEL or --{role}-model, or KGOT_MODEL / --model for both roles"
-        )
+    require_models(settings.llm, given=injected)
     prices = PriceTable(settings.llm.prices)
     built: list[tuple[ModelSettings, BaseChatModel]] = []
     clients: dict[str, LLMClient] = {}

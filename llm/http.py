@@ -10,6 +10,10 @@ running loop instead.
 The same transport refuses a successful response whose body is not JSON (an HTML page from a
 proxy or login portal, garbage): :class:`UnreadableAnswer` says what came back, where the SDK
 would only report a JSON decoding error or an "unexpected response type".
+
+:func:`ensure_reachable` checks once that a configured base URL answers at all, before the
+votes fan out: a server that is down is one clear configuration error in milliseconds, not
+every vote's retries (5 × 5 failed requests, 15-20 s).
 """
 
 from __future__ import annotations
@@ -17,12 +21,14 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 import urllib.request
 import weakref
 
 import httpx
 
-from kgot.retrying import body_excerpt
+from kgot.errors import ConfigError
+from kgot.retrying import body_excerpt, causes, one_line
 
 # Enough for many concurrent votes and tool calls; the SDK's own default is of the same order.
 _LIMITS = httpx.Limits(max_connections=256, max_keepalive_connections=64, keepalive_expiry=30)
@@ -128,3 +134,87 @@ def _proxy_for(url: httpx.URL) -> str | None:
         return None
     proxies = urllib.request.getproxies()
     return proxies.get(url.scheme) or proxies.get("all")
+
+
+# Seconds to open a connection to a configured endpoint before calling it unreachable: a server
+# on the machine or the network answers a connect in milliseconds, and the first request of a
+# run must not wait for a dead one as long as a model's answer.
+PROBE_CONNECT_TIMEOUT = 2.0
+# How long a successful probe vouches for a URL: a long-lived process (the MCP server, an aide)
+# looks again later instead of trusting a server that may have gone since.
+REACHABLE_FOR = 60.0
+
+_probe_lock = threading.Lock()
+_reachable_until: dict[str, float] = {}
+# Loop -> URL -> the probe under way there: concurrent callers wait for the one probe.
+_probes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Task[None]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def ensure_reachable(base_url: str) -> None:
+    """Return once ``base_url`` is known to accept connections; probe it if not known yet.
+
+    The probe is one ``GET {base_url}/models``: *any* HTTP answer, an error status included,
+    or an answer slow to come, proves the server is there (what the chat requests make of it
+    is theirs to say, with their retries). Only failing to connect at all — refused, no such
+    host, no connection within :data:`PROBE_CONNECT_TIMEOUT` seconds — fails. Callers that ask
+    while a probe of the URL is under way on their loop wait for that probe; a success is
+    remembered for :data:`REACHABLE_FOR` seconds (across event loops), a failure not at all.
+
+    Raises:
+        ConfigError: the endpoint cannot be reached (names the URL, the reason and what to
+            check), or ``base_url`` is not an http(s) URL.
+    """
+    if time.monotonic() < _reachable_until.get(base_url, -1.0):
+        return
+    loop = asyncio.get_running_loop()
+    with _probe_lock:
+        under_way = _probes.setdefault(loop, {})
+        task = under_way.get(base_url)
+        if task is None:
+            task = loop.create_task(_probe(base_url), name=f"kgot: probe {base_url}")
+            under_way[base_url] = task
+            task.add_done_callback(lambda done: _forget_probe(loop, base_url, done))
+    # Shielded: a caller cancelled while waiting (a vote of a stopped step) must not cancel
+    # the probe the others wait for.
+    await asyncio.shield(task)
+
+
+def _forget_probe(loop: asyncio.AbstractEventLoop, base_url: str, done: asyncio.Task[None]) -> None:
+    with _probe_lock:
+        _probes.get(loop, {}).pop(base_url, None)
+    if not done.cancelled():
+        done.exception()  # seen: a failure whose waiters were all cancelled is no loose end
+
+
+async def _probe(base_url: str) -> None:
+    url = base_url.rstrip("/") + "/models"
+    timeout = httpx.Timeout(PROBE_CONNECT_TIMEOUT, connect=PROBE_CONNECT_TIMEOUT)
+    try:
+        proxy = _proxy_for(httpx.URL(url))
+        async with httpx.AsyncClient(timeout=timeout, proxy=proxy) as client:
+            await client.get(url)
+    except (httpx.InvalidURL, httpx.UnsupportedProtocol):
+        raise ConfigError(
+            f"model endpoint {base_url!r} is not an http(s) URL; set it to the API's base URL, "
+            "e.g. http://127.0.0.1:8080/v1 (--base-url, KGOT_BASE_URL or llm.base_url)"
+        ) from None
+    except (httpx.ConnectError, httpx.ConnectTimeout, httpx.ProxyError) as error:
+        raise ConfigError(
+            f"model endpoint {base_url} is unreachable ({_reason(error)}); check that the server "
+            "is running and the URL is right (--base-url, KGOT_BASE_URL or llm.base_url)"
+        ) from None
+    except httpx.HTTPError:
+        pass  # connected, but the answer was slow or odd: the server is there
+    with _probe_lock:
+        _reachable_until[base_url] = time.monotonic() + REACHABLE_FOR
+
+
+def _reason(error: httpx.HTTPError) -> str:
+    """Why a connection failed, in a few words (the innermost cause says it best:
+    ``[Errno 111] Connection refused`` rather than ``All connection attempts failed``)."""
+    if isinstance(error, httpx.ConnectTimeout):
+        return f"no connection within {PROBE_CONNECT_TIMEOUT:g} s"
+    *_, deepest = causes(error)
+    return one_line(str(deepest)) or one_line(str(error)) or type(error).__name__

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from pydantic import SecretStr
 
-from kgot.config import ModelSettings
+from kgot.config import ROLES, LLMSettings, ModelSettings
 from kgot.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -17,6 +18,7 @@ NO_MODEL_MESSAGE = (
     "no model configured: set KGOT_MODEL=provider:name (e.g. openai:gpt-4o-mini) or pass "
     "--model, and KGOT_BASE_URL for a local OpenAI-compatible server (vLLM, Ollama, llama.cpp)"
 )
+_ROLE_WORK = {"planning": "votes, code, queries, answers", "execution": "tool calls"}
 # Sent to OpenAI-compatible servers that need no key: the SDK refuses to start without one.
 PLACEHOLDER_API_KEY = "not-needed"
 # Prefixes that only say "reach it through an OpenAI-compatible base URL"; stripped from the name
@@ -46,6 +48,42 @@ _COMPATIBLE_PREFIXES = frozenset(
 _OPENAI_SDK_PROVIDERS = frozenset({"openai", "azure_openai"})
 # Bare names LangChain resolves to OpenAI (its own inference rule).
 _OPENAI_NAME_PREFIXES = ("gpt-", "o1", "o3", "o4", "chatgpt")
+
+
+def require_models(llm: LLMSettings, *, given: Collection[str] = ()) -> None:
+    """Check that every role has a model, before anything is built or imported.
+
+    This module imports no LangChain, so a command can refuse a missing model in milliseconds
+    instead of after loading the model machinery (a second or more).
+
+    Args:
+        llm: the LLM settings.
+        given: roles whose chat model the caller supplies ready-made.
+
+    Raises:
+        ConfigError: no role has a model (:data:`NO_MODEL_MESSAGE`), or one role lacks one
+            while the other has one (names the role and its variables).
+    """
+    needed = [role for role in ROLES if role not in given]
+    missing = [role for role in needed if not (getattr(llm, role).model or "").strip()]
+    if not missing:
+        return
+    if len(missing) == len(needed):
+        raise ConfigError(NO_MODEL_MESSAGE)
+    role = missing[0]
+    raise ConfigError(
+        f"no model configured for the {role} role ({_ROLE_WORK[role]}): set "
+        f"KGOT_{role.upper()}_MODEL or --{role}-model, or KGOT_MODEL / --model for both roles"
+    )
+
+
+def endpoint_url(settings: ModelSettings) -> str | None:
+    """The base URL :func:`build_chat_model` sends this role's requests to, if it is one the
+    user configured (``base_url``); ``None`` for a scripted model or a provider's own API."""
+    provider = (settings.model or "").partition(":")[0].strip().lower()
+    if provider == "scripted" or not settings.base_url:
+        return None
+    return settings.base_url
 
 
 def build_chat_model(settings: ModelSettings) -> BaseChatModel:

@@ -216,6 +216,7 @@ class OpenAIServer:
         self.api_key = api_key
         self._queue: deque[Reply] = deque(replies)
         self._requests: list[RecordedRequest] = []
+        self._listings: list[RecordedRequest] = []  # GET /models: reachability probes
         self._changed = threading.Condition()
         self._closing = threading.Event()
         self._httpd = _Server(("127.0.0.1", 0), _Handler)
@@ -272,6 +273,13 @@ class OpenAIServer:
         """Every request so far (a snapshot), oldest first."""
         with self._changed:
             return list(self._requests)
+
+    @property
+    def listings(self) -> list[RecordedRequest]:
+        """The ``GET /models`` requests (kept apart from :attr:`requests`: a client probing
+        that the server is up is not a model request)."""
+        with self._changed:
+            return list(self._listings)
 
     @property
     def completions(self) -> list[RecordedRequest]:
@@ -347,6 +355,15 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         if self.path.rstrip("/").endswith("/models"):
             owner = self.server.owner
+            listing = RecordedRequest(
+                method="GET",
+                path=self.path,
+                headers={k.lower(): v for k, v in self.headers.items()},
+                body=None,
+                received_at=time.perf_counter(),
+            )
+            with owner._changed:
+                owner._listings.append(listing)
             self._send_json(
                 200,
                 {"object": "list", "data": [{"id": owner.model, "object": "model"}]},
