@@ -1,7 +1,10 @@
 """kgot: answer hard questions by growing a knowledge graph, step by step.
 
-``kgot.ask(question, …)`` runs the whole loop; see :mod:`kgot.controller`. The heavy
-machinery (LangGraph, LangChain) loads on first use, so ``import kgot`` stays cheap.
+``kgot.ask(question, model=…, entity=…, attachments=…, …)`` runs the whole loop and returns an
+:class:`AskResult`; ``await kgot.ask_async(…)`` is the same in async code, and ``kgot.resume``
+/ ``resume_async`` continue an interrupted run. Every option is a typed keyword argument (see
+:mod:`kgot.controller.api` and docs/python.md). The heavy machinery (LangGraph, LangChain)
+loads on first use, so ``import kgot`` stays cheap.
 """
 
 from __future__ import annotations
