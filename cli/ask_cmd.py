@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from kgot.cli.common import print_json, printable, settings_from
+from kgot.cli.common import outcome_reached, print_json, printable, settings_from
 from kgot.errors import GraphFileError, UsageError
 
 runs_app = typer.Typer(help="Look at past runs (checkpointed; resumable).", no_args_is_help=True)
@@ -76,7 +76,9 @@ def ask(
     ] = None,
     attach: Annotated[
         list[Path] | None,
-        typer.Option("--attach", "-a", help="A file the question refers to (repeatable)."),
+        typer.Option(
+            "--attach", "-a", metavar="<path>", help="A file the question refers to (repeatable)."
+        ),
     ] = None,
     votes: Annotated[
         int | None, typer.Option(help="Concurrent votes per decision.", rich_help_panel=_LOOP)
@@ -84,10 +86,17 @@ def ask(
     max_iterations: Annotated[
         int | None, typer.Option(help="Rounds before a solution is forced.", rich_help_panel=_LOOP)
     ] = None,
+    # Two flags, not typer's `--gaia-format/--no-gaia-format` pair: a pair gets a help column
+    # of its own, which squeezed every description of `ask --help` to 22 characters at 80.
     gaia_format: Annotated[
-        bool | None,
-        typer.Option("--gaia-format/--no-gaia-format", help="Format the answer as GAIA expects."),
-    ] = None,
+        bool, typer.Option("--gaia-format", help="Format the answer as GAIA expects.")
+    ] = False,
+    no_gaia_format: Annotated[
+        bool,
+        typer.Option(
+            "--no-gaia-format", help="Plain answer, even where the config file asks for GAIA's."
+        ),
+    ] = False,
     trace: Annotated[bool, typer.Option("--trace", help="Stream every step to stderr.")] = False,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON object with answer, usage and graph.")
@@ -101,11 +110,9 @@ def ask(
     ] = None,
 ) -> None:
     """Answer QUESTION by building a knowledge graph (the KGoT loop)."""
-    from rich.console import Console
-    from rich.text import Text
-
-    from kgot.cli.trace import TraceRenderer
-
+    # Input and configuration are checked before anything heavy loads: the trace renderer,
+    # the model clients and the controller bring LangChain and LangGraph (a second or more),
+    # which a mistyped option or a missing model must not wait for.
     if resume:
         _check_resume_inputs(
             {
@@ -119,6 +126,7 @@ def ask(
         resume = full_run_id(resume, settings_from(ctx, {"store.db": db}).store.db)
     else:
         question = _question_text(question, question_file)
+        _check_files(attach, graph)
     flags = {
         "llm.model": model,
         "llm.planning.model": planning_model,
@@ -129,10 +137,18 @@ def ask(
         "controller.backend": backend,
         "controller.votes": votes,
         "controller.max_iterations": max_iterations,
-        "controller.gaia_format": gaia_format,
+        "controller.gaia_format": _gaia_format(gaia_format, no_gaia_format),
         "sandbox.kind": sandbox,
     }
     store_flag = {"store.db": db}
+    settings = None if resume else settings_from(ctx, {**flags, **store_flag})
+    if settings is not None:
+        _check_models(settings)
+
+    from rich.console import Console
+
+    from kgot.cli.trace import TraceRenderer
+
     err = Console(stderr=True, highlight=False)
     on_event = TraceRenderer(err) if trace else None
     the_run_id = resume or run_id or str(uuid.uuid4())
@@ -157,7 +173,7 @@ def ask(
                     )
                 )
         else:
-            settings = settings_from(ctx, {**flags, **store_flag})
+            assert settings is not None  # loaded above for every new run
             overflow = _context_overflow(question or "", settings)
             if overflow:
                 err.print(f"kgot: warning: {overflow}", soft_wrap=True, markup=False)
@@ -169,10 +185,26 @@ def ask(
     except GraphFileError as error:  # the graph to start from is bad input, like any argument
         raise UsageError(str(error)) from None
 
+    _report(result, as_json, err)
+
+
+def _report(result: Any, as_json: bool, err: Any) -> None:
+    """Print a finished run's outcome: the answer (or JSON) on stdout, the summary and any
+    failure on stderr.
+
+    Raises:
+        typer.Exit: the run failed (code 1).
+    """
+    from rich.text import Text
+
+    # The run is over and recorded: Ctrl-C while its outcome is printed and the process ends
+    # no longer interrupts anything (exit 130 with the answer on the screen would be a lie).
+    outcome_reached(1 if result.status == "failed" else 0)
     if as_json:
         print_json(result.to_dict())
     elif result.answer:
         sys.stdout.write(printable(result.answer) + "\n")
+    sys.stdout.flush()  # the answer is out now, not when the process ends (a pipe buffers it)
     if not as_json:
         err.print(Text(_summary(result), style="dim"), soft_wrap=True)
     if result.status == "failed":
@@ -293,6 +325,54 @@ def _question_text(question: str | None, question_file: Path | None) -> str:
             "or --question-file FILE)"
         )
     return question
+
+
+def _gaia_format(wanted: bool, refused: bool) -> bool | None:
+    """``--gaia-format`` / ``--no-gaia-format`` as a setting (``None``: neither given).
+
+    Raises:
+        UsageError: both are given.
+    """
+    if wanted and refused:
+        raise UsageError("give --gaia-format or --no-gaia-format, not both")
+    return True if wanted else False if refused else None
+
+
+def _check_files(attach: list[Path] | None, graph: Path | None) -> None:
+    """Missing files named on the command line, refused before the run's machinery loads
+    (the run checks them again: it is also called from Python).
+
+    Raises:
+        UsageError: an attachment or the ``--graph`` file is not a file.
+    """
+    for path in attach or ():
+        if not path.expanduser().is_file():
+            raise UsageError(f"attachment {path} does not exist or is not a file")
+    if graph is not None and not graph.expanduser().is_file():
+        raise UsageError(f"--graph {graph} does not exist or is not a file")
+
+
+def _check_models(settings: Any) -> None:
+    """Refuse a run that cannot reach a model, before the sandbox starts or LangChain loads:
+    a role without a model, or a configured base URL that accepts no connection (one probe
+    each, milliseconds; at most ``PROBE_CONNECT_TIMEOUT`` seconds for one that never answers).
+    The run's model clients then trust the probe instead of repeating it.
+
+    Raises:
+        ConfigError: no model configured, or an endpoint is unreachable (names its URL).
+    """
+    from kgot.config import ROLES
+    from kgot.llm.models import endpoint_url, require_models
+
+    require_models(settings.llm)
+    urls = sorted({url for role in ROLES if (url := endpoint_url(getattr(settings.llm, role)))})
+    if urls:
+        from kgot.llm.http import ensure_reachable
+
+        async def probe_all() -> None:
+            await asyncio.gather(*(ensure_reachable(url) for url in urls))
+
+        asyncio.run(probe_all())
 
 
 def _context_overflow(question: str, settings: Any) -> str | None:

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import json
 import math
+import os
 import re
+import signal
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import typer
@@ -95,3 +101,54 @@ def printable(text: str) -> str:
     """Text from a model, a web page or a file made safe for a terminal: control characters
     removed, newlines and tabs kept. Rich markup escaping does not do this."""
     return _CONTROL.sub("", text)
+
+
+# SIGINT handlers that `outcome_reached` replaced, newest last (see `restore_interrupts`).
+_replaced_handlers: list[Any] = []
+
+
+def outcome_reached(exit_code: int) -> None:
+    """The command has done its work (a run's answer is in hand): Ctrl-C from here on must not
+    turn it into "interrupted" (130) while the rest — printing the answer and summary, closing
+    up, the interpreter's exit — finishes.
+
+    A first SIGINT is noted and ignored: the little that is left runs to its end and the
+    command exits as it would have. A second one leaves at once with ``exit_code`` (what was
+    printed so far is flushed), for a close-up that hangs. The handler stays until
+    :func:`restore_interrupts` (``kgot.cli.main.main`` calls it for in-process callers; the
+    ``kgot`` process keeps it through its exit). Outside the main thread, where no signal
+    handler can be set, nothing changes.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+    pressed: list[int] = []
+
+    def on_interrupt(signum: int, frame: FrameType | None) -> None:
+        if pressed:
+            for stream in (sys.stdout, sys.stderr):
+                # A closed or broken stream has nothing left to deliver.
+                with contextlib.suppress(OSError, ValueError):
+                    stream.flush()
+            os._exit(exit_code)
+        pressed.append(signum)
+
+    _replaced_handlers.append(signal.signal(signal.SIGINT, on_interrupt))
+
+
+def _ignore_interrupts_at_exit() -> None:
+    """The last of kgot's exit handlers: while the interpreter finalises, Python puts a signal
+    with a Python handler back to its default action (a Ctrl-C would kill the process: 130),
+    so a command that reached its outcome ignores SIGINT outright for that last stretch."""
+    if _replaced_handlers:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+# Registered on import, before the modules a run loads register theirs: exit handlers run in
+# reverse order, so this one runs after them (the second-Ctrl-C way out holds through theirs).
+atexit.register(_ignore_interrupts_at_exit)
+
+
+def restore_interrupts() -> None:
+    """Put back the SIGINT handling that :func:`outcome_reached` replaced, if it did."""
+    while _replaced_handlers:
+        signal.signal(signal.SIGINT, _replaced_handlers.pop())

@@ -31,7 +31,7 @@ from kgot.cli import (
     store_cmd,
     tools_cmd,
 )
-from kgot.cli.common import global_options
+from kgot.cli.common import global_options, restore_interrupts
 from kgot.errors import KgotError
 from kgot.version import __version__
 
@@ -144,7 +144,16 @@ def _show_waiting_notices() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI and return its exit code (also used by tests)."""
+    """Run the CLI and return its exit code (also used by tests); the caller's SIGINT handling
+    is as it was when this returns."""
+    try:
+        return _dispatch(argv)
+    finally:
+        restore_interrupts()
+
+
+def _dispatch(argv: list[str] | None = None) -> int:
+    """Run the CLI and return its exit code, one ``kgot: error: …`` line for a failure."""
     try:
         # Without standalone mode click *returns* the code of a `typer.Exit(n)`; keep it.
         outcome = app(args=argv, prog_name="kgot", standalone_mode=False)
@@ -183,7 +192,9 @@ def _fail(message: str) -> None:
 
 
 def run() -> None:
-    sys.exit(main())
+    """The ``kgot`` process: a command that reached its outcome keeps Ctrl-C from turning it
+    into an interruption until the process has exited (see ``common.outcome_reached``)."""
+    sys.exit(_dispatch())
 
 
 if __name__ == "__main__":

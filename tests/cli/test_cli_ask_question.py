@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import io
 import json
-import socket
 from pathlib import Path
 
 import pytest
 
 from kgot.cli.main import main
+from kgot.tests.support.openai_server import OpenAIServer, Reply
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 QUESTION = "What is the population density of Paris?"
@@ -86,12 +86,6 @@ def test_unusable_questions_are_one_line_errors(
     assert message in err
 
 
-def _closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.mark.parametrize(("words", "warned"), [(200_000, True), (1_000, False)])
 def test_a_question_longer_than_the_context_window_is_warned_about(
     words: int,
@@ -100,15 +94,17 @@ def test_a_question_longer_than_the_context_window_is_warned_about(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """gpt-4o-mini's profile states a 128,000-token window; the endpoint is closed, so the run
-    fails right after the warning (which comes before any request)."""
+    """gpt-4o-mini's profile states a 128,000-token window; the endpoint is up (it answers the
+    reachability probe) but refuses every request, so the run fails right after the warning
+    (which comes before any request)."""
     monkeypatch.setenv("KGOT_LLM_MAX_RETRIES", "0")
     path = tmp_path / "long.txt"
     path.write_text("word " * words + "?", encoding="utf-8")
-    code = main(
-        ["ask", "--model", "openai:gpt-4o-mini", "--base-url",
-         f"http://127.0.0.1:{_closed_port()}/v1", "--timeout", "2", "--question-file", str(path)]
-    )  # fmt: skip
+    with OpenAIServer(default=Reply.error(401, "no key")) as server:
+        code = main(
+            ["ask", "--model", "openai:gpt-4o-mini", "--base-url", server.url,
+             "--timeout", "2", "--question-file", str(path)]
+        )  # fmt: skip
     err = capsys.readouterr().err
     assert code == 1, err
     warnings = [line for line in err.splitlines() if line.startswith("kgot: warning:")]
