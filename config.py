@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from kgot.errors import ConfigError
 
@@ -69,6 +69,22 @@ class ModelSettings(_Section):
     )
     temperature: float | None = Field(None, ge=0, le=2, description="sampling temperature")
     max_tokens: int | None = Field(None, gt=0, description="cap on output tokens per call")
+
+    @field_validator("model")
+    @classmethod
+    def _script_path_absolute(cls, model: str | None) -> str | None:
+        return anchored_script(model, Path.cwd()) if model else model
+
+
+def anchored_script(model: str, base: Path) -> str:
+    """``scripted:PATH`` with a relative PATH made absolute against ``base``; any other model
+    as it is. A run keeps its settings in its checkpoint, so a path read against the working
+    directory of the day would name another file, or none, when the run is resumed from
+    elsewhere."""
+    provider, _, path = model.partition(":")
+    if provider.strip().lower() != "scripted" or not path.strip():
+        return model
+    return f"{provider}:{os.path.abspath(base / Path(path.strip()).expanduser())}"
 
 
 class Price(_Section):
@@ -494,7 +510,19 @@ def _read_toml_layer(config_path: Path | None, env: Mapping[str, str]) -> dict[s
     except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as error:
         raise ConfigError(f"cannot read config file {path}: {error}") from None
     _check_tables(layer, str(path))
+    _anchor_scripts(layer, path.parent)
     return layer
+
+
+def _anchor_scripts(layer: dict[str, Any], base: Path) -> None:
+    """A config file's ``scripted:PATH`` models are read relative to the file, as a path in a
+    file is, not to wherever kgot runs from."""
+    llm = layer.get("llm")
+    if not isinstance(llm, dict):
+        return
+    for table in (llm, *(llm.get(role) for role in (*ROLES, GRADER))):
+        if isinstance(table, dict) and isinstance(table.get("model"), str):
+            table["model"] = anchored_script(table["model"], base)
 
 
 _TABLES = ("llm", "controller", "sandbox", "tools", "store", "ingest")

@@ -29,6 +29,7 @@ from kgot.controller.signals import RunTerminated, stopped_by_termination
 from kgot.controller.state import RunState, Usage, add_usage, empty_usage
 from kgot.errors import GraphFileError, KgotError, UsageError
 from kgot.graph_model import Changeset, apply_to_networkx
+from kgot.llm.scripted import NoScriptedReplyError
 from kgot.persistence.storable import storable_text
 
 log = logging.getLogger(__name__)
@@ -281,6 +282,7 @@ async def _execute(
         await _record_start(opened_store, spec, carried)
         trace(RunStarted(iteration=ctx.iteration, resumed=resume, **spec.described()))
         stop_signals = stack.enter_context(stopped_by_termination(enabled=handle_signals))
+        failure: KgotError | None = None
         try:
             first = None if resume else _initial_state(spec, public_dump(settings))
             # The steps' events come through LangGraph's custom stream (what the node wrapper
@@ -297,6 +299,7 @@ async def _execute(
                 raise RunTerminated(stop_signals[0]) from None
             raise
         except KgotError as error:
+            failure = error
             snapshot = await controller.aget_state(config)
             result = await finish_in_thread(
                 functools.partial(
@@ -320,17 +323,29 @@ async def _execute(
             result = await finish_in_thread(
                 functools.partial(_result, spec, dict(final), ctx, status=status)
             )
-        await _record_end(opened_store, spec, result.status, result.answer, _run_totals(result))
-        trace(
-            RunFinished(
-                iteration=result.iterations,
-                status=result.status,
-                answer=result.answer,
-                error=result.error,
-            )
+        return await _end_run(opened_store, spec, trace, result, failure)
+
+
+async def _end_run(
+    store: Store, spec: _RunSpec, trace: _Collector, result: AskResult, failure: KgotError | None
+) -> AskResult:
+    """Record how the run ended and close its trace. A scripted model with no reply for a step
+    (``failure``) is a script to extend, not a run to resume as it is: its configuration error
+    is raised once the run is recorded as failed, so that `kgot ask` prints one line naming the
+    step and the file and exits 2."""
+    await _record_end(store, spec, result.status, result.answer, _run_totals(result))
+    trace(
+        RunFinished(
+            iteration=result.iterations,
+            status=result.status,
+            answer=result.answer,
+            error=result.error,
         )
-        result.trace = trace.events
-        return result
+    )
+    result.trace = trace.events
+    if isinstance(failure, NoScriptedReplyError):
+        raise failure
+    return result
 
 
 async def _record_start(store: Store, spec: _RunSpec, carried: Usage) -> None:

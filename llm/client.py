@@ -31,7 +31,7 @@ from langchain_core.tools import BaseTool
 from pydantic import BaseModel
 
 from kgot.config import ROLES, LLMSettings, ModelSettings, Settings, StructuredMethod
-from kgot.errors import ConfigError, ModelError, StructuredOutputError
+from kgot.errors import ConfigError, KgotError, ModelError, StructuredOutputError
 from kgot.graph_model.tokens import count_tokens
 from kgot.llm.http import ensure_reachable
 from kgot.llm.models import build_chat_model, endpoint_url, require_models
@@ -489,6 +489,10 @@ class LLMClient:
                         error=failure.detail,
                     )
                 )
+                if isinstance(error, KgotError):
+                    # kgot's own error from inside the model (a scripted model with no reply
+                    # for the step) already names the problem and the fix: pass it on as is.
+                    raise
                 if probing and failure.method_signal:
                     raise _MethodUnsupported(failure) from error
                 raise _FailedTry(failure, number) from error

@@ -6,7 +6,8 @@ or build it in Python with a script mapping each *step* to its replies.
 Every kgot call names its step in the run metadata (``metadata={"kgot_step": step}``), so a
 script answers ``decide`` calls differently from ``write_code`` calls. Replies for a step are used
 in order; when they run out the last one repeats. The key ``"*"`` answers any step without its
-own entry. A reply is one of:
+own entry. A call for a step the script has no reply for raises :class:`NoScriptedReplyError`, a
+configuration error naming the step and the file to extend. A reply is one of:
 
 * a ``str`` — the message content, verbatim (use it for malformed output too);
 * a ``dict`` — structured data: returned as the forced tool's arguments when a tool call is
@@ -22,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -42,6 +44,30 @@ from kgot.errors import ConfigError
 
 Reply = Any  # str | dict | BaseException | Callable[[ScriptedCall], Reply]
 STEP_METADATA_KEY = "kgot_step"
+
+
+class NoScriptedReplyError(ConfigError):
+    """The script has no reply for a step the model was called for.
+
+    The script, not the model, is what needs fixing, so this is a configuration error (exit code
+    2), and the model client passes it on as it is instead of reporting a failed request.
+
+    Attributes:
+        step: the step of the call (``None``: a call that named no step).
+        source: the script file, when the script came from one.
+    """
+
+    def __init__(self, step: str | None, number: int, source: str | None) -> None:
+        self.step = step
+        self.source = source
+        script = source or "the script"
+        if step:
+            what = f"step {step!r} (call {number} of that step)"
+            fix = f'add a "{step}" list of replies to {script} (or a "*" list, for any step)'
+        else:  # called outside kgot's steps, e.g. straight through LangChain
+            what = f"a call that names no step (no {STEP_METADATA_KEY} metadata)"
+            fix = f'add a "*" list of replies to {script}'
+        super().__init__(f"the scripted model has no reply for {what}: {fix}")
 
 
 @dataclass
@@ -69,6 +95,7 @@ class ScriptedChatModel(BaseChatModel):
     script: Any  # Mapping[str, Sequence[Reply]] | Callable[[ScriptedCall], Reply]
     latency_s: float = 0.0
     model_name: str = "scripted"
+    source: str | None = None  # the script's file, named when a step has no reply
 
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _counts: dict[str, int] = PrivateAttr(default_factory=dict)
@@ -77,6 +104,9 @@ class ScriptedChatModel(BaseChatModel):
     @classmethod
     def from_file(cls, path: str | Path, **kwargs: Any) -> ScriptedChatModel:
         """Load a JSON script (``{"step": [reply, …], "*": [reply, …]}``).
+
+        A relative ``path`` is read from the working directory, and named in messages as the
+        absolute path it resolves to (kgot's settings store it absolute already).
 
         Raises:
             ConfigError: the file is missing or not a JSON object of lists.
@@ -96,7 +126,12 @@ class ScriptedChatModel(BaseChatModel):
             raise ConfigError(
                 f"scripted model file {path} must be a JSON object mapping steps to reply lists"
             )
-        return cls(script=script, model_name=f"scripted:{path}", **kwargs)
+        return cls(
+            script=script,
+            model_name=f"scripted:{path}",
+            source=os.path.abspath(path),
+            **kwargs,
+        )
 
     @property
     def _llm_type(self) -> str:
@@ -181,7 +216,7 @@ class ScriptedChatModel(BaseChatModel):
         script: Mapping[str, Sequence[Reply]] = self.script
         replies = script.get(call.step or "") or script.get("*")
         if not replies:
-            raise LookupError(f"the script has no reply for step {call.step!r}")
+            raise NoScriptedReplyError(call.step, call.number, self.source)
         return replies[min(call.number, len(replies)) - 1]
 
 
