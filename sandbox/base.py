@@ -2,7 +2,8 @@
 
 Inside a job the code sees (the documented contract, see docs/sandbox.md):
 
-* its working directory ``/work`` — private, writable, empty at the start of every job;
+* its working directory ``/work`` — private, writable, empty at the start of every job
+  (``/work/out`` for a job that asks for it with :attr:`Job.cwd`);
 * input files given in :attr:`Job.files` under ``/work/in/`` (written before the code starts);
 * host files given in :attr:`Job.mounts`, read-only, under ``/mnt/inputs/<name>``;
 * an output directory ``/work/out/``: every regular file there when the job ends comes back in
@@ -50,6 +51,9 @@ class Job:
         limits: per-job overrides of the sandbox defaults.
         packages: extra packages the code imports; each must be on
             ``SandboxSettings.allow_packages`` (installed on the host into a read-only cache).
+        cwd: the code's working directory, ``/work`` or ``/work/out``; in the latter every file
+            the code writes under a relative name comes back (the python tool's choice, so
+            ``open("result.csv", "w")`` is kept like ``/work/out/result.csv``).
     """
 
     code: str
@@ -57,6 +61,12 @@ class Job:
     mounts: tuple[Path, ...] = ()
     limits: Limits = Limits()
     packages: tuple[str, ...] = ()
+    cwd: str = WORK_DIR
+
+
+# The working directories a job may ask for (Job.cwd), as the worker names them: relative to
+# WORK_DIR.
+JOB_CWDS = {WORK_DIR: ".", OUTPUT_DIR: "out"}
 
 
 @dataclass

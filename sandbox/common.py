@@ -9,7 +9,7 @@ from typing import Any
 
 from kgot.config import SandboxSettings
 from kgot.sandbox import worker as wire
-from kgot.sandbox.base import ExecResult, Job, Limits
+from kgot.sandbox.base import JOB_CWDS, ExecResult, Job, Limits
 
 OUTPUT_FILES_CAP = 64  # at most this many files come back from /work/out
 
@@ -45,9 +45,14 @@ def validate_job(job: Job) -> None:
     """Refuse jobs the contract cannot honour, before anything starts.
 
     Raises:
-        ValueError: an input file name escapes ``in/`` or is not valid text, or a mount is
-            missing, has no usable name (``/``, ``.``, ``..``) or clashes with another.
+        ValueError: an input file name escapes ``in/`` or is not valid text, a mount is
+            missing, has no usable name (``/``, ``.``, ``..``) or clashes with another, or the
+            working directory is neither ``/work`` nor ``/work/out``.
     """
+    if job.cwd not in JOB_CWDS:
+        raise ValueError(
+            f"working directory {job.cwd!r} is not one a job may have: {', '.join(JOB_CWDS)}"
+        )
     for name in job.files:
         parts = Path(name).parts
         if not name or Path(name).is_absolute() or ".." in parts or "\x00" in name:
@@ -97,6 +102,7 @@ def job_frame(
     """
     header = {
         "files": list(job.files),
+        "cwd": JOB_CWDS.get(job.cwd, "."),
         "limits": {
             "timeout_s": limits.timeout_s,
             "memory_mb": limits.memory_mb,

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from kgot.config import SandboxSettings
-from kgot.sandbox.base import ExecResult, Job, Limits
+from kgot.sandbox.base import JOB_CWDS, ExecResult, Job, Limits
 from kgot.sandbox.common import (
     JOB_ENV,
     OUTPUT_FILES_CAP,
@@ -89,7 +89,7 @@ class SubprocessSandbox:
                 # the host runs jobs from several threads (the controller does).
                 process = subprocess.Popen(
                     [sys.executable, "-I", "-c", _SUPERVISOR, json.dumps(config), str(status_w)],
-                    cwd=work,
+                    cwd=work / JOB_CWDS[job.cwd],
                     env=_job_env(work, scratch),
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE,

@@ -499,7 +499,11 @@ def _become_job(fds: list[int], config: dict[str, Any]) -> None:
         header, blobs = frame
         code = blobs[0].decode("utf-8", errors="surrogatepass")
         env = dict(config.get("env", {}))
-        exit_code = _run_child(code, header["limits"], config["work"], env, (stdout, stderr))
+        # "out" runs the code in the output directory (Job.cwd); anything else in /work.
+        work = config["work"]
+        if header.get("cwd") == "out":
+            work = os.path.join(work, "out")
+        exit_code = _run_child(code, header["limits"], work, env, (stdout, stderr))
     finally:
         os._exit(exit_code)
 
@@ -582,7 +586,8 @@ class Supervisor:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         # What fits in the pipe goes before the fork: a small job finds its code waiting.
-        job_data = memoryview(encode_frame({"limits": limits}, blobs[:1]))
+        job = {"limits": limits, "cwd": header.get("cwd")}
+        job_data = memoryview(encode_frame(job, blobs[:1]))
         os.set_blocking(data_w, False)
         with contextlib.suppress(BlockingIOError):
             job_data = job_data[os.write(data_w, job_data) :]

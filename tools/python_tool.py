@@ -2,8 +2,9 @@
 
 The code never runs in the kgot process: it goes to :class:`kgot.sandbox.Sandbox` like every
 other piece of LLM-written code. Attachments appear at ``/mnt/inputs/<name>``, downloads and
-extracted archive members under ``/mnt/inputs/workspace/``. Files the code writes to
-``/work/out/`` come back into the workspace, so inspect_file can read them.
+extracted archive members under ``/mnt/inputs/workspace/``. The code runs in ``/work/out/``: every
+file it writes there (by a relative name, or the full path) comes back into the workspace, so
+inspect_file can read them, and ``kgot tools run python --workspace DIR`` leaves them in DIR.
 """
 
 from __future__ import annotations
@@ -53,6 +54,9 @@ def build(session: ToolSession) -> ToolFunction:
             mounts=session.sandbox_mounts(),
             limits=Limits(timeout_s=budget),
             packages=tuple(packages or ()),
+            # Code that saves a file by a relative name (open("result.csv", "w")) means to
+            # keep it: running in the output directory keeps it.
+            cwd=OUTPUT_DIR,
         )
         result = await run_blocking(sandbox.run, job)
         saved = _save_outputs(session, result.outputs)
@@ -111,7 +115,7 @@ SPEC = ToolSpec(
         "calculations, counting, dates, parsing data files, anything that must be exact. "
         "Files attached to the question are readable at /mnt/inputs/<file name>; downloads "
         "and extracted archive members at /mnt/inputs/workspace/. No network access. "
-        "Files written to /work/out/ are kept."
+        "The working directory is /work/out/: files written there are kept."
     ),
     args_schema=PythonArgs,
     more_hint="print less: summarise, or print only the rows you need",
