@@ -6,8 +6,10 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -18,6 +20,7 @@ from kgot.errors import KgotError, UsageError
 
 if TYPE_CHECKING:
     from kgot.config import Settings
+    from kgot.tools.base import ToolArgument, ToolInfo
 
 app = typer.Typer(help="List the tools the loop uses, or run one directly.", no_args_is_help=True)
 
@@ -25,7 +28,7 @@ app = typer.Typer(help="List the tools the loop uses, or run one directly.", no_
 @app.command("list")
 def list_tools(
     ctx: typer.Context,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
 ) -> None:
     """Show every tool with its arguments and whether it is enabled (and why not)."""
     from kgot.tools.registry import describe_tools  # not kgot.tools: no LangChain to list
@@ -34,26 +37,50 @@ def list_tools(
     if as_json:
         print_json([info.to_dict() for info in infos])
         return
-    from rich.console import Console
-    from rich.table import Table
+    width = shutil.get_terminal_size((80, 24)).columns
+    for number, info in enumerate(infos):
+        if number:
+            typer.echo("")
+        for line in tool_lines(info, width):
+            typer.echo(line)
 
-    table = Table(show_lines=True)
-    table.add_column("tool", style="bold", no_wrap=True)
-    table.add_column("state", overflow="fold")
-    table.add_column("arguments", overflow="fold")
-    table.add_column("notes", overflow="fold")
-    for info in infos:
-        if info.enabled:
-            state = "[green]enabled[/]"
-        elif not info.available:
-            state = f"[yellow]unavailable[/]\n{info.reason}"
-        else:
-            state = f"[red]disabled[/]\n{info.reason}"
-        arguments = "\n".join(
-            f"{a.name}{'' if a.required else '?'}: {a.type}" for a in info.arguments
-        )
-        table.add_row(info.name, state, arguments, "\n".join(info.notes))
-    Console().print(table)
+
+_STATE_COLOURS = {"enabled": "green", "unavailable": "yellow", "disabled": "red"}
+_LABEL_WIDTH = len("arguments")
+
+
+def tool_lines(info: ToolInfo, width: int) -> list[str]:
+    """One tool of ``kgot tools list``: its name and state (and why), then its arguments and
+    notes under labels, wrapped at ``width`` between words only: a URL or a setting's name is
+    never cut, a word longer than the line overflows it instead."""
+    state = "enabled" if info.enabled else "unavailable" if not info.available else "disabled"
+    head = f"{typer.style(info.name, bold=True)}  {typer.style(state, fg=_STATE_COLOURS[state])}"
+    lines = [head]
+    labelled = [("why", info.reason)] if info.reason else []
+    labelled += [("arguments", _argument_text(a)) for a in info.arguments]
+    labelled += [("notes", note) for note in info.notes]
+    previous = None
+    for label, text in labelled:
+        shown = label if label != previous else ""
+        previous = label
+        first = f"  {shown:<{_LABEL_WIDTH}}  "
+        lines += _wrapped(text, width, indent=first, hanging=" " * len(first))
+    return lines
+
+
+def _argument_text(argument: ToolArgument) -> str:
+    return f"{argument.name}{'' if argument.required else '?'}: {argument.type}"
+
+
+def _wrapped(text: str, width: int, *, indent: str, hanging: str) -> list[str]:
+    return textwrap.wrap(
+        text,
+        max(width, 40),
+        initial_indent=indent,
+        subsequent_indent=hanging,
+        break_long_words=False,
+        break_on_hyphens=False,
+    ) or [indent.rstrip()]
 
 
 @app.command("run")
@@ -64,21 +91,26 @@ def run_tool(
         list[str] | None,
         typer.Option(
             "--arg",
-            "-a",
             help="key=value (repeatable). key=@FILE reads the value from FILE (@@ for a value "
             "that starts with @); lists and objects are given as JSON.",
         ),
     ] = None,
     attach: Annotated[
         list[Path] | None,
-        typer.Option("--attach", help="A file the tools may read, as if attached to a question."),
+        typer.Option(
+            "--attach",
+            "-a",
+            help="A file the tools may read, as if attached to a question (repeatable; -a as "
+            "in kgot ask).",
+        ),
     ] = None,
     workspace: Annotated[
         Path | None,
         typer.Option(
             "--workspace",
-            help="Keep downloads, extracted members and python outputs in DIR (created if "
-            "missing); by default they are deleted at exit. Reuse DIR to read them later.",
+            help="Keep downloads, extracted members and python outputs (the files its code "
+            "writes in its working directory, /work/out) in DIR, created if missing; by "
+            "default they are deleted at exit. Reuse DIR to read them later.",
         ),
     ] = None,
     timeout: Annotated[
@@ -125,8 +157,13 @@ def run_tool(
             scratch = cleanup.enter_context(tempfile.TemporaryDirectory(prefix="kgot-tools-"))
             kept, temporary = Path(scratch) / "workspace", True
         sandbox, llm = _services(name, settings, cleanup)
+        # Only the tool asked for is built: building them all would also warm the document
+        # parsers' sandbox workers, seconds of CPU wasted on a call that reads no document.
+        only = settings.model_copy(
+            update={"tools": settings.tools.model_copy(update={"enabled": [name]})}
+        )
         context = ToolContext.from_settings(
-            settings, sandbox=sandbox, llm=llm, attachments=attachments, workspace=kept
+            only, sandbox=sandbox, llm=llm, attachments=attachments, workspace=kept
         )
         runner = ToolRunner(
             build_tools(context),
@@ -166,10 +203,12 @@ def _request(
     if reason:
         raise UsageError(f"the tool {name} is {reason}; change the configuration to run it")
     args = _parse_args(pairs)
+    # Files first: `-a key=value` (an argument given as an attachment) is best explained
+    # by the attachment's refusal, not by the argument then missing.
+    attachments = [_existing(p) for p in attach]
     problem = argument_problem(name, args)
     if problem is not None:
         raise UsageError(problem)
-    attachments = [_existing(p) for p in attach]
     if name == "inspect_file" and isinstance(args.get("path"), str):
         # Naming a file on the command line is the user's permission to read it.
         given = Path(args["path"]).expanduser()
@@ -183,7 +222,9 @@ def _services(name: str, settings: Settings, cleanup: contextlib.ExitStack) -> t
     if name == "python":
         from kgot.sandbox import open_sandbox
 
-        sandbox = open_sandbox(settings.sandbox)
+        # One job: a worker of its own that pre-imports nothing (pool_size 0) starts in a
+        # fraction of the time a warm pool's pre-imports take, and none is left starting.
+        sandbox = open_sandbox(settings.sandbox.model_copy(update={"pool_size": 0}))
         cleanup.callback(sandbox.close)
         return sandbox, None
     if name == "llm_query":
@@ -194,9 +235,21 @@ def _services(name: str, settings: Settings, cleanup: contextlib.ExitStack) -> t
 
 
 def _workspace_dir(path: Path) -> Path:
+    """``--workspace DIR``, created (owner-only, marked as kgot's) when missing, so the user
+    finds it whether or not the call saves anything."""
+    from kgot.tools.access import make_workspace_dir
+
     resolved = path.expanduser().resolve()
     if resolved.exists() and not resolved.is_dir():
         raise UsageError(f"--workspace {path}: not a directory; give a directory to keep files in")
+    if not resolved.exists():
+        try:
+            make_workspace_dir(resolved)
+        except OSError as error:
+            raise UsageError(
+                f"--workspace {path}: cannot create it ({error.strerror or error}); give a "
+                "directory you may write to"
+            ) from None
     return resolved
 
 
@@ -238,5 +291,10 @@ def _existing(path: Path) -> Path:
     # Absolute, links not followed: the tools show the name the user gave.
     absolute = Path(os.path.abspath(path.expanduser()))
     if not absolute.is_file():
+        if "=" in str(path):  # `-a key=value`: -a attaches a file here, as in `kgot ask`
+            raise UsageError(
+                f"--attach {path}: no such file; -a is --attach, as in kgot ask: give a tool "
+                f"argument as --arg {path}"
+            )
         raise UsageError(f"--attach {path}: no such file")
     return absolute

@@ -71,7 +71,16 @@ def test_run_prints_the_result(config, server, capsys):
 def test_run_json_outcome(config, server, capsys):
     server.page("/p", "<html><body><article><p>The answer is 42.</p></article></body></html>")
     code = main(
-        ["tools", "run", "visit_page", "-a", f"url={server.url('/p')}", "-a", "page=1", "--json"]
+        [
+            "tools",
+            "run",
+            "visit_page",
+            "--arg",
+            f"url={server.url('/p')}",
+            "--arg",
+            "page=1",
+            "--json",
+        ]
     )
     assert code == 0
     outcome = json.loads(capsys.readouterr().out)
@@ -124,13 +133,19 @@ def test_value_from_a_file_and_attachments(config, samples, tmp_path, capsys):
     [
         (["tools", "run", "browse"], "no tool named 'browse'"),
         (["tools", "run", "visit_page", "--arg", "url"], "is not key=value"),
-        (["tools", "run", "visit_page", "-a", "url=a", "-a", "url=b"], "given twice"),
+        (["tools", "run", "visit_page", "--arg", "url=a", "--arg", "url=b"], "given twice"),
         (["tools", "run", "python", "--arg", "code=@/no/such/file.py"], "cannot read the file"),
-        (["tools", "run", "inspect_file", "-a", "path=x", "--attach", "/no/such/file"], "no such"),
-        (["tools", "run", "visit_page", "--arg", "page=2"], "`url`: Field required"),
-        (["tools", "run", "web_search", "-a", "query=x", "-a", "engine=bing"], "unknown argument"),
         (
-            ["tools", "run", "visit_page", "-a", "url=http://x", "--workspace", "/etc/passwd"],
+            ["tools", "run", "inspect_file", "--arg", "path=x", "--attach", "/no/such/file"],
+            "no such",
+        ),
+        (["tools", "run", "visit_page", "--arg", "page=2"], "`url`: Field required"),
+        (
+            ["tools", "run", "web_search", "--arg", "query=x", "--arg", "engine=bing"],
+            "unknown argument",
+        ),
+        (
+            ["tools", "run", "visit_page", "--arg", "url=http://x", "--workspace", "/etc/passwd"],
             "not a",
         ),
     ],
@@ -155,7 +170,7 @@ def test_bare_group_prints_help_without_an_empty_error(config, capsys):
 
 
 def test_at_at_escapes_a_literal_at_sign(config, server, wiki, capsys):
-    assert main(["tools", "run", "wikipedia", "-a", "query=@@home", "-a", "search=true"]) == 0
+    assert main(["tools", "run", "wikipedia", "--arg", "query=@@home", "--arg", "search=true"]) == 0
     searched = [r.query.get("srsearch") for r in server.requests if "srsearch" in r.query]
     assert searched == ["@home"]
 
@@ -163,7 +178,9 @@ def test_at_at_escapes_a_literal_at_sign(config, server, wiki, capsys):
 def test_workspace_keeps_downloads_for_a_later_command(config, server, samples, tmp_path, capsys):
     url = server.page("/dl/bundle.zip", samples["bundle.zip"].read_bytes(), "application/zip")
     kept = tmp_path / "kept"
-    assert main(["tools", "run", "visit_page", "-a", f"url={url}", "--workspace", str(kept)]) == 0
+    assert (
+        main(["tools", "run", "visit_page", "--arg", f"url={url}", "--workspace", str(kept)]) == 0
+    )
     assert (kept / "bundle.zip").is_file()
     assert "deleted" not in capsys.readouterr().err
     code = main(
@@ -171,9 +188,9 @@ def test_workspace_keeps_downloads_for_a_later_command(config, server, samples, 
             "tools",
             "run",
             "inspect_file",
-            "-a",
+            "--arg",
             "path=workspace/bundle.zip",
-            "-a",
+            "--arg",
             "member=readme.txt",
             "--workspace",
             str(kept),
@@ -185,7 +202,7 @@ def test_workspace_keeps_downloads_for_a_later_command(config, server, samples, 
 
 def test_without_workspace_the_user_is_told_files_are_gone(config, server, samples, capsys):
     url = server.page("/dl/bundle.zip", samples["bundle.zip"].read_bytes(), "application/zip")
-    assert main(["tools", "run", "visit_page", "-a", f"url={url}"]) == 0
+    assert main(["tools", "run", "visit_page", "--arg", f"url={url}"]) == 0
     err = capsys.readouterr().err
     assert "deleted at exit" in err and "--workspace DIR" in err
 
@@ -199,7 +216,7 @@ def test_model_option_runs_llm_query(config, tmp_path, capsys):
                 "tools",
                 "run",
                 "llm_query",
-                "-a",
+                "--arg",
                 "query=heron in German?",
                 "--model",
                 f"scripted:{script}",
@@ -212,7 +229,16 @@ def test_model_option_runs_llm_query(config, tmp_path, capsys):
 
 def test_sandbox_option_is_used(config, capsys):
     code = main(
-        ["tools", "run", "python", "-a", "code=print(6 * 7)", "--sandbox", "subprocess", "--json"]
+        [
+            "tools",
+            "run",
+            "python",
+            "--arg",
+            "code=print(6 * 7)",
+            "--sandbox",
+            "subprocess",
+            "--json",
+        ]
     )
     outcome = json.loads(capsys.readouterr().out)
     assert code == 0 and outcome["output"].strip() == "42"
