@@ -47,7 +47,11 @@ class SandboxUnavailableError(KgotError):
 
 
 class GraphFileError(KgotError):
-    """A graph file could not be read or written (unknown extension, malformed content)."""
+    """A graph file could not be read or written (missing, unknown extension, malformed
+    content, a value the store cannot hold, an unwritable target): the file or the path the
+    user named has to change, so bad input, exit code 2."""
+
+    exit_code = 2
 
 
 class StoreError(KgotError):

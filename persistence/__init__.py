@@ -26,7 +26,7 @@ from kgot.persistence.graph_diff import diff_graphs
 from kgot.persistence.schema import CLOSE_REASONS
 from kgot.persistence.session import CommitConflictError, EntitySession, Provenance
 from kgot.persistence.store import EntityInfo, RunRecord, Store, open_store
-from kgot.persistence.target import StoreNotFoundError
+from kgot.persistence.target import StoreNotFoundError, StoreUnusableError
 from kgot.persistence.transfer import ImportResult, export_graph, import_graph
 from kgot.persistence.upkeep_store import (
     GOOD_FEEDBACK_BOOST,
@@ -55,6 +55,7 @@ __all__ = [
     "StoreBusyError",
     "StoreLimits",
     "StoreNotFoundError",
+    "StoreUnusableError",
     "Suggestion",
     "SuggestionNotFoundError",
     "TypeCatalog",

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kgot.errors import StoreError
-from kgot.persistence.target import StoreTarget, parse_target
+from kgot.persistence.target import StoreTarget, parse_target, prepare_sqlite_folder
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -33,17 +33,13 @@ def _open_sqlite(path: Path) -> tuple[Any, BaseCheckpointSaver]:
 
     Raises:
         StoreError: it cannot be created or opened (one line naming it).
+        StoreUnusableError: its folder does not exist (and is not kgot's default one).
     """
     import sqlite3
 
     from kgot.persistence.inline_saver import InlineSqliteSaver
 
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise StoreError(
-            f"cannot create the directory for checkpoints {path}: {error.strerror or error}"
-        ) from None
+    prepare_sqlite_folder(path, str(path))  # the store's folder: only the default is created
     _make_private(path)
     try:
         connection = sqlite3.connect(str(path), check_same_thread=False, timeout=30)

@@ -15,7 +15,13 @@ from sqlalchemy import Connection, delete, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 
 from kgot.config import DEFAULT_LIMITS, StoreLimits
-from kgot.errors import EntityNameError, EntityNotFoundError, StoreError, UsageError
+from kgot.errors import (
+    EntityNameError,
+    EntityNotFoundError,
+    StoreError,
+    StoreLocationError,
+    UsageError,
+)
 from kgot.persistence.catalog import (
     TypeCatalog,
     TypeDef,
@@ -25,6 +31,7 @@ from kgot.persistence.catalog import (
 )
 from kgot.persistence.counts import edge_counts, node_counts
 from kgot.persistence.engine import (
+    StoreBusyError,
     create_store_engine,
     read_transaction,
     write_transaction,
@@ -33,7 +40,14 @@ from kgot.persistence.migrations import migrate, store_not_found
 from kgot.persistence.owner import Owner, current_owner, owner_state
 from kgot.persistence.schema import AIDE_TABLES, TABLES
 from kgot.persistence.session import EntitySession, StoreContext
-from kgot.persistence.target import StoreTarget, parse_target
+from kgot.persistence.target import (
+    StoreNotFoundError,
+    StoreTarget,
+    StoreUnusableError,
+    parse_target,
+    prepare_sqlite_folder,
+    refuse_file_in_path,
+)
 from kgot.persistence.timeutil import as_utc, iso, utc_now
 from kgot.persistence.types_store import TypeHistory, TypeScope, create_type, precheck
 
@@ -137,21 +151,59 @@ def open_store(url: str, *, create: bool = True, limits: StoreLimits | None = No
 
     Raises:
         StoreNotFoundError: ``create`` is false and there is no kgot database at ``url``.
-        StoreError: the database cannot be reached or opened (one line naming the location,
-            password masked, and the fix), or its schema is newer than this kgot.
+        StoreUnusableError: the database cannot be reached or opened (one line naming the
+            location, password masked, and the fix), its schema is newer than this kgot, or
+            a SQLite file's folder does not exist (only the default data folder is created).
+        StoreBusyError: other writers held the database locked past the busy timeout.
     """
     target = parse_target(url)
     if target.sqlite_path is not None:
-        if not create and not target.sqlite_path.is_file():
-            raise store_not_found(target)
-        create_private_file(target.sqlite_path, target.display)
+        _check_sqlite_file(target, create=create)
     engine = create_store_engine(target)
     try:
         migrate(engine, target, create=create)
+    except (StoreNotFoundError, StoreBusyError, StoreLocationError):
+        engine.dispose()
+        raise
+    except StoreError as error:
+        # At opening, a store error is the location's (a server that is down, a file that is
+        # not a database, no permission): bad configuration, not a failed command.
+        engine.dispose()
+        raise StoreUnusableError(str(error)) from None
     except BaseException:
         engine.dispose()
         raise
     return Store(StoreContext(engine=engine, target=target, limits=limits or DEFAULT_LIMITS))
+
+
+def _check_sqlite_file(target: StoreTarget, *, create: bool) -> None:
+    """Refuse a SQLite location that cannot hold a store before any connection is made; with
+    ``create``, make a missing file (private) in its folder, which must exist (see
+    :func:`~kgot.persistence.target.prepare_sqlite_folder`).
+
+    Raises:
+        StoreNotFoundError: no file there and ``create`` is false.
+        StoreUnusableError: the location is a directory or another non-file, or its folder is
+            missing or not a folder.
+    """
+    path = target.sqlite_path
+    assert path is not None
+    if path.is_dir():
+        raise StoreUnusableError(
+            f"{target.display} is a directory, not a database file (set KGOT_DB or --db to a "
+            f"file, e.g. {path / 'kgot.db'})"
+        )
+    if path.exists() and not path.is_file():
+        raise StoreUnusableError(
+            f"{target.display} is not a regular file (set KGOT_DB or --db to a database file)"
+        )
+    if path.is_file():
+        return
+    refuse_file_in_path(path, target.display)
+    if not create:
+        raise store_not_found(target)
+    prepare_sqlite_folder(path, target.display)
+    create_private_file(path, target.display)
 
 
 def create_private_file(path: Path, display: str) -> None:
@@ -159,21 +211,17 @@ def create_private_file(path: Path, display: str) -> None:
     SQLite gives its -wal and -shm files the same mode). An existing file is left as it is.
 
     Raises:
-        StoreError: the directory cannot be created.
+        StoreUnusableError: the file cannot be created (no permission, a read-only disk).
     """
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise StoreError(
-            f"cannot create the directory for database {display}: {error.strerror or error} "
-            "(set KGOT_DB or --db to a writable path)"
-        ) from None
     try:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     except FileExistsError:
         pass
-    except OSError:
-        pass  # unwritable locations are reported by the first connection, in one line
+    except OSError as error:
+        raise StoreUnusableError(
+            f"cannot create database {display}: {error.strerror or error} (set KGOT_DB or "
+            "--db to a writable path)"
+        ) from None
 
 
 class Store:
@@ -819,13 +867,14 @@ def _name_hint(name: object) -> str:
     )
 
 
-def _taken(name: str, existing: str) -> StoreError:
+def _taken(name: str, existing: str) -> EntityNameError:
+    # A name that is taken is refused like one kgot does not accept: the user picks another.
     if existing == name:
-        return StoreError(
+        return EntityNameError(
             f"entity {name!r} already exists (pick another name, or delete it first with "
             f"`kgot entities delete {_shell_word(name)}`)"
         )
-    return StoreError(
+    return EntityNameError(
         f"entity {existing!r} already exists, and names are unique without regard to case "
         f"(pick another name than {name!r}, or use {existing!r})"
     )

@@ -16,12 +16,14 @@ behind graph commits for the database lock; for PostgreSQL in the same database 
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
+from kgot.config import default_data_dir
 from kgot.errors import EntityNotFoundError, StoreError, StoreLocationError
 
 _POSTGRES_SCHEMES = ("postgresql", "postgres", "postgresql+psycopg")
@@ -34,6 +36,12 @@ class StoreNotFoundError(StoreError):
     exit_code = 2
 
 
+class StoreUnusableError(StoreLocationError):
+    """The store location parses, but no store can be opened there: the server is not
+    reachable, the file is a directory or not a database, permission is refused, its folder
+    does not exist. The location (or the machine) has to change: exit code 2."""
+
+
 def no_store_for_entity(entity: str, location: str) -> EntityNotFoundError:
     """The error for an entity asked for where there is no kgot database at all."""
     return EntityNotFoundError(
@@ -41,6 +49,52 @@ def no_store_for_entity(entity: str, location: str) -> EntityNotFoundError:
         f"{parse_target(location).display} yet; create it with `kgot entities create "
         f"{entity}` (or check KGOT_DB / --db if you expected one there)"
     )
+
+
+def prepare_sqlite_folder(path: Path, display: str) -> None:
+    """Make sure the folder that is to hold the SQLite file ``path`` exists.
+
+    Only kgot's default data folder (``$XDG_DATA_HOME/kgot``) is created: any other folder
+    comes from KGOT_DB / --db / ``store.db``, where a missing one is far more likely a typo
+    than a wish, and creating it would hide the mistake behind a new, empty store.
+
+    Raises:
+        StoreUnusableError: the folder does not exist (and is not the default one), is not a
+            folder, or cannot be created.
+    """
+    folder = path.parent
+    if folder.is_dir():
+        return
+    refuse_file_in_path(path, display)
+    if folder != default_data_dir().expanduser().resolve():
+        raise StoreUnusableError(
+            f"the folder {folder} for database {display} does not exist; create it first "
+            f"(mkdir -p {shlex.quote(str(folder))}) or correct KGOT_DB / --db"
+        )
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise StoreUnusableError(
+            f"cannot create the folder {folder} for database {display}: "
+            f"{error.strerror or error} (set KGOT_DB or --db to a writable path)"
+        ) from None
+
+
+def refuse_file_in_path(path: Path, display: str) -> None:
+    """Refuse a SQLite path below a file (``notes.txt/kgot.db``): no database can ever be
+    there, whether the command would create one or only read.
+
+    Raises:
+        StoreUnusableError: a parent of ``path`` is a file.
+    """
+    for parent in path.parents:
+        if parent.exists():
+            if parent.is_dir():
+                return
+            raise StoreUnusableError(
+                f"cannot use database {display}: {parent} is a file, not a folder (set "
+                "KGOT_DB or --db to a path in an existing folder)"
+            )
 
 
 _SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")

@@ -99,6 +99,7 @@ def postgres_url(_shared_postgres_url: str) -> str:
 
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
+    (tmp_path / "store").mkdir(exist_ok=True)  # only kgot's default folder is created for it
     return str(tmp_path / "store" / "kgot.db")
 
 
@@ -106,6 +107,7 @@ def sqlite_url(tmp_path: Path) -> str:
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """The URL of an empty store, once per database kind."""
     if request.param == "sqlite":
+        (tmp_path / "store").mkdir(exist_ok=True)  # only kgot's default folder is created
         yield str(tmp_path / "store" / "kgot.db")
         return
     yield request.getfixturevalue("postgres_url")

@@ -49,7 +49,7 @@ def kgot(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, store_url: str, capsys
 def test_entities_lifecycle(kgot) -> None:
     assert kgot("entities", "create", "acme-fund", "-d", "An investment fund")[0] == 0
     code, out, err = kgot("entities", "create", "acme-fund")
-    assert code == 1 and err == (
+    assert code == 2 and err == (
         "kgot: error: entity 'acme-fund' already exists (pick another name, or delete it "
         "first with `kgot entities delete acme-fund`)\n"
     )
@@ -315,6 +315,6 @@ def test_graph_import_export_and_stats_by_entity(kgot, tmp_path: Path, store_url
 
 def test_an_unreachable_database_is_one_line(kgot) -> None:
     code, out, err = kgot("entities", "list", "--db", "postgresql://me:pw@127.0.0.1:1/kg")
-    assert code == 1 and out == ""
+    assert code == 2 and out == ""  # the store location is configuration
     assert err.startswith("kgot: error: cannot use database postgresql://me:***@127.0.0.1:1/kg")
     assert "pw@" not in err and err.count("\n") == 1

@@ -203,6 +203,7 @@ def test_processes_opening_a_new_sqlite_store_at_once_all_succeed(tmp_path) -> N
     # ("database is locked", past the busy timeout), which about one pair of processes in 20
     # hit before kgot waited for it. A race: this guards, it cannot fail every time.
     for round_number in range(8):
+        (tmp_path / f"round{round_number}").mkdir()
         url = str(tmp_path / f"round{round_number}" / "kgot.db")
         openers = [
             subprocess.Popen(

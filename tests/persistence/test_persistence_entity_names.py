@@ -69,4 +69,4 @@ def test_a_bad_entity_name_is_one_line_and_exit_2(kgot) -> None:  # noqa: F811  
     )
     assert kgot("entities", "create", "A")[0] == 0
     code, _, err = kgot("entities", "create", "a")
-    assert code == 1 and err.count("\n") == 1 and "already exists" in err
+    assert code == 2 and err.count("\n") == 1 and "already exists" in err

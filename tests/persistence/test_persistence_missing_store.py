@@ -81,6 +81,7 @@ def test_type_commands_on_a_missing_store(kgot, args: tuple[str, ...]) -> None:
 
 
 def test_creating_commands_still_create_the_store(kgot) -> None:
+    kgot.missing.parent.mkdir()  # a folder named by KGOT_DB / --db must exist already
     assert kgot("entities", "create", "acme")[0] == 0
     assert kgot.missing.is_file()
     _code, out, _ = kgot("entities", "list", "--json")
@@ -92,6 +93,7 @@ def test_open_store_without_create_on_sqlite(tmp_path: Path) -> None:
     with pytest.raises(StoreNotFoundError, match="no kgot database at"):
         open_store(str(missing), create=False)
     assert not missing.parent.exists()
+    missing.parent.mkdir()
     open_store(str(missing)).close()  # the default creates it
     open_store(str(missing), create=False).close()  # and now it opens
 
