@@ -446,10 +446,7 @@ def runs_list(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List recent runs, newest first."""
-    from rich.console import Console
-    from rich.table import Column, Table
-    from rich.text import Text
-
+    from kgot.cli.layout import Column, short_time, table_lines
     from kgot.persistence import open_store
     from kgot.tools.workspace_owner import remove_stale_workspaces
 
@@ -474,26 +471,29 @@ def runs_list(
         typer.echo('no runs yet; start one with: kgot ask "…"')
         return
     length = abbreviation_length([run.run_id for run in runs], every_id)
-    # Ids are never wrapped or cut: they are what `runs show` takes.
-    id_column = Column("run id", no_wrap=True, min_width=length)
-    started_column = Column("started", no_wrap=True)
-    table = Table(id_column, "status", started_column, "entity", "question", "answer")
+    columns = [
+        Column("run id", clip=False),  # what `runs show` takes: never cut
+        Column("status"),
+        Column("started"),
+        Column("entity", widest=16),
+        Column("question", share=2),
+        Column("answer", share=1),
+    ]
+    rows = []
     for run in runs:
         data = _run_dict(run)
-        table.add_row(
-            *(
-                Text(printable(cell))
-                for cell in (
-                    data["run_id"][:length],
-                    data["status"],
-                    str(data.get("started_at") or "")[:16].replace("T", " "),
-                    data.get("entity") or "",
-                    _clip(data["question"], 50),
-                    _clip(data.get("answer") or "", 30),
-                )
-            )
+        rows.append(
+            [
+                data["run_id"][:length],
+                data["status"],
+                short_time(data.get("started_at")),
+                data.get("entity") or "",
+                data["question"],
+                data.get("answer") or "",
+            ]
         )
-    Console().print(table)
+    for line in table_lines(columns, rows):
+        typer.echo(line)
 
 
 @runs_app.command("show")
@@ -516,6 +516,8 @@ def runs_show(
     if _store_exists(settings.store.db):
         store = open_store(settings.store.db)
         try:
+            # A run whose process was killed shows as interrupted here too, not running.
+            store.interrupt_dead_runs()
             run = store.get_run(run_id)
             stored = store.run_events(run_id) if run is not None else []
         finally:
@@ -637,10 +639,13 @@ def full_run_id(given: str, location: str) -> str:
 
 def _store_exists(location: str) -> bool:
     """Whether there is a store to read (looking must not create a SQLite file)."""
-    from kgot.persistence.target import parse_target
+    from kgot.persistence.target import parse_target, refuse_file_in_path
 
     target = parse_target(location)
-    return not target.is_sqlite or (target.sqlite_path is not None and target.sqlite_path.exists())
+    if not target.is_sqlite or target.sqlite_path is None or target.sqlite_path.exists():
+        return not target.is_sqlite or target.sqlite_path is not None
+    refuse_file_in_path(target.sqlite_path, target.display)  # no store can ever be there
+    return False
 
 
 def _run_dict(run: Any) -> dict[str, Any]:

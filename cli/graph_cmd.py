@@ -15,6 +15,7 @@ import typer
 
 from kgot.cli import store_cmd
 from kgot.cli.common import print_json, settings_from
+from kgot.cli.layout import plural
 from kgot.errors import UsageError
 
 app = typer.Typer(
@@ -66,7 +67,7 @@ def convert(
     write_graph(graph, target)
     stats = graph_stats(graph)
     typer.echo(
-        f"wrote {target}: {_plural(stats.nodes, 'node')}, {_plural(stats.edges, 'edge')}",
+        f"wrote {target}: {plural(stats.nodes, 'node')}, {plural(stats.edges, 'edge')}",
         err=True,
     )
 
@@ -131,7 +132,7 @@ def query(
     print_json(result.value)
     if result.truncated:
         typer.echo(
-            f"kgot: warning: the result was cut to its first {_plural(limit, 'item')}; pass "
+            f"kgot: warning: the result was cut to its first {plural(limit, 'item')}; pass "
             "--max-items N for more",
             err=True,
         )
@@ -166,10 +167,22 @@ def export(
     meta: Annotated[
         bool, typer.Option("--meta/--no-meta", help="Include _confidence, _source_kind, …")
     ] = True,
+    as_of: Annotated[
+        str | None,
+        typer.Option(
+            "--as-of",
+            metavar="VERSION",
+            help="The graph as it was at this version (as `kgot entities show` and `entities "
+            "history` list them: 5 or v5), or at this ISO time (2024-05-01T12:00:00Z; no zone "
+            "means UTC).",
+            show_default=False,
+        ),
+    ] = None,
     db: DbOption = None,
 ) -> None:
-    """Write an entity's persistent graph to FILE (format by extension)."""
-    store_cmd.export_entity(ctx, entity, file, meta, db)
+    """Write an entity's persistent graph to FILE (format by extension), as it is now or as
+    it was at a version or time."""
+    store_cmd.export_entity(ctx, entity, file, meta, db, as_of=as_of)
 
 
 @app.command("import")
@@ -196,10 +209,6 @@ def _language_fix(summary: str, backend: str) -> str:
     if backend == "rdf" and "Python" in summary:
         return "; for Python pass --backend networkx"
     return ""
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def _query_text(text: str) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from kgot.cli.common import printable
+from kgot.cli.layout import plural
 from kgot.controller.events import (
     TRACE_ADAPTER,
     CodeFailed,
@@ -131,7 +132,7 @@ class _Notes:
         if isinstance(event, Votes):
             self.parts.append(event.decision + (" (forced)" if event.forced else ""))
         elif isinstance(event, ToolCalls):
-            self.parts.append(_plural(len(event.calls), "tool call"))
+            self.parts.append(plural(len(event.calls), "tool call"))
         elif isinstance(event, ToolResult):
             if event.ok:
                 self.tools_ok += 1
@@ -159,11 +160,7 @@ class _Notes:
         if self.tools_failed:
             parts.append(f"{self.tools_ok} ok, {self.tools_failed} failed")
         if self.code_failures:
-            parts.append(_plural(self.code_failures, "code failure"))
+            parts.append(plural(self.code_failures, "code failure"))
         if self.retries:
-            parts.append(_plural(self.retries, "retry", "retries"))
+            parts.append(plural(self.retries, "retry", "retries"))
         return "; ".join(parts) or "ok"
-
-
-def _plural(number: int, noun: str, nouns: str | None = None) -> str:
-    return f"{number} {noun if number == 1 else nouns or noun + 's'}"

@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from kgot.cli.common import confirm_irreversible, print_json, printable, settings_from
+from kgot.cli.layout import plural
 from kgot.errors import UsageError
 
 if TYPE_CHECKING:
@@ -95,21 +97,29 @@ def entities_list(ctx: typer.Context, db: DbOption = None, as_json: JsonOption =
     if not entities:
         typer.echo(f"no entities yet{missing}; create one with: kgot entities create NAME")
         return
-    from rich.console import Console
-    from rich.table import Table
+    from kgot.cli.layout import Column, short_time, table_lines
 
-    table = Table("entity", "version", "nodes", "edges", "updated", "description")
-    for entity in entities:
-        data = entity.to_dict()
-        table.add_row(
+    columns = [
+        Column("entity", clip=False),  # typed back in every other command
+        Column("version", right=True),
+        Column("nodes", right=True),
+        Column("edges", right=True),
+        Column("updated"),
+        Column("description", share=1),
+    ]
+    rows = [
+        [
             entity.name,
             str(entity.version),
             f"{entity.nodes:,}",
             f"{entity.edges:,}",
-            (data["updated_at"] or "")[:19].replace("T", " "),
-            _clip(entity.description, 50),
-        )
-    Console().print(table)
+            short_time(entity.updated_at),
+            entity.description,
+        ]
+        for entity in entities
+    ]
+    for line in table_lines(columns, rows):
+        typer.echo(line)
 
 
 @entities_app.command("create")
@@ -136,7 +146,7 @@ def entities_create(
     specs = load_type_file(types) if types is not None else []  # bad files fail first
     with opened_store(ctx, db, create=True) as store:
         store.create_entity(name, description, types=specs)  # one transaction
-    extra = f" with {_count(len(specs), 'type')}" if specs else ""
+    extra = f" with {plural(len(specs), 'type')}" if specs else ""
     typer.echo(f"created entity {name!r}{extra}")
 
 
@@ -162,7 +172,7 @@ def entities_show(
     if info.description:
         typer.echo(f"description  {info.description}")
     typer.echo(f"version      {info.version}")
-    typer.echo(f"facts        {_count(stats.nodes, 'node')}, {_count(stats.edges, 'edge')}")
+    typer.echo(f"facts        {plural(stats.nodes, 'node')}, {plural(stats.edges, 'edge')}")
     for title, counts in (
         ("labels", stats.nodes_by_label),
         ("relations", stats.edges_by_relationship),
@@ -186,7 +196,7 @@ def entities_delete(
     with opened_store(ctx, db, entity=name) as store:
         info = store.get_entity(name)  # unknown names fail before any question
         if not yes:
-            nodes, edges = _count(info.nodes, "node"), _count(info.edges, "edge")
+            nodes, edges = plural(info.nodes, "node"), plural(info.edges, "edge")
             confirm_irreversible(
                 f"deleting entity {name!r} ({nodes}, {edges})",
                 f"Delete entity {name!r} with {nodes} and {edges}?",
@@ -223,28 +233,49 @@ def types_list(
     if as_json:
         print_json(catalog.to_dict())
         return
-    from rich.console import Console
-    from rich.table import Table
+    for line in _catalog_lines(catalog):
+        typer.echo(line)
 
-    table = Table("type", "kind", "version", "scope", "by", "connects", "description")
-    for type_def in (*catalog.node_types.values(), *catalog.edge_types.values()):
-        spec = type_def.spec
-        connects = ""
-        if spec.kind == "edge":
-            connects = (
-                f"{' | '.join(spec.source_types) or 'any'} -> "
-                f"{' | '.join(spec.target_types) or 'any'}"
-            )
-        table.add_row(
-            spec.name,
-            spec.kind,
-            str(type_def.version),
-            type_def.scope or "global",
-            type_def.created_by,
-            connects,
-            _clip(" ".join(spec.description.split()), 60),
-        )
-    Console().print(table)
+
+def _catalog_lines(catalog: Any) -> list[str]:
+    """``types list`` as text: node types, then edge types (with what they connect), one line
+    each at the terminal's width; a description cut to fit says where the whole one is."""
+    from kgot.cli.layout import Column, table_lines, terminal_width
+
+    width = terminal_width()
+    lines: list[str] = []
+    clipped = False
+    for kind, found in (("node", catalog.node_types), ("edge", catalog.edge_types)):
+        if not found:
+            continue
+        columns = [Column("type", widest=28), Column("v"), Column("scope", widest=16)]
+        columns.append(Column("by"))
+        if kind == "edge":
+            columns.append(Column("connects", share=1))
+        columns.append(Column("description", share=2))
+        rows = []
+        for type_def in found.values():
+            spec = type_def.spec
+            row = [spec.name, str(type_def.version), type_def.scope or "global"]
+            row.append(type_def.created_by)
+            if kind == "edge":
+                row.append(
+                    f"{' | '.join(spec.source_types) or 'any'} -> "
+                    f"{' | '.join(spec.target_types) or 'any'}"
+                )
+            row.append(spec.description)
+            rows.append(row)
+        table = table_lines(columns, rows, width)
+        clipped = clipped or any(line.endswith("…") for line in table)
+        if lines:
+            lines.append("")
+        lines.append(f"{plural(len(rows), kind + ' type')}:")
+        lines += table
+    if not lines:
+        return ["no types yet; add some with: kgot types add FILE"]
+    if clipped:
+        lines += ["", "(cut to fit; `kgot types show NAME` prints a type whole, --json all)"]
+    return lines
 
 
 @types_app.command("show")
@@ -458,35 +489,87 @@ def _iso(value: Any) -> str | None:
     return iso(value)
 
 
-def _count(number: int, noun: str) -> str:
-    return f"{number:,} {noun}{'' if number == 1 else 's'}"
-
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 # ---------------------------------------------------------------------------- graph --entity
 # The `--entity` variants of `kgot graph export|import|stats` (registered in graph_cmd.py).
 
 
-def export_entity(ctx: typer.Context, entity: str, file: Path, meta: bool, db: str | None) -> None:
-    """Write an entity's current graph to FILE (format by extension)."""
+def export_entity(
+    ctx: typer.Context,
+    entity: str,
+    file: Path,
+    meta: bool,
+    db: str | None,
+    *,
+    as_of: str | None = None,
+) -> None:
+    """Write an entity's graph to FILE (format by extension): the current one, or the one it
+    had at the version or time ``as_of`` names."""
     from kgot.graph_backends import write_graph
     from kgot.graph_backends.files import graph_format
     from kgot.persistence.transfer import export_graph
 
     graph_format(file)  # an unusable target fails before the store is opened
+    wanted = None if as_of is None else _version_or_time(as_of)
     with opened_store(ctx, db, entity=entity) as store:
         session = store.session(entity)
-        graph = export_graph(session, include_meta=meta)
+        version = None if wanted is None else _past_version(store, session, entity, wanted)
+        graph = export_graph(session, include_meta=meta, as_of=version)
         version = graph.graph.get("kgot_version", 0)
     write_graph(graph, file)
+    moment = f", as of {_iso(wanted)}" if isinstance(wanted, datetime) else ""
     typer.echo(
-        f"wrote {file}: {_count(graph.number_of_nodes(), 'node')}, "
-        f"{_count(graph.number_of_edges(), 'edge')} of entity {entity!r} (version {version})",
+        f"wrote {file}: {plural(graph.number_of_nodes(), 'node')}, "
+        f"{plural(graph.number_of_edges(), 'edge')} of entity {entity!r} (version {version}"
+        f"{moment})",
         err=True,
     )
+
+
+_AS_OF_FORMS = (
+    "a version as `kgot entities show` lists them (5 or v5) or an ISO time "
+    "(2024-05-01T12:00:00Z; no zone means UTC)"
+)
+
+
+def _version_or_time(text: str) -> int | datetime:
+    """``--as-of``: a version number (``5``, ``v5``) or an aware datetime.
+
+    Raises:
+        UsageError: neither.
+    """
+    from datetime import UTC
+
+    plain = text.strip()
+    digits = plain[1:] if plain[:1] in ("v", "V") else plain
+    if digits.isascii() and digits.isdigit():
+        return int(digits)
+    try:
+        moment = datetime.fromisoformat(plain[:-1] + "+00:00" if plain[-1:] in "Zz" else plain)
+    except ValueError:
+        raise UsageError(f"--as-of takes {_AS_OF_FORMS}, not {text!r}") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _past_version(store: Store, session: Any, entity: str, wanted: int | datetime) -> int:
+    """The version ``wanted`` names in ``entity``'s history.
+
+    Raises:
+        UsageError: a version the entity never had, or a time before the entity existed.
+    """
+    if isinstance(wanted, int):
+        if wanted > session.version:
+            raise UsageError(
+                f"entity {entity!r} has no version {wanted}: its versions run from 0 (empty) "
+                f"to {session.version}; see `kgot entities show {entity}`"
+            )
+        return wanted
+    created = store.get_entity(entity).created_at
+    if created is not None and wanted < created:
+        raise UsageError(
+            f"entity {entity!r} did not exist yet at {_iso(wanted)}: it was created at "
+            f"{_iso(created)}"
+        )
+    return int(session.version_at(wanted))
 
 
 def import_entity(

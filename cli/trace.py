@@ -21,6 +21,7 @@ from rich.syntax import Syntax
 from rich.text import Text
 
 from kgot.cli.common import printable
+from kgot.cli.layout import plural
 from kgot.controller.events import (
     Code,
     CodeFailed,
@@ -127,11 +128,11 @@ class TraceRenderer:
         self._line(f"  [red]✗ {_safe(event.purpose)} failed:[/] {_safe(event.error, 600)}")
 
     def _on_graph_updated(self, event: GraphUpdated) -> None:
-        counts = f"{event.nodes} nodes, {event.edges} edges"
+        counts = f"{plural(event.nodes, 'node')}, {plural(event.edges, 'edge')}"
         self._line(f"  [green]graph:[/] {_safe(event.summary)} → {counts}")
 
     def _on_graph_refreshed(self, event: GraphRefreshed) -> None:
-        counts = f"{event.nodes} nodes, {event.edges} edges"
+        counts = f"{plural(event.nodes, 'node')}, {plural(event.edges, 'edge')}"
         self._line(f"  [cyan]caught up with other writers:[/] {_safe(event.summary)} → {counts}")
 
     def _on_query_result(self, event: QueryResult) -> None:

@@ -35,7 +35,7 @@ from datetime import datetime
 from typing import Any
 
 import networkx as nx
-from sqlalchemy import Connection, Text, cast, or_, select
+from sqlalchemy import Connection, Text, cast, func, or_, select
 
 from kgot.config import StoreLimits
 from kgot.errors import ChangesetError, UsageError
@@ -348,6 +348,24 @@ class EntitySession:
                 commits.c.entity_id == self._entity_id, commits.c.result_key == result_key
             )
         ).first()
+
+    def version_at(self, moment: datetime) -> int:
+        """The version the entity's graph had at ``moment`` (an aware datetime): that of its
+        last commit at or before it, 0 (the empty graph it was created with) before the first.
+
+        Raises:
+            EntityNotFoundError: the entity was deleted.
+        """
+        commits = TABLES.commits
+        moment = as_utc(moment)  # stored times are UTC (SQLite keeps them without a zone)
+        with self._read() as connection:
+            self._entity_version(connection)
+            found = connection.execute(
+                select(func.max(commits.c.version)).where(
+                    commits.c.entity_id == self._entity_id, commits.c.committed_at <= moment
+                )
+            ).scalar()
+        return int(found or 0)
 
     def commits(self, limit: int = 50) -> list[dict[str, Any]]:
         """The newest commits (version, run, step, summary, time), newest first."""

@@ -33,10 +33,14 @@ class ImportResult:
         return self.version_after != self.version_before
 
 
-def export_graph(session: EntitySession, *, include_meta: bool = True) -> nx.MultiDiGraph:
-    """The entity's current graph; with metadata (``_confidence``, …) a lossless copy that
-    :func:`import_graph` restores. The session's tracked view is left alone."""
-    return session.load_graph(include_meta=include_meta, track=False)
+def export_graph(
+    session: EntitySession, *, include_meta: bool = True, as_of: int | None = None
+) -> nx.MultiDiGraph:
+    """The entity's current graph, or with ``as_of`` the graph as it was at that version
+    (``graph.graph["kgot_version"]`` says which); with metadata (``_confidence``, …) a
+    lossless copy that :func:`import_graph` restores. The session's tracked view is left
+    alone."""
+    return session.load_graph(include_meta=include_meta, as_of=as_of, track=False)
 
 
 def import_graph(

@@ -359,8 +359,9 @@ def remove_type(
         in_use = _facts_using(connection, kind, name, entity_id)
         if in_use:
             problems.append(
-                f"{in_use} current {'nodes' if kind == 'node' else 'edges'} of entity "
-                f"{entity_name!r} use it (relabel or remove them first)"
+                f"{in_use} current {kind}{'' if in_use == 1 else 's'} of entity "
+                f"{entity_name!r} {'uses' if in_use == 1 else 'use'} it (relabel or remove "
+                f"{'it' if in_use == 1 else 'them'} first)"
             )
     if kind == "node":
         catalog = load_catalog(connection, entity_id, entity_name, cache)

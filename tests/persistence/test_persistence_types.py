@@ -187,7 +187,7 @@ def test_type_changes_are_versioned(store: Store) -> None:
         Changeset(added_nodes=(Node("acme", "Company", {"name": "Acme"}),)),
         Provenance(run_id="r", step="s"),
     )
-    with pytest.raises(TypeRejectedError, match="1 current nodes of entity 'alice' use it"):
+    with pytest.raises(TypeRejectedError, match="1 current node of entity 'alice' uses it"):
         store.remove_type("Company", entity="alice")
     session.commit(Changeset(removed_nodes=("acme",)), Provenance(run_id="r", step="s"))
     assert store.remove_type("Company", entity="alice") == 2
