@@ -139,6 +139,32 @@ def parse_output_spec(kind: str, value: str | None = None, **options: Any) -> di
     )
 
 
+def require_variables(spec: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> None:
+    """Refuse an output whose secret lives in a variable that is not set (or empty) here.
+
+    A webhook with ``secret_env`` is signed with that variable's value and an email server
+    login reads its password from ``password_env``; deliveries read the variable each time.
+    Checked when the output is added, so a typo in the name, or a variable forgotten, is
+    said at once instead of failing every delivery later (a delivery that finds it unset
+    fails with that reason and is not sent unsigned: :func:`deliver`).
+
+    Raises:
+        UsageError: the variable is not set, naming it and how to set it.
+    """
+    environ = os.environ if environ is None else environ
+    for key, option, what in (
+        ("secret_env", "--secret-env", "the webhook's signing secret"),
+        ("password_env", "--password-env", "the mail password"),
+    ):
+        name = spec.get(key)
+        if name and not environ.get(str(name)):
+            raise UsageError(
+                f"{option} {name}: the variable {name} is not set in this environment; set it "
+                f"to {what} first (export {name}=…, and the same where `kgot aide run` runs), "
+                "then add the output again"
+            )
+
+
 def _no_options(kind: str, given: Mapping[str, Any], allowed: set[str]) -> None:
     extra = sorted(set(given) - allowed)
     if extra:

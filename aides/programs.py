@@ -317,9 +317,11 @@ def _one_line(error: BaseException) -> str:
 # ---------------------------------------------------------------------------- other programs
 
 # Programs besides ``digest`` live in packages of their own. Each module offers
-# ``on_create(store, aide_row)``, run when an aide is created, and the coroutine
-# ``run_cycle(aide, report, now, exceeded)``, run after upkeep instead of the digest
-# (``exceeded(spent)`` says why the cycle's cost budgets allow no more model calls).
+# ``on_create(store, aide_row)``, run when an aide is created, ``check_ready(store,
+# aide_row)``, run before a worker starts and before each cycle (it raises ConfigError for a
+# setting that cannot work here), and the coroutine ``run_cycle(aide, report, now,
+# exceeded)``, run after upkeep instead of the digest (``exceeded(spent)`` says why the
+# cycle's cost budgets allow no more model calls).
 PROGRAM_MODULES = {"advisor": "kgot.aides.advisor.program"}
 
 
@@ -343,6 +345,14 @@ def on_create(store: Any, aide: Any) -> None:
     except BaseException:
         delete_aide(store, aide)
         raise
+
+
+def check_ready(store: Any, aide: Any) -> None:
+    """Refuse (``ConfigError``) to run ``aide`` when its program's settings cannot work in
+    this environment, before anything is recorded."""
+    module = _program_module(aide.program)
+    if module is not None:
+        module.check_ready(store, aide)
 
 
 async def run_program(aide: Any, report: Any, now: Any, exceeded: Any) -> dict[str, Any] | None:

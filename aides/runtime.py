@@ -184,11 +184,13 @@ class Aide:
         id.
 
         Raises:
-            UsageError: a webhook that is not http(s), a bad path, the same output twice.
+            UsageError: a webhook that is not http(s), a bad path, the same output twice, a
+                secret or password variable that is not set here.
         """
-        from kgot.aides.outputs import parse_output_spec
+        from kgot.aides.outputs import parse_output_spec, require_variables
 
         spec = parse_output_spec(kind, value, **options)
+        require_variables(spec)
         return records.add_output(self.store, self.row, kind, spec)
 
     def delete(self) -> None:
@@ -249,6 +251,17 @@ class Aide:
 
     # -------------------------------------------------------------------------- the cycle
 
+    def check_ready(self) -> None:
+        """Refuse to run when a setting of the aide's program cannot work here (an advisor
+        reading prices from yfinance without the package), saying how to fix it.
+
+        Raises:
+            ConfigError: naming the setting and the fix.
+        """
+        from kgot.aides.programs import check_ready
+
+        check_ready(self.store, self.row)
+
     def run_cycle(self, now: datetime | None = None, **limits: Any) -> CycleReport:
         """Run one cycle (see :meth:`run_cycle_async` for the limits)."""
         return asyncio.run(self.run_cycle_async(now, **limits))
@@ -277,6 +290,7 @@ class Aide:
         """
         from kgot.persistence.owner import current_owner
 
+        self.check_ready()  # before the cycle is recorded: nothing half-done to explain
         now = now or datetime.now(UTC)
         started = time.perf_counter()
 
@@ -518,7 +532,8 @@ class Aide:
             else:
                 outcome.reason = ingested.failed
         if outcome.status == "failed" and attempts >= records.MAX_ATTEMPTS:
-            outcome.reason = f"{outcome.reason} (gave up after {attempts} attempts)"
+            tried = records.count_of(attempts, "ingestion attempt")
+            outcome.reason = f"{outcome.reason} (the item was given up after {tried})"
         recorded = records.finish_item(
             self.store,
             row.id,

@@ -282,18 +282,40 @@ def positions_import(
     ctx: typer.Context,
     name: NameArgument,
     user: UserArgument,
-    file: Annotated[Path, typer.Argument(help="CSV: symbol,shares,avg_cost.", show_default=False)],
+    file: Annotated[
+        Path,
+        typer.Argument(
+            help="CSV: symbol,shares,avg_cost (or cost_basis, the total; docs/advisor.md).",
+            show_default=False,
+        ),
+    ],
     replace: Annotated[
         bool, typer.Option("--replace", help="Drop positions the file does not list.")
     ] = False,
+    ignore_other_columns: Annotated[
+        bool,
+        typer.Option(
+            "--ignore-other-columns",
+            help="Read past columns kgot does not understand instead of refusing the file.",
+        ),
+    ] = False,
     db: DbOption = None,
 ) -> None:
-    """Import a brokerage-style CSV of positions (all rows or none)."""
-    from kgot.aides.advisor.api import import_positions
+    """Import a brokerage-style CSV of positions (all rows or none).
 
+    A column it does not understand is refused, all of them named in one
+    line with the names it reads: a cost under an unknown name is never
+    dropped without a word.
+    """
+    from kgot.aides.advisor.api import import_positions
+    from kgot.aides.advisor.holdings import read_positions_file
+    from kgot.aides.records import count_of
+
+    parsed = read_positions_file(file, ignore_other_columns=ignore_other_columns)
     with _advisor(ctx, db, name) as (store, aide):
-        count = import_positions(store, aide, user, file, replace=replace)
-    typer.echo(f"imported {count} positions for {user}")
+        count = import_positions(store, aide, user, parsed, replace=replace)
+    left_out = f" (columns not read: {', '.join(parsed.left_out)})" if parsed.left_out else ""
+    typer.echo(printable(f"imported {count_of(count, 'position')} for {user}{left_out}"))
 
 
 @positions_app.command("add", context_settings=_LOOSE)

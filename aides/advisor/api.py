@@ -31,10 +31,11 @@ from typing import TYPE_CHECKING, Any
 from kgot.aides.advisor import records
 from kgot.aides.advisor.evidence import DEFAULT_BUDGET, EvidencePack, MarketIndex, checked_budget
 from kgot.aides.advisor.holdings import (
+    PositionsFile,
     parse_cost,
     parse_shares,
     parse_symbol,
-    read_positions_csv,
+    read_positions_file,
 )
 from kgot.aides.advisor.records import Portfolio, Position, StoredAlert, StoredBriefing, User
 from kgot.errors import UsageError
@@ -163,17 +164,34 @@ def remove_user(store: Store, aide: str | AideRow, user: str | User) -> records.
 
 
 def import_positions(
-    store: Store, aide: str | AideRow, user: str | User, path: str | Path, *, replace: bool = False
+    store: Store,
+    aide: str | AideRow,
+    user: str | User,
+    path: str | Path | PositionsFile,
+    *,
+    replace: bool = False,
+    ignore_other_columns: bool = False,
 ) -> int:
-    """Import a brokerage-style CSV (``symbol,shares,avg_cost``); all rows or none.
+    """Import a brokerage-style CSV (``symbol,shares,avg_cost``; the column names read are in
+    :mod:`kgot.aides.advisor.holdings`); all rows or none. ``path`` may be a file already
+    read with :func:`~kgot.aides.advisor.holdings.read_positions_file`.
+
+    Args:
+        ignore_other_columns: read past columns kgot does not understand instead of
+            refusing the file.
 
     Raises:
-        UsageError: an unknown user, or bad rows (each named with its line); nothing stored.
+        UsageError: an unknown user, a column not understood, or bad rows (each named with
+            its line); nothing stored.
     """
     row = _aide(store, aide)
     who = _user(store, row, user)
-    parsed = read_positions_csv(Path(path))
-    return records.import_positions(store, row, who, parsed, replace=replace)
+    parsed = (
+        path
+        if isinstance(path, PositionsFile)
+        else read_positions_file(Path(path), ignore_other_columns=ignore_other_columns)
+    )
+    return records.import_positions(store, row, who, parsed.rows, replace=replace)
 
 
 def add_position(
@@ -312,9 +330,16 @@ class Context:
 def read_context(
     store: Store, aide: AideRow, symbols: Sequence[str], now: datetime, *, refresh: bool = True
 ) -> Context:
-    """The entity's graph as a :class:`MarketIndex` and the symbols' latest prices."""
-    from kgot.aides.advisor.market_data import MarketData
+    """The entity's graph as a :class:`MarketIndex` and the symbols' latest prices.
 
+    Raises:
+        ConfigError: ``refresh`` with a provider that cannot work here (yfinance missing):
+            a briefing must not pass the cache's old prices off as refreshed ones.
+    """
+    from kgot.aides.advisor.market_data import MarketData, require_provider
+
+    if refresh:
+        require_provider(store, aide)
     session = store.session(aide.entity)
     graph = session.load_graph(include_meta=True, track=False)
     market = MarketData.of(store, aide)
@@ -816,11 +841,17 @@ def add_user_output(
 ) -> int:
     """An output that receives only ``user``'s briefings and alerts (``jsonl``, ``webhook``,
     ``stdout``, ``smtp``; as :meth:`kgot.aides.Aide.add_output`). Outputs added without a
-    user receive every user's."""
+    user receive every user's.
+
+    Raises:
+        UsageError: an unknown user, a bad output (as ``add_output``), or a secret or
+            password variable that is not set here.
+    """
     from kgot.aides import records as aide_records
-    from kgot.aides.outputs import parse_output_spec
+    from kgot.aides.outputs import parse_output_spec, require_variables
 
     row = _aide(store, aide)
     who = _user(store, row, user)
     spec = parse_output_spec(kind, value, **options)
+    require_variables(spec)
     return aide_records.add_output(store, row, kind, {**spec, "user": who.name})

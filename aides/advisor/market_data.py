@@ -13,6 +13,9 @@ Providers:
 * ``yfinance`` — Yahoo Finance through the optional ``yfinance`` package
   (``pip install -e '.[advisor]'`` in the checkout), imported only when this provider is
   used; fetched at most every :data:`ONLINE_REFRESH` per symbol. Never used by the tests.
+  Without the package the setting is refused (:func:`provider_spec`), and an advisor that
+  has it anyway is refused before it runs (:func:`require_provider`): the cache would
+  otherwise go on answering with old prices.
 
 The provider is part of the aide's settings (``kgot aide market-data NAME --file F`` or
 ``--yfinance``); an advisor without one has no prices and its briefings say nothing of them.
@@ -38,6 +41,7 @@ if TYPE_CHECKING:
     from kgot.persistence import Store
 
 PROVIDERS = ("file", "yfinance")
+YFINANCE_INSTALL = "run pip install -e '.[advisor]' in the kgot checkout"
 ONLINE_REFRESH = timedelta(hours=6)
 HISTORY_DAYS = 90  # fetched per symbol and refresh
 MONTH_DAYS = 30  # the longer move of a quote: over the last 30 days of prices
@@ -237,8 +241,7 @@ class YFinanceProvider:
             import yfinance  # type: ignore[import-not-found,unused-ignore]
         except ImportError:
             raise ConfigError(
-                "the yfinance provider needs the yfinance package: run pip install -e "
-                "'.[advisor]' in the kgot checkout"
+                f"the yfinance provider needs the yfinance package: {YFINANCE_INSTALL}"
             ) from None
         frame = yfinance.Ticker(symbol).history(period=f"{max(days, 5)}d", interval="1d")
         bars = []
@@ -259,20 +262,57 @@ class YFinanceProvider:
         return [bar for bar in bars if bar["day"]][-days:]
 
 
+def yfinance_installed() -> bool:
+    """Whether the optional ``yfinance`` package can be imported (found, not imported: it
+    pulls in pandas)."""
+    import importlib.util
+
+    return importlib.util.find_spec("yfinance") is not None
+
+
 def provider_spec(*, file: str | None = None, yfinance: bool = False) -> dict[str, Any]:
     """The aide setting for a provider (``{"provider": "file", "path": …}`` or
     ``{"provider": "yfinance"}``).
 
     Raises:
-        UsageError: both or neither given, or a file that cannot be read as prices.
+        UsageError: both or neither given, a file that cannot be read as prices, or
+            ``yfinance`` without the package (the setting would leave the cache as it is,
+            and briefings on old prices, with no word of why).
     """
     if bool(file) == bool(yfinance):
         raise UsageError("give exactly one of --file PATH or --yfinance")
     if yfinance:
+        if not yfinance_installed():
+            raise UsageError(
+                f"--yfinance needs the yfinance package, which is not installed here: "
+                f"{YFINANCE_INSTALL}, or read prices from a file with --file PRICES.csv"
+            )
         return {"provider": "yfinance"}
     path = Path(str(file)).expanduser().resolve()
     read_price_file(path)  # refuse a bad file now, not at every cycle
     return {"provider": "file", "path": str(path)}
+
+
+def require_provider(store: Store, aide: AideRow) -> None:
+    """Refuse to run an advisor whose provider cannot work in this environment: a
+    ``yfinance`` setting (made where the package was installed, or before it was removed)
+    without the package would refresh no price, cycle after cycle, while briefings and
+    alerts went on from the cache.
+
+    Raises:
+        ConfigError: the provider needs ``yfinance`` and it is not installed, saying how to
+            install it or how to switch to a price file.
+    """
+    from kgot.aides.advisor.records import aide_settings
+
+    spec = aide_settings(store, aide).get("market_data") or {}
+    if spec.get("provider") == "yfinance" and not yfinance_installed():
+        raise ConfigError(
+            f"advisor {aide.name!r} reads prices from Yahoo Finance (--yfinance), but the "
+            f"yfinance package is not installed here, so no price would be refreshed: "
+            f"{YFINANCE_INSTALL}, or read prices from a file with `kgot aide market-data "
+            f"{aide.name} --file PRICES.csv`"
+        )
 
 
 def open_provider(spec: Mapping[str, Any] | None) -> Provider | None:
@@ -312,6 +352,9 @@ class MarketData:
 
         if self.provider is None:
             return []
+        if self.provider.name == "yfinance" and not yfinance_installed():
+            # Said once for the whole refresh, not once per symbol.
+            return [f"prices not refreshed: the yfinance package is missing ({YFINANCE_INSTALL})"]
         now = now or datetime.now(UTC)
         problems = []
         for symbol in dict.fromkeys(symbols):

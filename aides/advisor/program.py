@@ -59,6 +59,14 @@ def on_create(store: Store, aide: AideRow) -> None:
     install_types(store, aide.entity)
 
 
+def check_ready(store: Store, aide: AideRow) -> None:
+    """Refuse to run when a setting cannot work here (``kgot aide run``, each cycle): a price
+    provider whose package is missing."""
+    from kgot.aides.advisor.market_data import require_provider
+
+    require_provider(store, aide)
+
+
 @dataclass
 class AdvisorCycle:
     """What the program did in one cycle (``CycleReport.program``)."""
