@@ -384,6 +384,19 @@ def count_of(number: int, noun: str, plural: str | None = None) -> str:
     return f"{number} {noun if number == 1 else plural or noun + 's'}"
 
 
+def attempts_note(status: str, attempts: int) -> str:
+    """How often an item was ingested, as ``kgot aide items`` shows it: ``1 ingestion
+    attempt``; a failed item against :data:`MAX_ATTEMPTS`, saying whether it is tried again.
+    "Ingestion attempts" keeps this count apart from the graph-code attempts an ingestion
+    makes inside it (the reason of a failure counts those)."""
+    if attempts == 0:
+        return "not tried yet"
+    if status != "failed":
+        return count_of(attempts, "ingestion attempt")
+    left = "given up" if attempts >= MAX_ATTEMPTS else "tried again next cycle"
+    return f"{attempts} of {MAX_ATTEMPTS} ingestion attempts; {left}"
+
+
 def _mine(table: Any, aide: AideRow) -> Any:
     return (table.c.aide_id == aide.id) & (table.c.entity_id == aide.entity_id)
 

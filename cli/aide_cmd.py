@@ -8,8 +8,9 @@ import logging
 import re
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -267,8 +268,20 @@ def run(
         str | None, typer.Option("--every", help="Run a cycle every 15m, 1h, 30s, …")
     ] = None,
     cron: Annotated[
-        str | None, typer.Option("--cron", help='Run on a cron schedule, "*/15 * * * *".')
+        str | None,
+        typer.Option(
+            "--cron",
+            help='Run on a cron schedule, "*/15 * * * *" (UTC): the first cycle at the next '
+            "matching time, as cron does; add --now for one at start-up too.",
+        ),
     ] = None,
+    run_now: Annotated[
+        bool,
+        typer.Option(
+            "--now",
+            help="With --cron: also run a cycle at start-up (--once and --every always do).",
+        ),
+    ] = False,
     max_items: Annotated[
         int | None, typer.Option("--max-items", min=1, help="Items ingested per cycle at most.")
     ] = None,
@@ -288,11 +301,15 @@ def run(
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
-    """Run the aide: one cycle (--once) or on a schedule until SIGINT/SIGTERM."""
+    """Run the aide: one cycle (--once) or on a schedule until SIGINT/SIGTERM.
+
+    --every runs its first cycle at start-up, then each DURATION after the
+    last one ended. --cron waits for the expression's next time (UTC), as
+    cron does; --now runs a cycle at start-up too."""
     from kgot.aides.records import claim_worker, release_worker
     from kgot.persistence.owner import current_owner
 
-    schedule = _schedule(once=once, every=every, cron=cron)
+    schedule = parse_schedule(once=once, every=every, cron=cron, run_now=run_now)
     settings = settings_from(ctx, {"store.db": db, "llm.model": model})
     _log_to_stderr(json_logs)
     limits = {
@@ -301,6 +318,7 @@ def run(
         "max_cost_usd_day": max_cost_usd_day,
     }
     with _aide(ctx, db, name, settings=settings) as aide:
+        aide.check_ready()  # now, not at a --cron schedule's first time hours later
         owner = current_owner()
         claim_worker(aide.store, aide.row, owner)
         try:
@@ -316,7 +334,9 @@ def run(
             release_worker(aide.store, aide.row, owner)
 
 
-async def _serve(aide: Aide, schedule: Any, limits: dict[str, Any], *, as_json: bool) -> None:
+async def _serve(
+    aide: Aide, schedule: Schedule | None, limits: dict[str, Any], *, as_json: bool
+) -> None:
     """Run cycles (one, or on the schedule) until done or stopped by a signal.
 
     Signals stop it as they stop `kgot ask`: Ctrl-C (asyncio.run) and SIGTERM / SIGHUP
@@ -330,6 +350,11 @@ async def _serve(aide: Aide, schedule: Any, limits: dict[str, Any], *, as_json: 
 
     with stopped_by_termination() as stop_signals:
         try:
+            if schedule is not None:
+                started = datetime.now(UTC)
+                first = schedule.first(started)
+                if first > started:  # cron without --now: nothing runs before its time
+                    await _wait_for(aide, schedule, first, "first")
             while True:
                 try:
                     report = await aide.run_cycle_async(**limits)
@@ -347,12 +372,22 @@ async def _serve(aide: Aide, schedule: Any, limits: dict[str, Any], *, as_json: 
                         sys.stdout.flush()
                 if schedule is None:
                     return
-                wait = (schedule(datetime.now(UTC)) - datetime.now(UTC)).total_seconds()
-                await asyncio.sleep(max(0.0, wait))
+                await _wait_for(aide, schedule, schedule.after(datetime.now(UTC)), "next")
         except asyncio.CancelledError:
             if stop_signals:
                 raise RunTerminated(stop_signals[0]) from None
             raise  # Ctrl-C: asyncio.run raises KeyboardInterrupt once the task has stopped
+
+
+async def _wait_for(aide: Aide, schedule: Schedule, moment: datetime, which: str) -> None:
+    """Sleep until ``moment``, having said when: a worker waiting for its first cron time
+    would otherwise look hung."""
+    when = moment.astimezone(UTC).isoformat(timespec="seconds")
+    hint = "; --now runs one at start-up" if which == "first" and schedule.cron else ""
+    logging.getLogger("kgot.aides").info(
+        "%s: %s cycle at %s (%s%s)", aide.name, which, when, schedule.described, hint
+    )
+    await asyncio.sleep(max(0.0, (moment - datetime.now(UTC)).total_seconds()))
 
 
 @app.command("status")
@@ -406,6 +441,7 @@ def items_cmd(
 ) -> None:
     """What the aide read, and what became of it."""
     from kgot.aides import records
+    from kgot.aides.records import attempts_note
     from kgot.persistence.schema import AIDE_ITEM_STATUSES
 
     if item_status is not None and item_status not in AIDE_ITEM_STATUSES:
@@ -423,7 +459,8 @@ def items_cmd(
         version = f" v{item['committed_version']}" if item["committed_version"] else ""
         typer.echo(
             printable(
-                f"{item['status']}{version} ({item['attempts']} attempts) {item['title']!r} "
+                f"{item['status']}{version} ({attempts_note(item['status'], item['attempts'])}) "
+                f"{item['title']!r} "
                 f"{item['source_ref'] or item['item_id']}" + (f": {what}" if what else "")
             )
         )
@@ -526,18 +563,53 @@ def parse_every(text: str) -> timedelta:
     return timedelta(seconds=seconds)
 
 
-def _schedule(*, once: bool, every: str | None, cron: str | None) -> Any:
-    """When the cycle after one ending at ``now`` starts (``None``: run once)."""
+@dataclass(frozen=True)
+class Schedule:
+    """When an aide's cycles run (``kgot aide run --every`` / ``--cron``).
+
+    Attributes:
+        after: the start of the next cycle, given the moment the last one ended (or the
+            start-up, for the first one when ``at_start`` is false).
+        at_start: a cycle runs at once on start-up. Interval schedules do (``--every 1h``
+            means "now, then hourly"); cron schedules do not, as cron does not (the first
+            cycle waits for the next matching time), unless ``--now`` asks for it.
+        described: the option as given, for the log line that says when the next cycle is.
+        cron: the schedule is a cron expression.
+    """
+
+    after: Callable[[datetime], datetime]
+    at_start: bool
+    described: str
+    cron: bool = False
+
+    def first(self, now: datetime) -> datetime:
+        """When the first cycle runs, for a worker starting at ``now``."""
+        return now if self.at_start else self.after(now)
+
+
+def parse_schedule(
+    *, once: bool = False, every: str | None = None, cron: str | None = None, run_now: bool = False
+) -> Schedule | None:
+    """The schedule of ``kgot aide run`` (``None``: one cycle, ``--once``).
+
+    Raises:
+        UsageError: not exactly one of once/every/cron, a bad duration or cron expression,
+            or ``run_now`` without ``cron`` (the other two run at start-up anyway).
+    """
     chosen = [
         flag for flag, value in (("--once", once), ("--every", every), ("--cron", cron)) if value
     ]
     if len(chosen) != 1:
         raise UsageError("give exactly one of --once, --every DURATION, --cron EXPRESSION")
+    if run_now and cron is None:
+        raise UsageError(
+            f"--now goes with --cron; {chosen[0]} runs its first cycle at start-up already"
+        )
     if once:
         return None
     if every is not None:
         interval = parse_every(every)
-        return lambda now: now + interval
+        return Schedule(lambda moment: moment + interval, True, f"--every {every.strip()}")
     from croniter import croniter
 
     assert cron is not None
@@ -545,7 +617,12 @@ def _schedule(*, once: bool, every: str | None, cron: str | None) -> Any:
         raise UsageError(
             f'--cron {cron!r} is not a cron expression; write five fields, e.g. "*/15 * * * *"'
         )
-    return lambda now: croniter(cron, now).get_next(datetime)
+    return Schedule(
+        lambda moment: croniter(cron, moment.astimezone(UTC)).get_next(datetime),
+        run_now,
+        f"--cron {cron!r}",
+        cron=True,
+    )
 
 
 class _LogLine(logging.Formatter):

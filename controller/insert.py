@@ -300,7 +300,11 @@ async def _integrate(
         StepFailed(
             iteration=iteration,
             step="update_graph",
-            error=f"gave up after {attempts} attempts: {excerpt(last_error, 300)}",
+            # "at the graph code": an aide's item line also counts its ingestion attempts.
+            error=(
+                f"gave up after {attempts} {'attempt' if attempts == 1 else 'attempts'} at the "
+                f"graph code: {excerpt(last_error, 300)}"
+            ),
         )
     )
     return None, [

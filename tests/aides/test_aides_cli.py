@@ -75,7 +75,7 @@ def test_create_add_run_status_items_list_delete(
 
     code, out, err = _run(capsys, "aide", "items", "research", *db)
     assert code == 0, err
-    assert out.startswith("done v1 (1 attempts) 'acme.md'")
+    assert out.startswith("done v1 (1 ingestion attempt) 'acme.md'")
     code, out, _ = _run(capsys, "aide", "items", "research", "--status", "failed", *db)
     assert out.strip() == "aide research has no failed items"
 
