@@ -54,6 +54,7 @@ from kgot.graph_backends.views import BACKGROUND_INDEX_NODES
 from kgot.graph_model import Changeset, Edge, Node
 from kgot.sandbox import open_sandbox
 from kgot.sandbox.base import Sandbox
+from kgot.sandbox.subprocess_runner import SubprocessSandbox
 
 BUDGET = 8_000
 SIZES_FULL = (1_000, 10_000, 100_000)
@@ -585,7 +586,7 @@ def run(
     """Measure views on 1k/10k (quick) or 1k/10k/100k-node graphs, for ``backends`` and the
     ``kinds`` of questions, then update costs, file reading, the guard and jobs in the
     ``sandbox`` kind."""
-    render_sandbox = open_sandbox(SandboxSettings(kind="subprocess"))  # renders need no jobs
+    render_sandbox = job_free_sandbox()
     figures: list[Figure] = []
     try:
         _warm_up(render_sandbox)
@@ -603,6 +604,14 @@ def run(
         figures += measure_guard()
     figures += measure_jobs(backends, rounds=4 if quick else 12, sandbox=sandbox)
     return figures
+
+
+def job_free_sandbox() -> Sandbox:
+    """The sandbox the view backends are opened with here: renders and host-side updates run
+    no job, so the plain subprocess kind stands in. It is built directly, not through
+    open_sandbox(), which would warn that it isolates nothing and advise installing
+    bubblewrap: no code runs in it, and the jobs measured use the ``sandbox`` kind asked for."""
+    return SubprocessSandbox(SandboxSettings(kind="subprocess"))
 
 
 def _warm_up(sandbox: Sandbox) -> None:

