@@ -1,5 +1,5 @@
-"""How `kgot memory` prints what it found: search hits with the facts behind them, in 80
-columns (issue 27, item 3).
+"""How `kgot memory` prints what it found: search hits with the facts behind them (issue 27,
+item 3), and long lines wrapped (upkeep -v), in 80 columns.
 
 A hit is one headline (score, kind, label, id, name: the columns scripts read) and, indented
 under it, the facts that answer the query: the properties it matched, then its type's key
