@@ -77,9 +77,9 @@ def test_backend_comes_from_the_environment(graph_file, capsys, monkeypatch):
 @pytest.mark.parametrize(
     "case",
     [
-        (["graph", "stats", "{dir}/missing.json"], "missing.json: no such file", 1),
-        (["graph", "stats", "{dir}/graph.txt"], "unknown graph format", 1),
-        (["graph", "convert", "{file}", "{dir}/out.docx"], "unknown graph format", 1),
+        (["graph", "stats", "{dir}/missing.json"], "missing.json: no such file", 2),
+        (["graph", "stats", "{dir}/graph.txt"], "unknown graph format", 2),
+        (["graph", "convert", "{file}", "{dir}/out.docx"], "unknown graph format", 2),
         (
             ["graph", "query", "{file}", "SELECT ?x WHERE { ?x ?p ?o }"],
             "for SPARQL pass --backend rdf",
@@ -119,7 +119,7 @@ def test_a_failed_convert_leaves_no_output(tmp_path, capsys):
     source.write_text("<urn:kgot:node:a> <urn:kgot:prop:x> .\n")
     target = tmp_path / "out.json"
     code, _, err = run(["graph", "convert", str(source), str(target)], capsys)
-    assert code == 1 and "broken.ttl" in err
+    assert code == 2 and "broken.ttl" in err  # a bad file is bad input
     assert not target.exists()
 
 
@@ -183,7 +183,7 @@ def duplicate_ids(tmp_path: Path) -> Path:
 def test_repeated_ids_stop_convert(duplicate_ids, tmp_path, capsys):
     target = tmp_path / "out.ttl"
     code, out, err = run(["graph", "convert", str(duplicate_ids), str(target)], capsys)
-    assert (code, out) == (1, "")
+    assert (code, out) == (2, "")
     assert err.startswith(f"kgot: error: {duplicate_ids}: nodes[1] repeats the id '1'")
     assert not target.exists()
 
