@@ -138,7 +138,11 @@ def test_model_calls_stop_at_the_cycle_budget(store: Store) -> None:
 
 def test_contradicted_signals_about_a_held_asset_raise_one_alert(store: Store) -> None:
     model = ScriptedChatModel(
-        script={"advisor_insight": [{"worthy": False}], "advisor_briefing": ["- A [node:aapl]."]}
+        script={
+            "query": [QUERY],
+            "advisor_insight": [{"worthy": False}],
+            "advisor_briefing": ["- A [node:aapl]."],
+        }
     )
     now = datetime.now(UTC)
     aide = _advisor(store, model, now)
@@ -154,7 +158,11 @@ def test_contradicted_signals_about_a_held_asset_raise_one_alert(store: Store) -
 
 def test_a_briefing_that_keeps_failing_waits_for_new_evidence(store: Store) -> None:
     model = ScriptedChatModel(
-        script={"advisor_insight": [{"worthy": False}], "advisor_briefing": ["Buy now."]}
+        script={
+            "query": [QUERY],
+            "advisor_insight": [{"worthy": False}],
+            "advisor_briefing": ["Buy now."],
+        }
     )
     now = datetime.now(UTC)
     aide = _advisor(store, model, now)

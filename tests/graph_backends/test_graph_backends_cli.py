@@ -11,6 +11,7 @@ import pytest
 from kgot.cli.main import main
 from kgot.graph_backends import read_graph, write_graph
 from kgot.tests.graph_backends.graph_fixtures import people_graph, snapshot
+from kgot.tests.support.openai_server import OpenAIServer
 
 
 @pytest.fixture
@@ -201,8 +202,9 @@ def test_repeated_ids_stop_ask_before_any_model_call(duplicate_ids, tmp_path, ca
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     monkeypatch.setenv("KGOT_DB", str(tmp_path / "kgot.db"))
     monkeypatch.setenv("OPENAI_API_KEY", "unused")
-    argv = ["ask", "--graph", str(duplicate_ids), "--model", "openai:gpt-4o-mini"]
-    argv += ["--base-url", "http://127.0.0.1:9/v1", "Who is 1?"]  # nothing listens there
-    code, out, err = run(argv, capsys)
+    with OpenAIServer() as server:  # reachable, so only the graph file can stop the run
+        argv = ["ask", "--graph", str(duplicate_ids), "--model", "openai:gpt-4o-mini"]
+        code, out, err = run([*argv, "--base-url", server.url, "Who is 1?"], capsys)
+        assert server.completions == []
     assert (code, out) == (2, "")
     assert "nodes[1] repeats the id '1'" in err and "Traceback" not in err
