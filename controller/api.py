@@ -7,6 +7,10 @@ Every option a user tunes is a typed keyword argument (an IDE lists them; a miss
 
 The synchronous forms run the coroutine to its end, also where an event loop is running already
 (:mod:`kgot.controller.blocking`). Every argument is documented in docs/python.md.
+
+The signatures are written out four times rather than derived from one another (a ParamSpec
+wrapper would hide them from IDEs and ``help()``); tests/controller/test_controller_python_api.py
+keeps them in step.
 """
 
 from __future__ import annotations
