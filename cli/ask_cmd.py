@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from kgot.cli.common import outcome_reached, print_json, printable, settings_from
+from kgot.cli.layout import clip, plural
 from kgot.errors import GraphFileError, UsageError
 
 runs_app = typer.Typer(help="Look at past runs (checkpointed; resumable).", no_args_is_help=True)
@@ -427,14 +428,10 @@ def _summary(result: Any) -> str:
     tokens = result.input_tokens + result.output_tokens
     failed = f" ({result.failed_llm_calls} failed)" if result.failed_llm_calls else ""
     return (
-        f"run {result.run_id} · {result.status} · {_count(result.iterations, 'iteration')} · "
-        f"{_count(result.tool_calls, 'tool call')} · {_count(result.llm_calls, 'LLM call')}"
-        f"{failed} · {_count(tokens, 'token')} · {cost} · {result.duration_s:.1f} s"
+        f"run {result.run_id} · {result.status} · {plural(result.iterations, 'iteration')} · "
+        f"{plural(result.tool_calls, 'tool call')} · {plural(result.llm_calls, 'LLM call')}"
+        f"{failed} · {plural(tokens, 'token')} · {cost} · {result.duration_s:.1f} s"
     )
-
-
-def _count(number: int, noun: str) -> str:
-    return f"{number:,} {noun}" + ("" if number == 1 else "s")
 
 
 @runs_app.command("list")
@@ -555,7 +552,8 @@ def runs_show(
         line = f"  [{mark}] iteration {call['iteration']}: {call['name']} {call['args']}"
         typer.echo(printable(line))
         if not call["ok"]:
-            typer.echo(printable(f"        reason: {_clip(call.get('summary') or 'unknown', 300)}"))
+            reason = " ".join((call.get("summary") or "unknown").split())
+            typer.echo(printable(f"        reason: {clip(reason, 300)}"))
     for line in timeline_lines(events):
         typer.echo(line)
 
@@ -654,8 +652,3 @@ def _run_dict(run: Any) -> dict[str, Any]:
     from dataclasses import asdict
 
     return asdict(run)
-
-
-def _clip(text: str, width: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
