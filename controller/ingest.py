@@ -245,18 +245,27 @@ class IngestReport:
     def _changes(self) -> str:
         parts = [
             f"{_count(len(self.inserted_nodes), 'node')} and "
-            f"{_count(len(self.inserted_edges), 'edge')} inserted",
-            f"{len(self.updated_nodes)} updated",
-            f"{len(self.merged)} merged",
-            # Both counts: a text ingested again from the same source reinforces its facts
-            # (their clock restarts) without corroborating them; a line naming only
-            # corroborations read as if the store had recorded nothing.
-            f"{len(self.restated)} restated ({self.corroborated} corroborated, "
-            f"{self.reinforced} reinforced)",
-            f"{len(self.superseded)} superseded",
+            f"{_count(len(self.inserted_edges), 'edge')} inserted"
         ]
+        # Only what happened: a line of zeros hides the one count that matters.
+        for count, what in (
+            (len(self.updated_nodes), "updated"),
+            (len(self.merged), "merged"),
+            (len(self.restated), "restated" + self._restated_how()),
+            (len(self.superseded), "superseded"),
+        ):
+            if count:
+                parts.append(f"{count} {what}")
         where = f"version {self.version}" if self.version is not None else "nothing committed"
         return f"{', '.join(parts)} ({where})"
+
+    def _restated_how(self) -> str:
+        # Both counts: a text ingested again from the same source reinforces its facts (their
+        # clock restarts) without corroborating them; naming only corroborations read as if
+        # the store had recorded nothing.
+        counts = ((self.corroborated, "corroborated"), (self.reinforced, "reinforced"))
+        how = [f"{count} {what}" for count, what in counts if count]
+        return f" ({', '.join(how)})" if how else ""
 
 
 class Ingestor:
