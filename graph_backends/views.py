@@ -48,7 +48,7 @@ from kgot.graph_backends.jobs.outcome import collector_paused
 from kgot.graph_backends.view_lines import LineFormat
 from kgot.graph_model import Changeset, GraphStats
 from kgot.graph_model.records import LABEL, RELATIONSHIP
-from kgot.graph_model.tokens import count_tokens
+from kgot.graph_model.token_estimate import count_tokens
 
 QUESTION_WEIGHT = 1.0
 FOCUS_WEIGHT = 0.6

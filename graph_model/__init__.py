@@ -19,7 +19,7 @@ from kgot.graph_model.elements import (
     graph_stats,
     nodes_of,
 )
-from kgot.graph_model.tokens import count_tokens
+from kgot.graph_model.token_estimate import count_tokens
 
 __all__ = [
     "Changeset",

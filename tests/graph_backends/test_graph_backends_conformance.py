@@ -14,7 +14,7 @@ import pytest
 from kgot.errors import ChangesetError, CodeExecutionError, QueryError
 from kgot.graph_backends import GraphBackend, ViewRequest, open_backend, read_graph, write_graph
 from kgot.graph_model import Changeset, Edge, Node
-from kgot.graph_model.tokens import count_tokens
+from kgot.graph_model.token_estimate import count_tokens
 from kgot.tests.graph_backends.graph_fixtures import (
     BACKEND_NAMES,
     chain_graph,

@@ -13,7 +13,7 @@ from kgot.graph_backends.rdf_backend import RdfBackend
 from kgot.graph_backends.view_lines import PythonLines, TurtleLines
 from kgot.graph_backends.views import newline_additive, terms
 from kgot.graph_model import Changeset, Edge, Node
-from kgot.graph_model.tokens import count_tokens
+from kgot.graph_model.token_estimate import count_tokens
 
 
 def hub_world(people: int = 3_000) -> nx.MultiDiGraph:

@@ -9,7 +9,7 @@ import pytest
 
 from kgot.errors import EntityNotFoundError, UsageError
 from kgot.graph_model import Changeset, Node
-from kgot.graph_model.tokens import count_tokens
+from kgot.graph_model.token_estimate import count_tokens
 from kgot.persistence import Provenance, Store, TypeRejectedError, TypeSpec, load_type_file
 
 COMPANY = {

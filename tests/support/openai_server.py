@@ -39,7 +39,7 @@ from typing import Any
 
 import pytest
 
-from kgot.graph_model.tokens import count_tokens
+from kgot.graph_model.token_estimate import count_tokens
 from kgot.tests.support.loopback_http import LoopbackHTTPServer
 
 _ids = itertools.count(1)
