@@ -34,13 +34,14 @@ from typing import TYPE_CHECKING, Any
 
 from kgot.errors import UsageError
 from kgot.graph_model import Changeset, Edge, Node
-from kgot.memory.resolution import Resolution, Suggestion, node_names, resolve_all
+from kgot.memory.merge_groups import merge_evidence, merged_properties, node_from_graph
+from kgot.memory.resolution import Resolution, Suggestion, resolve_all
+from kgot.memory.upkeep import run_upkeep
 from kgot.memory.writes import PreparedChangeset, _Upkeep, prepare_changeset
 
 if TYPE_CHECKING:
     from datetime import datetime
 
-    import networkx as nx
     from langchain_core.language_models import BaseChatModel
 
     from kgot.config import MemorySettings
@@ -117,8 +118,8 @@ class Memory:
         merges and files the suggestions (module docstring)."""
         graph = self.session.load_graph(include_meta=True, track=apply)
         upkeep = _Upkeep(self.session.type_catalog())
-        nodes = [_node(node_id, data) for node_id, data in graph.nodes(data=True)]
-        evidence = _evidence(graph)
+        nodes = [node_from_graph(node_id, data) for node_id, data in graph.nodes(data=True)]
+        evidence = merge_evidence(graph)
         created_at = {node_id: data.get("_created_at") for node_id, data in graph.nodes(data=True)}
         resolution = resolve_all(
             nodes,
@@ -264,13 +265,13 @@ class Memory:
         if len(ends) < 2:
             self.session.decide_suggestion(suggestion_id, True)
             return f"accepted suggestion {suggestion_id}: the nodes were already merged"
-        evidence = _evidence(graph)
+        evidence = merge_evidence(graph)
         ordered = sorted(
             ends,
             key=lambda n: (-evidence.get(n, 0.0), str(graph.nodes[n].get("_created_at")), n),
         )
         canonical, aliases = ordered[0], ordered[1:]
-        nodes = {n: _node(n, graph.nodes[n]) for n in ordered}
+        nodes = {n: node_from_graph(n, graph.nodes[n]) for n in ordered}
         label = nodes[canonical].label
         upkeep = _Upkeep(self.session.type_catalog())
         _refuse_identity_conflict(suggestion_id, self.entity, nodes, upkeep.identity(label))
@@ -302,7 +303,7 @@ class Memory:
                     f"suggestion {suggestion_id} names node {node_id!r}, which is no longer in "
                     f"entity {self.entity!r}; reject it instead"
                 )
-            node = _node(node_id, graph.nodes[node_id])
+            node = node_from_graph(node_id, graph.nodes[node_id])
             prop = str(payload["property"])
             if node.properties.get(prop) != payload.get("old"):
                 # A later write replaced the value the suggestion weighed: taking the queued
@@ -369,8 +370,6 @@ class Memory:
     def upkeep(self, now: datetime | None = None, dry_run: bool = False) -> UpkeepReport:
         """One upkeep pass: expire, prune, promote, merge (:mod:`kgot.memory.upkeep`); all
         clocks read ``now`` (default: the current time); ``dry_run`` writes nothing."""
-        from kgot.memory.upkeep import run_upkeep
-
         return run_upkeep(self.session, now=now, dry_run=dry_run)
 
     # ---------------------------------------------------------------------------- search
@@ -520,11 +519,6 @@ class Memory:
 # Helpers
 
 
-def _node(node_id: str, data: Mapping[str, Any]) -> Node:
-    plain = {k: v for k, v in data.items() if not k.startswith("_") and k != "label"}
-    return Node(node_id, str(data.get("label", "")), plain)
-
-
 def _refuse_identity_conflict(
     suggestion_id: int, entity: str, nodes: Mapping[str, Node], identity: Sequence[str]
 ) -> None:
@@ -553,35 +547,6 @@ def _refuse_identity_conflict(
                 f"{prop!r} differs ({shown}), so they are different things; reject it with: "
                 f"kgot memory reject --entity {entity} {suggestion_id}"
             )
-
-
-def _evidence(graph: nx.MultiDiGraph) -> dict[str, float]:
-    """Node id → current edges (in and out) + corroborations: which node of a group stays."""
-    return {
-        node_id: float(graph.degree(node_id)) + float(data.get("_corroborations") or 0)
-        for node_id, data in graph.nodes(data=True)
-    }
-
-
-def merged_properties(
-    canonical: Node, aliases: Sequence[Node], *, aliases_allowed: bool = True
-) -> dict[str, Any]:
-    """The union of a merge group's properties: the canonical node's values win, the aliases
-    add what it lacks, and every alias's names join ``aliases`` (when the type takes it)."""
-    merged = dict(canonical.properties)
-    for alias in aliases:
-        for key, value in alias.properties.items():
-            if key not in ("name", "aliases"):
-                merged.setdefault(key, value)
-    if aliases_allowed:
-        own = node_names(canonical.properties)
-        names = list(own[1:])
-        for alias in aliases:
-            names.extend(node_names(alias.properties))
-        keep = [n for n in dict.fromkeys(names) if n not in own[:1]]
-        if keep:
-            merged["aliases"] = keep
-    return merged
 
 
 def _pair_key(nodes: Sequence[str], label: str) -> tuple[str, ...]:

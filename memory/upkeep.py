@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 from kgot.errors import UsageError
 from kgot.graph_model import Changeset, Edge, Node
-from kgot.memory.api import _evidence, _node, merged_properties
+from kgot.memory.merge_groups import merge_evidence, merged_properties, node_from_graph
 from kgot.memory.resolution import Merge, resolve_all
 from kgot.memory.scoring import (
     PRUNE_BELOW,
@@ -384,7 +384,7 @@ def _promote(
     reasons: dict[FactKey, tuple[str, str]] = {}
     for node_id, data in graph.nodes(data=True):
         if _promotable(data):
-            node = _node(node_id, data)
+            node = node_from_graph(node_id, data)
             properties = {**node.properties, "_confidence": PROMOTED_CONFIDENCE}
             nodes[("node", node_id)] = Node(node_id, node.label, properties)
             reasons[("node", node_id)] = (_describe_node(node_id, data), _promotion_why(data))
@@ -446,11 +446,11 @@ def _merge(
     """The merges among the nodes left (with the canonical node's merged properties) and one
     change per merged-away node."""
     upkeep = _Upkeep(session.type_catalog())
-    by_id = {node_id: _node(node_id, data) for node_id, data in graph.nodes(data=True)}
+    by_id = {node_id: node_from_graph(node_id, data) for node_id, data in graph.nodes(data=True)}
     resolution = resolve_all(
         by_id.values(),
         upkeep.identity_by_type({node.label for node in by_id.values()}),
-        evidence=_evidence(graph),
+        evidence=merge_evidence(graph),
         created_at={node_id: data.get("_created_at") for node_id, data in graph.nodes(data=True)},
     )
     merges: list[tuple[Merge, dict[str, Any]]] = []

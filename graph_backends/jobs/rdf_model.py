@@ -351,3 +351,19 @@ def literal_value(lexical: str, datatype: str, language: str | None = None) -> A
         except ValueError:
             raise ValueProblem(f"{_quote(lexical[:80])} is not valid rdf:JSON") from None
     return lexical  # dates, times, other datatypes: their lexical form
+
+
+def typed_nodes(quads: Any, ox: Any) -> set[str]:
+    """Ids of the nodes given a type by ``quads`` (``node:x a type:…``)."""
+    ids = set()
+    for quad in quads:
+        subject = quad.subject
+        if (
+            quad.predicate.value == RDF_TYPE
+            and isinstance(subject, ox.NamedNode)
+            and subject.value.startswith(NODE)
+            and isinstance(quad.object, ox.NamedNode)
+            and quad.object.value.startswith(TYPE)
+        ):
+            ids.add(decode_local(subject.value[len(NODE) :]))
+    return ids

@@ -193,8 +193,7 @@ def _snapshot(state: Resident) -> None:
     forking it, and only updates beyond ``INSERT DATA`` / ``DELETE DATA`` need them."""
     import pyoxigraph as ox
 
-    from .rdf_model import RDF_TYPE
-    from .sparql_job import typed_nodes
+    from .rdf_model import RDF_TYPE, typed_nodes
 
     kind = ox.NamedNode(RDF_TYPE)
     statements = state.store.quads_for_pattern(None, kind, None, ox.DefaultGraph())

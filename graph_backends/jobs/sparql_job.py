@@ -54,12 +54,12 @@ from .rdf_model import (
     PROP,
     RDF_TYPE,
     REL,
-    TYPE,
     ValueProblem,
     compact,
     decode_local,
     literal_value,
     node_iri,
+    typed_nodes,
 )
 from .sparql_guard import check, keywords, looks_like_python
 
@@ -555,22 +555,6 @@ class _Typed:
 
     def __or__(self, other: set[str]) -> _Typed:
         return _Typed(self.base, self.gone - other, self.new | other)
-
-
-def typed_nodes(quads: Any, ox: Any) -> set[str]:
-    """Ids of the nodes given a type by ``quads`` (``node:x a type:…``)."""
-    ids = set()
-    for quad in quads:
-        subject = quad.subject
-        if (
-            quad.predicate.value == RDF_TYPE
-            and isinstance(subject, ox.NamedNode)
-            and subject.value.startswith(NODE)
-            and isinstance(quad.object, ox.NamedNode)
-            and quad.object.value.startswith(TYPE)
-        ):
-            ids.add(decode_local(subject.value[len(NODE) :]))
-    return ids
 
 
 def _dangling(store: Any, node_id: str, region: set[Any], ox: Any) -> list[str]:
