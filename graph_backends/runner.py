@@ -22,9 +22,11 @@ from kgot.errors import ChangesetError, CodeExecutionError, QueryError
 from kgot.sandbox.base import ExecResult, Job, Limits, Sandbox, run_async
 
 _JOBS_DIR = Path(__file__).with_name("jobs")
-# The one module of kgot jobs import: it travels in the bundle at its own path, beside empty
-# package markers, so a job imports it without kgot being installed where the job runs.
-_RECORDS = Path(__file__).parent.parent / "graph_model" / "records.py"
+# The modules of kgot that jobs import (the record rules, the NetworkX fast paths): they
+# travel in the bundle at their own paths, beside empty package markers, so a job imports them
+# without kgot being installed where the job runs.
+_GRAPH_MODEL = Path(__file__).parent.parent / "graph_model"
+_SHIPPED_GRAPH_MODEL = ("records.py", "nx_fast.py")
 _BOOTSTRAP = """import os, sys
 sys.path.insert(0, os.path.abspath("in/kgotjob.zip"))
 from kgotjob.{module} import main
@@ -62,7 +64,7 @@ class JobSpec:
 
 @functools.cache
 def job_bundle() -> bytes:
-    """The job package, and the record module it imports, as a zip (built once per process).
+    """The job package, and the graph-model modules it imports, as a zip (built once per process).
 
     Each module travels as source and as unchecked hash-based bytecode (PEP 552), so a job
     skips compiling ~1,500 lines; an interpreter of another version ignores the bytecode and
@@ -74,7 +76,9 @@ def job_bundle() -> bytes:
         tempfile.TemporaryDirectory(prefix="kgot-jobs-") as scratch,
     ):
         members = [(source, f"kgotjob/{source.name}") for source in sorted(_JOBS_DIR.glob("*.py"))]
-        members.append((_RECORDS, "kgot/graph_model/records.py"))
+        members.extend(
+            (_GRAPH_MODEL / name, f"kgot/graph_model/{name}") for name in _SHIPPED_GRAPH_MODEL
+        )
         archive.writestr("kgot/__init__.py", "")
         archive.writestr("kgot/graph_model/__init__.py", "")
         for source, name in members:

@@ -25,6 +25,7 @@ from kgot.graph_backends.jobs.python_job import (
     normalize_identity_attributes,
 )
 from kgot.graph_model import Changeset, Edge, GraphStats, Node, apply_to_networkx
+from kgot.graph_model.nx_fast import node_table, successor_table, tables
 from kgot.graph_model.records import (
     LABEL,
     RELATIONSHIP,
@@ -245,7 +246,7 @@ def normalized_copy(graph: nx.MultiDiGraph) -> nx.MultiDiGraph:
 
 def _normalized_copy(graph: nx.MultiDiGraph) -> nx.MultiDiGraph:
     nodes = []
-    for node_id, original in graph._node.items():
+    for node_id, original in node_table(graph).items():
         attrs = dict(original)
         if "id" in attrs and attrs["id"] == node_id:
             del attrs["id"]
@@ -297,17 +298,17 @@ def fill_graph(
             ``FillError`` too) and later duplicates replace earlier ones.
     """
     graph = nx.MultiDiGraph()
-    node_table, succ, pred = graph._node, graph._succ, graph._pred
+    node_map, succ, pred = tables(graph)
     for node_id, attrs in nodes:
-        if strict and node_id in node_table:
+        if strict and node_id in node_map:
             raise FillError("duplicate_node", node_id)
-        node_table[node_id] = attrs
+        node_map[node_id] = attrs
         succ[node_id] = {}
         pred[node_id] = {}
     unkeyed = []
     for source, target, key, attrs in edges:
-        if source not in node_table or target not in node_table:
-            raise FillError("missing_node", source if source not in node_table else target)
+        if source not in node_map or target not in node_map:
+            raise FillError("missing_node", source if source not in node_map else target)
         if key is None:
             unkeyed.append((source, target, attrs))
             continue
@@ -366,7 +367,7 @@ def raise_problems(graph: nx.MultiDiGraph) -> None:
         ChangesetError: a node or edge breaks a rule.
     """
     problems: list[str] = []
-    for node_id, attrs in graph._node.items():
+    for node_id, attrs in node_table(graph).items():
         problems.extend(node_problems(node_id, attrs))
     for source, target, key, attrs in _edges(graph):
         problems.extend(edge_problems(source, target, key, attrs))
@@ -376,14 +377,14 @@ def raise_problems(graph: nx.MultiDiGraph) -> None:
 
 def _edges(graph: nx.MultiDiGraph) -> Iterator[tuple[Any, Any, Any, dict[str, Any]]]:
     """(source, target, key, attributes) straight from the adjacency (views are slower)."""
-    for source, neighbours in graph._succ.items():
+    for source, neighbours in successor_table(graph).items():
         for target, keyed in neighbours.items():
             for key, attrs in keyed.items():
                 yield source, target, key, attrs
 
 
 def _needs_normalizing(graph: nx.MultiDiGraph) -> bool:
-    for node_id, attrs in graph._node.items():
+    for node_id, attrs in node_table(graph).items():
         if "id" in attrs and attrs["id"] == node_id:
             return True
     for source, target, key, attrs in _edges(graph):
@@ -476,13 +477,13 @@ def without_restatements(graph: nx.MultiDiGraph, changeset: Changeset) -> Change
 
 
 def _restates_node(graph: nx.MultiDiGraph, node: Node) -> bool:
-    current = graph._node.get(node.id)
+    current = node_table(graph).get(node.id)
     return current is not None and _same_json(current, {LABEL: node.label, **node.properties})
 
 
 def _restates_edge(graph: nx.MultiDiGraph, edge: Edge) -> bool:
     source, target, key = edge.ident
-    current = graph._succ.get(source, {}).get(target, {}).get(key)
+    current = successor_table(graph).get(source, {}).get(target, {}).get(key)
     return current is not None and _same_json(
         current, {RELATIONSHIP: edge.relationship, **edge.properties}
     )

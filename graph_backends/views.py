@@ -47,6 +47,7 @@ from kgot.graph_backends.base import GraphView, ViewRequest
 from kgot.graph_backends.jobs.outcome import collector_paused
 from kgot.graph_backends.view_lines import LineFormat
 from kgot.graph_model import Changeset, GraphStats
+from kgot.graph_model.nx_fast import node_table, predecessor_table, successor_table
 from kgot.graph_model.records import LABEL, RELATIONSHIP
 from kgot.graph_model.token_estimate import count_tokens
 
@@ -179,7 +180,7 @@ class ViewIndex:
                 self._built.clear()
                 threading.Thread(
                     target=self._build_index,
-                    args=(graph, list(graph._node), self._generation),
+                    args=(graph, list(node_table(graph)), self._generation),
                     name="kgot-view-index",
                     daemon=True,
                 ).start()
@@ -236,7 +237,7 @@ class ViewIndex:
                     self._built.set()
 
     def _index_some(self, graph: nx.MultiDiGraph, node_ids: Iterable[str]) -> None:
-        table = graph._node
+        table = node_table(graph)
         for node_id in node_ids:
             if node_id in self._terms:
                 continue
@@ -255,7 +256,7 @@ class ViewIndex:
         with self._index_lock:
             if not self._indexed:  # small graph, or a build that failed
                 with collector_paused():
-                    self._index_some(graph, list(graph._node))
+                    self._index_some(graph, list(node_table(graph)))
                 self._indexed = True
 
     def _index(self, node_id: str, attrs: Mapping[str, Any]) -> None:
@@ -578,7 +579,7 @@ class ViewIndex:
         append = items.append
         sqrt = math.sqrt
         order = len(items)
-        succ = graph._succ
+        succ = successor_table(graph)
         count = len(candidates)
         for source, own in top:
             # Each edge between two candidates is found once, from its source; a hub looks its
@@ -613,7 +614,7 @@ class ViewIndex:
             for order, (node_id, relevance) in enumerate(candidates.items())
         ]
         order = len(items)
-        succ = graph._succ
+        succ = successor_table(graph)
         count = len(candidates)
         for source, own in candidates.items():
             adjacency = succ[source]
@@ -680,7 +681,7 @@ class ViewIndex:
         total = sum(mass.values())
         residual = {node_id: value / total for node_id, value in mass.items()}
         rank: dict[str, float] = {}
-        succ, pred = graph._succ, graph._pred
+        succ, pred = successor_table(graph), predecessor_table(graph)
         queue = deque(residual)
         queued = set(residual)
         work = 0
@@ -854,13 +855,13 @@ def newline_additive() -> bool:
 
 def _incident(graph: nx.MultiDiGraph, node_id: str, limit: int) -> Iterator[tuple[str, str, str]]:
     count = 0
-    for target, keyed in graph._succ[node_id].items():
+    for target, keyed in successor_table(graph)[node_id].items():
         for key in keyed:
             yield (node_id, target, key)
             count += 1
             if count >= limit:
                 return
-    for source, keyed in graph._pred[node_id].items():
+    for source, keyed in predecessor_table(graph)[node_id].items():
         for key in keyed:
             yield (source, node_id, key)
             count += 1

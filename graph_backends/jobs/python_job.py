@@ -29,6 +29,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kgot.graph_model.nx_fast import node_table, successor_table
 from kgot.graph_model.records import (
     RELATIONSHIP,
     canonical_json,
@@ -280,7 +281,7 @@ def _region_write_outcome(
     repeated: list[tuple[Any, Any, Any]] = []
     before_edges, after_edges = _region_edges(graph, held, region.pairs, repeated)
     changes, problems = diff_graphs(
-        before_nodes, before_edges, after_nodes, after_edges, other_nodes=graph._node
+        before_nodes, before_edges, after_nodes, after_edges, other_nodes=node_table(graph)
     )
     if not problems:
         # Whatever the code stated was noted by a tracked container too, so it is in the
@@ -311,7 +312,7 @@ def _add_restatements(
 
     def edge_kept(ident: tuple[Any, Any, Any]) -> bool:
         source, target, key = ident
-        return key in graph._succ.get(source, {}).get(target, ())
+        return key in successor_table(graph).get(source, {}).get(target, ())
 
     add_restatements(
         changes,
@@ -319,7 +320,7 @@ def _add_restatements(
         (*stated.edges, *repeated),
         before_nodes=before_nodes,
         before_edges=before_edges,
-        node_kept=graph._node.__contains__,
+        node_kept=node_table(graph).__contains__,
         edge_kept=edge_kept,
     )
 
@@ -328,7 +329,7 @@ def _region_nodes(
     graph: Any, held: resident.Resident, node_ids: Iterable[Any]
 ) -> tuple[dict, dict]:
     """The region's nodes before and after (identity attributes dropped, as in a full diff)."""
-    table = graph._node
+    table = node_table(graph)
     before, after = {}, {}
     for node_id in node_ids:
         # 7 next to "7": the duplicate check sees both, the loaded "7" first as in the table.
@@ -355,7 +356,7 @@ def _region_edges(
     for source, target in pairs:
         for key in held.pairs.get((source, target), ()):
             before[(source, target, key)] = held.edges[(source, target, key)]
-        keyed = graph._succ.get(source, {}).get(target)
+        keyed = successor_table(graph).get(source, {}).get(target)
         if keyed is None:
             continue
         for key, attrs in keyed.items():
@@ -392,7 +393,7 @@ def assign_edge_keys(graph: Any, repeated: list[tuple[Any, Any, Any]] | None = N
     already between the same nodes is a re-statement and is dropped (the edge it repeats goes
     to ``repeated``, when given).
     """
-    for source, neighbours in graph._succ.items():
+    for source, neighbours in successor_table(graph).items():
         for target, keyed in neighbours.items():
             keys = key_new_edges(keyed)
             if repeated is not None:

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kgot.graph_model.nx_fast import node_table, predecessor_table, successor_table, tables
 from kgot.graph_model.records import EdgeIdent, NodeAttrs, parse_records, private_copy
 
 from .outcome import collector_paused
@@ -145,9 +146,9 @@ def _networkx_graph(nodes: dict[str, NodeAttrs], edges: dict[EdgeIdent, NodeAttr
     from .tracked import MultiDiGraph, TrackedDict
 
     graph = MultiDiGraph()
-    node_table, succ, pred = graph._node, graph._succ, graph._pred
+    node_map, succ, pred = tables(graph)
     for node_id, attrs in nodes.items():
-        dict.__setitem__(node_table, node_id, TrackedDict(private_copy(attrs)))
+        dict.__setitem__(node_map, node_id, TrackedDict(private_copy(attrs)))
         dict.__setitem__(succ, node_id, TrackedDict())
         dict.__setitem__(pred, node_id, TrackedDict())
     for (source, target, key), attrs in edges.items():
@@ -243,11 +244,11 @@ def _update_graph(
     graph, nodes, owners = state.graph, state.nodes, state.owners
     for node_id in touched_nodes:
         if node_id in nodes:
-            if node_id not in graph._node:
+            if node_id not in node_table(graph):
                 graph.add_node(node_id)
-            dict.__setitem__(graph._node, node_id, TrackedDict(private_copy(nodes[node_id])))
+            dict.__setitem__(node_table(graph), node_id, TrackedDict(private_copy(nodes[node_id])))
             owners.learn_node(graph, node_id)
-        elif node_id in graph._node:
+        elif node_id in node_table(graph):
             graph.remove_node(node_id)  # its edges were removed by records of their own
             owners.deep.discard(node_id)
     for source, target in touched_pairs:
@@ -260,7 +261,7 @@ def _update_pair(state: Resident, source: str, target: str) -> None:
     from .tracked import TrackedDict
 
     graph, owners = state.graph, state.owners
-    keyed = graph._succ.get(source, {}).get(target)
+    keyed = successor_table(graph).get(source, {}).get(target)
     if keyed is not None:
         for key in list(keyed):
             owners.deep.discard((source, target, key))
@@ -268,14 +269,15 @@ def _update_pair(state: Resident, source: str, target: str) -> None:
     keys = state.pairs.get((source, target), {})
     if keys and keyed is None:
         keyed = TrackedDict()
-        dict.__setitem__(graph._succ[source], target, keyed)
-        dict.__setitem__(graph._pred[target], source, keyed)
+        dict.__setitem__(successor_table(graph)[source], target, keyed)
+        dict.__setitem__(predecessor_table(graph)[target], source, keyed)
     for key in keys:
         attrs = state.edges[(source, target, key)]
+        assert keyed is not None  # made above whenever there are keys
         dict.__setitem__(keyed, key, TrackedDict(private_copy(attrs)))
     if keyed is not None and not keys:
-        dict.__delitem__(graph._succ[source], target)
-        dict.__delitem__(graph._pred[target], source)
+        dict.__delitem__(successor_table(graph)[source], target)
+        dict.__delitem__(predecessor_table(graph)[target], source)
     elif keyed is not None:
         owners.learn_pair(graph, source, target, keyed)
     for end in (source, target):

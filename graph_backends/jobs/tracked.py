@@ -22,6 +22,14 @@ from typing import Any
 
 import networkx as nx
 
+from kgot.graph_model.nx_fast import (
+    adjacency_is_successors,
+    node_table,
+    predecessor_table,
+    successor_table,
+    tables,
+)
+
 # id(dict) -> (dict, the keys it changed in the order it did, or None for "any key"). Holding
 # the dict keeps its id from being reused by a new object while the job runs. Orders are kept
 # (dicts as ordered sets) so that problems are listed in the order the code made them.
@@ -109,20 +117,20 @@ class Owners:
 
     def index(self, graph: MultiDiGraph) -> None:
         """Learn every container of ``graph`` afresh."""
-        self.node_table, self.succ, self.pred = graph._node, graph._succ, graph._pred
+        self.node_table, self.succ, self.pred = tables(graph)
         self.attrs, self.out_of, self.into, self.pairs = {}, {}, {}, {}
         self.deep = set()
-        for node_id in graph._node:
+        for node_id in node_table(graph):
             self.learn_node(graph, node_id)
-        for source, neighbours in graph._succ.items():
+        for source, neighbours in successor_table(graph).items():
             for target, keyed in neighbours.items():
                 self.learn_pair(graph, source, target, keyed)
 
     def learn_node(self, graph: MultiDiGraph, node_id: str) -> None:
-        attrs = graph._node[node_id]
+        attrs = node_table(graph)[node_id]
         self.attrs[id(attrs)] = node_id
-        self.out_of[id(graph._succ[node_id])] = node_id
-        self.into[id(graph._pred[node_id])] = node_id
+        self.out_of[id(successor_table(graph)[node_id])] = node_id
+        self.into[id(predecessor_table(graph)[node_id])] = node_id
         if _nested(attrs):
             self.deep.add(node_id)
         else:
@@ -167,9 +175,10 @@ def changed_region(graph: Any, owners: Owners, before_pairs: dict[Any, Any]) -> 
             region.nodes[item] = None
     # The edges of nodes added or removed are part of the change.
     pairs = region.pairs
+    succ, pred = successor_table(graph), predecessor_table(graph)
     for node_id in list(region.nodes):
-        pairs.update(dict.fromkeys((node_id, target) for target in graph._succ.get(node_id, ())))
-        pairs.update(dict.fromkeys((source, node_id) for source in graph._pred.get(node_id, ())))
+        pairs.update(dict.fromkeys((node_id, target) for target in succ.get(node_id, ())))
+        pairs.update(dict.fromkeys((source, node_id) for source in pred.get(node_id, ())))
         pairs.update(dict.fromkeys(sorted(before_pairs.get(node_id, ()))))
     return region
 
@@ -178,10 +187,10 @@ def _intact(graph: Any, owners: Owners) -> bool:
     """Whether ``G`` is still the tracked graph, with its own containers."""
     return (
         type(graph) is MultiDiGraph
-        and graph._node is owners.node_table
-        and graph._succ is owners.succ
-        and graph._pred is owners.pred
-        and graph._adj is graph._succ
+        and node_table(graph) is owners.node_table
+        and successor_table(graph) is owners.succ
+        and predecessor_table(graph) is owners.pred
+        and adjacency_is_successors(graph)
     )
 
 
@@ -189,7 +198,7 @@ def _account(
     graph: Any, owners: Owners, container: Any, keys: dict[Any, None] | None, region: Region
 ) -> bool:
     """Add what a touched container says changed to ``region``; False if it cannot say."""
-    if container is graph._node or container is graph._succ or container is graph._pred:
+    if any(container is table for table in tables(graph)):
         if keys is None:
             return False
         region.nodes.update(keys)
