@@ -12,6 +12,7 @@ Two families, kept apart on purpose:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 
 class KgotError(Exception):
@@ -139,3 +140,46 @@ class ChangesetError(StepFailure):
 
 class ToolError(StepFailure):
     """A tool could not do what was asked; the message tells the model what to try instead."""
+
+
+ErrorKind = Literal[
+    "input",  # the call itself is wrong: bad arguments, a path that is not there
+    "not_found",  # the thing asked for does not exist (HTTP 404, no such article)
+    "network",  # unreachable host, refused connection, HTTP 5xx after retries
+    "timeout",  # the tool ran out of time
+    "unsupported",  # a format or content type this tool cannot read
+    "corrupt",  # a file that claims a format but cannot be parsed
+    "unavailable",  # the tool or capability is not configured (no vision model, no sandbox)
+    "execution",  # code run by the python tool failed
+    "unknown_tool",  # no tool by that name in this run
+    "internal",  # a bug in kgot; reported to the model rather than crashing the run
+]
+
+
+class ToolFailure(ToolError):
+    """A tool could not do what was asked (or the document reader or web client under it).
+
+    The message is shown to the model: it says what failed and what to try instead.
+
+    Attributes:
+        kind: a machine-readable category (see :data:`ErrorKind`).
+        source_ref: the URL or path involved, when there is one.
+    """
+
+    def __init__(self, message: str, *, kind: ErrorKind, source_ref: str | None = None) -> None:
+        super().__init__(message)
+        self.kind: ErrorKind = kind
+        self.source_ref = source_ref
+
+
+class TransientNetworkError(ToolFailure):
+    """A network failure worth retrying (connection reset, 429, 502/503/504, timeouts).
+
+    ``retry_after`` is the wait in seconds the server asked for, or ``None`` when it did not.
+    """
+
+    def __init__(
+        self, message: str, *, source_ref: str | None = None, retry_after: float | None = None
+    ):
+        super().__init__(message, kind="network", source_ref=source_ref)
+        self.retry_after = retry_after

@@ -11,10 +11,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from kgot.config import ModelSettings, Settings, ToolsSettings
-from kgot.errors import ToolError
+
+# The failure vocabulary lives in kgot.errors, beneath the document reader and the web client
+# that raise it too; the tools name it from here, as before (a re-export).
+from kgot.errors import ErrorKind, ToolFailure, TransientNetworkError  # noqa: F401
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -22,53 +25,11 @@ if TYPE_CHECKING:
     from kgot.sandbox.base import Sandbox
     from kgot.tools.convert_pool import ConverterPool
 
-ErrorKind = Literal[
-    "input",  # the call itself is wrong: bad arguments, a path that is not there
-    "not_found",  # the thing asked for does not exist (HTTP 404, no such article)
-    "network",  # unreachable host, refused connection, HTTP 5xx after retries
-    "timeout",  # the tool ran out of time
-    "unsupported",  # a format or content type this tool cannot read
-    "corrupt",  # a file that claims a format but cannot be parsed
-    "unavailable",  # the tool or capability is not configured (no vision model, no sandbox)
-    "execution",  # code run by the python tool failed
-    "unknown_tool",  # no tool by that name in this run
-    "internal",  # a bug in kgot; reported to the model rather than crashing the run
-]
-
 # Metadata keys on a BaseTool that the runner reads.
 MORE_HINT_KEY = "kgot_more_hint"  # how to get the rest of a truncated output
 # Set on kgot's own tools (a StructuredTool whose coroutine returns (text, artifact)): the
 # runner calls that coroutine itself with the arguments it has validated.
 NATIVE_KEY = "kgot_native"
-
-
-class ToolFailure(ToolError):
-    """A tool could not do what was asked.
-
-    The message is shown to the model: it says what failed and what to try instead.
-
-    Attributes:
-        kind: a machine-readable category (see :data:`ErrorKind`).
-        source_ref: the URL or path involved, when there is one.
-    """
-
-    def __init__(self, message: str, *, kind: ErrorKind, source_ref: str | None = None) -> None:
-        super().__init__(message)
-        self.kind: ErrorKind = kind
-        self.source_ref = source_ref
-
-
-class TransientNetworkError(ToolFailure):
-    """A network failure worth retrying (connection reset, 429, 502/503/504, timeouts).
-
-    ``retry_after`` is the wait in seconds the server asked for, or ``None`` when it did not.
-    """
-
-    def __init__(
-        self, message: str, *, source_ref: str | None = None, retry_after: float | None = None
-    ):
-        super().__init__(message, kind="network", source_ref=source_ref)
-        self.retry_after = retry_after
 
 
 @dataclass

@@ -168,7 +168,7 @@ class ConverterPool:
     ) -> dict[str, Any]:
         """:meth:`convert` without blocking the event loop (a warm worker's reply is awaited
         on the loop itself)."""
-        from kgot.tools.threads import run_blocking
+        from kgot.daemon_threads import run_blocking
 
         name, job = await run_blocking(self._job, fmt, path, options, timeout)
         sandbox = await run_blocking(self._open)

@@ -12,6 +12,7 @@ import json
 
 from pydantic import Field
 
+from kgot.daemon_threads import run_blocking
 from kgot.tools.base import ToolResult
 from kgot.tools.media import capability_notes
 from kgot.tools.paging import Document
@@ -19,7 +20,6 @@ from kgot.tools.reading import extract_member, read_local
 from kgot.tools.session import ToolSession
 from kgot.tools.spec import ToolArgs, ToolFunction, ToolSpec
 from kgot.tools.text import call_text
-from kgot.tools.threads import run_blocking
 
 
 class InspectFileArgs(ToolArgs):

@@ -15,12 +15,12 @@ from urllib.parse import urlencode
 from pydantic import Field
 
 from kgot.config import ToolsSettings
+from kgot.daemon_threads import run_blocking
 from kgot.tools.base import ToolFailure, ToolResult
 from kgot.tools.net import Http, shown_url
 from kgot.tools.session import ToolSession
 from kgot.tools.spec import ToolArgs, ToolFunction, ToolSpec
 from kgot.tools.text import strip_markup
-from kgot.tools.threads import run_blocking
 
 TimeRange = Literal["day", "week", "month", "year"]
 DEFAULT_ENDPOINTS = {

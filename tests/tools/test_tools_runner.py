@@ -166,7 +166,7 @@ def test_abandoned_blocking_work_does_not_hold_up_exit():
 
     script = (
         "import asyncio, threading\n"
-        "from kgot.tools.threads import run_blocking\n"
+        "from kgot.daemon_threads import run_blocking\n"
         "never = threading.Event()\n"
         "async def main():\n"
         "    try:\n"

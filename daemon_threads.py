@@ -2,8 +2,9 @@
 
 ``asyncio.to_thread`` uses the loop's default executor, whose threads Python joins at exit —
 before ``atexit`` handlers run. A sandbox job or a document parse abandoned by Ctrl-C would then
-keep ``kgot`` alive until its own deadline. The tools' blocking calls run in daemon threads
-instead: a cancelled call stops being awaited at once, and exit does not wait for it.
+keep ``kgot`` alive until its own deadline. The blocking calls of the tools and of document
+parsing run in daemon threads instead: a cancelled call stops being awaited at once, and exit
+does not wait for it.
 """
 
 from __future__ import annotations
