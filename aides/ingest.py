@@ -156,35 +156,25 @@ def _with_model(settings: Settings, model: str) -> Settings:
 async def read_document(path: Path, settings: Settings) -> tuple[str, str | None]:
     """The text of the file at ``path`` and its title, if it has one.
 
-    Text and Markdown are read as they are; HTML, PDF, Office files, JSON, CSV … go through the
-    file tools' converters, in the sandbox's conversion workers (parsing untrusted bytes never
-    happens in this process).
+    Text and Markdown are read as they are; HTML, PDF, Office files, JSON, CSV … go through
+    :func:`kgot.documents.read_document`, whose parsers run in the sandbox's conversion workers
+    (parsing untrusted bytes never happens in this process).
 
     Raises:
         UsageError: the file is missing, unreadable, or in a format kgot does not read.
     """
-    from kgot.tools.base import ToolFailure
-    from kgot.tools.convert import decode_text
-    from kgot.tools.convert_pool import shared_pool
-    from kgot.tools.formats import DOCUMENT_FORMATS, detect_format
+    from kgot import documents
 
-    if not path.is_file():
+    outcome = await documents.read_document(path, settings)
+    if isinstance(outcome, documents.DocumentText):
+        return outcome.text, outcome.title
+    if outcome.problem == "missing":
         raise UsageError(f"{path} does not exist or is not a file")
-    try:
-        fmt = detect_format(path)
-    except OSError as error:
-        raise UsageError(f"cannot read {path} ({error.strerror or error})") from None
-    if fmt == "text":
-        return decode_text(path.read_bytes()), None
-    if fmt not in DOCUMENT_FORMATS:
+    if outcome.problem == "unreadable":
+        raise UsageError(f"cannot read {path} ({outcome.detail})")
+    if outcome.problem == "not_a_document":
         raise UsageError(
             f"{path} is not a document kgot reads (text, Markdown, HTML, PDF, Office, JSON, "
             "CSV, XML, EPUB); convert it to text first"
         )
-    pool = shared_pool(settings.tools.converter_memory_mb, settings.sandbox)
-    options = {"name": path.name, "extension": path.suffix.lower()}
-    try:
-        result = await pool.aconvert(fmt, path, options, timeout=settings.tools.timeout)
-    except ToolFailure as failure:
-        raise UsageError(f"cannot read {path}: {failure}") from None
-    return str(result.get("text") or ""), result.get("title")
+    raise UsageError(f"cannot read {path}: {outcome.detail}")

@@ -31,7 +31,6 @@ import html
 import io
 import os
 import re
-import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -963,41 +962,23 @@ class _ParserUnavailable(Exception):
 
 
 async def _read_file(path: Path, content: bytes, settings: Settings) -> tuple[str | None, str]:
-    """The title (if any) and text of a document, from the bytes that were hashed.
+    """The title (if any) and text of a document, from the bytes that were hashed (so the text
+    always belongs to the hash in the item's id, even if the file changes meanwhile).
 
     Raises:
         _Unreadable: the file is damaged, not a document, or its parse failed.
         _ParserUnavailable: the conversion workers cannot start.
     """
-    from kgot.tools.base import ToolFailure
-    from kgot.tools.convert import decode_text
-    from kgot.tools.convert_pool import shared_pool
-    from kgot.tools.formats import DOCUMENT_FORMATS, detect_format
+    from kgot import documents
 
-    with tempfile.TemporaryDirectory(prefix="kgot-aide-") as scratch:
-        # The parser reads this copy, so the text always belongs to the hash in the item's id
-        # even if the file changes meanwhile.
-        copy = Path(scratch) / ("document" + path.suffix.lower())
-        copy.write_bytes(content)
-        fmt = detect_format(copy, name_hint=path.name)
-        if fmt == "text":
-            # Plain text needs no parser: decoding it is all there is to do.
-            return None, decode_text(content)
-        if fmt not in DOCUMENT_FORMATS:
-            raise _Unreadable(f"{path.name} is not a document kgot reads")
-        pool = shared_pool(settings.tools.converter_memory_mb, settings.sandbox)
-        options = {"name": path.name, "extension": path.suffix.lower()}
-        try:
-            result = await pool.aconvert(fmt, copy, options, timeout=settings.tools.timeout)
-        except ToolFailure as failure:
-            if failure.kind == "internal" and str(failure).startswith(_PARSER_DOWN):
-                raise _ParserUnavailable(one_line(str(failure), 300)) from failure
-            raise _Unreadable(f"cannot read {path.name}: {one_line(str(failure), 200)}") from None
-    title = result.get("title")
-    return (str(title) if title else None), str(result.get("text") or "")
-
-
-_PARSER_DOWN = "cannot start the document parser"  # kgot.tools.convert_pool's wording
+    outcome = await documents.read_document(content, settings, name=path.name)
+    if isinstance(outcome, documents.DocumentText):
+        return outcome.title, outcome.text
+    if outcome.problem == "parser_unavailable":
+        raise _ParserUnavailable(one_line(outcome.detail, 300))
+    if outcome.problem == "not_a_document":
+        raise _Unreadable(f"{path.name} is not a document kgot reads")
+    raise _Unreadable(f"cannot read {path.name}: {one_line(outcome.detail, 200)}")
 
 
 def _summarise(problems: list[str], folder: Path) -> str | None:

@@ -14,7 +14,6 @@ anything is written, so a configuration error leaves no half-made output folder.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 import uuid
@@ -224,30 +223,19 @@ def direct_answerer(
 async def _attachment_text(path: Path, settings: Settings) -> str:
     """The attachment as text for the baseline prompt, or a note saying why it is not shown.
 
-    Documents go through the tools' converter (a separate, memory-capped process: attachments
-    are untrusted input); images, audio and archives need tools the baseline does not have.
+    Documents go through :func:`kgot.documents.read_document` (parsed in the sandbox:
+    attachments are untrusted input); images, audio and archives need tools the baseline does
+    not have.
     """
-    from kgot.tools import ToolFailure
-    from kgot.tools.convert_pool import shared_pool
-    from kgot.tools.formats import DOCUMENT_FORMATS, detect_format
+    from kgot import documents
 
-    fmt = await asyncio.to_thread(detect_format, path)
-    if fmt not in DOCUMENT_FORMATS:
-        return f"[Attached file {path.name} ({fmt or 'binary'}) cannot be shown without tools]"
-    options = {
-        "name": path.name,
-        "url": None,
-        "full_page": False,
-        "links": False,
-        "extension": path.suffix.lower(),
-    }
-    try:
-        result = await shared_pool(settings.tools.converter_memory_mb).aconvert(
-            fmt, path, options, timeout=settings.tools.timeout
-        )
-    except ToolFailure as error:
-        return f"[Attached file {path.name} could not be read: {error}]"
-    text = result.get("text") or ""
+    outcome = await documents.read_document(path, settings)
+    if isinstance(outcome, documents.Unreadable):
+        if outcome.problem == "not_a_document":
+            shown = outcome.format or "binary"
+            return f"[Attached file {path.name} ({shown}) cannot be shown without tools]"
+        return f"[Attached file {path.name} could not be read: {outcome.detail}]"
+    text = outcome.text
     if not text.strip():
         return f"[Attached file {path.name} has no text content]"
     if len(text) > ATTACHMENT_CHAR_LIMIT:

@@ -31,8 +31,8 @@ from pathlib import Path
 
 from kgot.benchmarks.figures import Figure, print_figures
 from kgot.config import ToolsSettings
+from kgot.documents.convert_pool import ConverterPool
 from kgot.tools import ToolContext, ToolRunner, build_tools
-from kgot.tools.convert_pool import ConverterPool
 
 RUNNER_TARGET_MS = 1.0
 PARAGRAPH = "The heron stands in the shallows and waits for fish to come close. " * 4

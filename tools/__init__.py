@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from kgot.tools.registry import TOOL_NAMES, build_tools, describe_tools
     from kgot.tools.runner import ToolRunner
 
-# Exports load on first use: the parser worker processes import kgot.tools.convert, and must
-# not pay for LangChain through this package's __init__.
+# Exports load on first use: a module that needs one part of the tool belt (the registry, for
+# `kgot tools list`) must not pay for LangChain through this package's __init__.
 _EXPORTS = {
     "ErrorKind": "kgot.tools.base",
     "ToolArgument": "kgot.tools.base",

@@ -22,8 +22,8 @@ from kgot.errors import ErrorKind, ToolFailure, TransientNetworkError  # noqa: F
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
+    from kgot.documents.convert_pool import ConverterPool
     from kgot.sandbox.base import Sandbox
-    from kgot.tools.convert_pool import ConverterPool
 
 # Metadata keys on a BaseTool that the runner reads.
 MORE_HINT_KEY = "kgot_more_hint"  # how to get the rest of a truncated output

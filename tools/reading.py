@@ -14,9 +14,7 @@ import zipfile
 import zlib
 from pathlib import Path, PurePosixPath
 
-from kgot.tools.access import make_private_dir
-from kgot.tools.base import ToolFailure
-from kgot.tools.formats import (
+from kgot.documents.formats import (
     AUDIO_FORMAT,
     DOCUMENT_FORMATS,
     IMAGE_FORMAT,
@@ -24,6 +22,8 @@ from kgot.tools.formats import (
     charset_of,
     detect_format,
 )
+from kgot.tools.access import make_private_dir
+from kgot.tools.base import ToolFailure
 from kgot.tools.media import ask_vision, look_at_image, transcribe, vision_model
 from kgot.tools.paging import Document, links_section
 from kgot.tools.session import ToolSession

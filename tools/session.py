@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kgot.config import SandboxSettings
+from kgot.documents.convert_pool import ConverterPool, shared_pool
 from kgot.sandbox.base import MOUNT_DIR
 from kgot.tools.access import (
     WORKSPACE_MARKER,
@@ -30,7 +31,6 @@ from kgot.tools.access import (
     write_private,
 )
 from kgot.tools.base import ToolContext, ToolFailure
-from kgot.tools.convert_pool import ConverterPool, shared_pool
 from kgot.tools.flight import SingleFlight, interrupted_from_outside
 from kgot.tools.net import Http
 from kgot.tools.paging import Document, DocumentStore, find_in, render_page

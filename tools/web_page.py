@@ -17,9 +17,9 @@ from urllib.parse import unquote, urlsplit
 
 from pydantic import Field
 
+from kgot.documents.formats import AUDIO_FORMAT, ZIP_FORMAT, detect_format, guess_extension
 from kgot.tools.base import ToolFailure, ToolResult
 from kgot.tools.dates import parse_date
-from kgot.tools.formats import AUDIO_FORMAT, ZIP_FORMAT, detect_format, guess_extension
 from kgot.tools.media import capability_notes
 from kgot.tools.paging import Document
 from kgot.tools.reading import read_local

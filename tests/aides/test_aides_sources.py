@@ -544,15 +544,14 @@ def test_documents_are_converted_in_the_sandbox(tmp_path: Path) -> None:
 def test_a_parser_that_cannot_start_gives_up_no_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kgot.tools import convert_pool
-    from kgot.tools.base import ToolFailure
+    from kgot.documents import convert_pool
 
     class DownPool:  # what the pool raises on a machine whose sandbox cannot start
         calls = 0
 
         async def aconvert(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
             DownPool.calls += 1
-            raise ToolFailure("cannot start the document parser: no sandbox", kind="internal")
+            raise convert_pool.ParserUnavailable("no sandbox")
 
     monkeypatch.setattr(convert_pool, "shared_pool", lambda *args, **kwargs: DownPool())
     inbox = tmp_path / "inbox"

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from kgot.config import SandboxSettings
+from kgot.documents.convert_pool import ConverterPool
 from kgot.llm.scripted import ScriptedChatModel
 from kgot.tests.tools.tool_fixtures import (
     FixtureServer,
@@ -18,7 +19,6 @@ from kgot.tests.tools.tool_fixtures import (
 )
 from kgot.tools import ToolContext
 from kgot.tools.base import ToolFailure
-from kgot.tools.convert_pool import ConverterPool
 
 
 @pytest.fixture

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from kgot.tools import convert_pool
-from kgot.tools.convert_pool import ConverterPool
+from kgot.documents import convert_pool
+from kgot.documents.convert_pool import ConverterPool
 
 _HOSTILE = """
 

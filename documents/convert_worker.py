@@ -1,7 +1,7 @@
 """The document-conversion job: runs inside the sandbox, never on the host.
 
-:mod:`kgot.tools.convert_pool` ships this module with :mod:`kgot.tools.convert` and
-:mod:`kgot.tools.formats` as the ``kgotconvert`` zip package, next to the document and
+:mod:`kgot.documents.convert_pool` ships this module with :mod:`kgot.documents.convert` and
+:mod:`kgot.documents.formats` as the ``kgotconvert`` zip package, next to the document and
 ``request.json`` (``{"format", "path", "options"}``) in the job's ``in/``. The reply goes to
 ``out/result.json``: ``{"ok": true, "result": {...}}`` or ``{"ok": false, "kind", "error"}``.
 Anything the parsers print goes to the job's stdout/stderr, so it can never corrupt a reply.

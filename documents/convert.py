@@ -1,7 +1,7 @@
 """Turning documents into text a model can read. Runs inside the sandbox, in a conversion job.
 
 Everything here parses untrusted bytes (web pages, attachments), so the host never calls it
-directly: :mod:`kgot.tools.convert_pool` ships it into the project's sandbox (no network, no
+directly: :mod:`kgot.documents.convert_pool` ships it into the project's sandbox (no network, no
 host files but the document, memory and time caps), where a warm worker has already imported
 the parser libraries (:data:`PRELOAD`). It imports nothing of kgot's but :mod:`.formats`, which
 travels with it. Office formats and PDF go through markitdown's converters
@@ -42,7 +42,7 @@ def convert(fmt: str, path: str, options: dict[str, Any]) -> dict[str, Any]:
     """Read the file at ``path`` as ``fmt``.
 
     Args:
-        fmt: a format name from :mod:`kgot.tools.formats`, ``wiki_html`` or ``image``.
+        fmt: a format name from :mod:`kgot.documents.formats`, ``wiki_html`` or ``image``.
         path: the file to read.
         options: ``name`` (shown in messages), ``url`` (base for links), ``full_page``,
             ``links`` (collect the page's links), ``extension``.

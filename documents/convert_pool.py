@@ -6,7 +6,7 @@ find what model-written code finds: no network, none of the user's files (only t
 copied into the job's private ``/work/in``), memory and time caps, and every process killed at
 the deadline. So conversions go through the same warm-worker pool as the python tool
 (:class:`kgot.sandbox.pool.PooledSandbox`), an instance of its own whose workers pre-import the
-parser libraries (:data:`kgot.tools.convert.PRELOAD`): a warm conversion pays a fork, not ~1 s
+parser libraries (:data:`kgot.documents.convert.PRELOAD`): a warm conversion pays a fork, not ~1 s
 of imports.
 
 The conversion code itself travels with each job as a small zip (:func:`job_bundle`, like the
@@ -35,10 +35,10 @@ from pathlib import Path
 from typing import Any
 
 from kgot.config import SandboxSettings
-from kgot.errors import SandboxUnavailableError
+from kgot.daemon_threads import run_blocking
+from kgot.errors import SandboxUnavailableError, ToolFailure
 from kgot.sandbox.base import ExecResult, Job, Limits, Sandbox, run_async
 from kgot.sandbox.pool import WORKER_DIED
-from kgot.tools.base import ToolFailure
 
 _PACKAGE = "kgotconvert"
 _MODULES = ("convert.py", "formats.py", "convert_worker.py")
@@ -90,7 +90,7 @@ def converter_settings(
     A ``docker`` sandbox becomes ``auto`` (bubblewrap, else the fallback): a container per
     document would cost seconds, and the job image need not hold the parsers.
     """
-    from kgot.tools.convert import PRELOAD
+    from kgot.documents.convert import PRELOAD
 
     base = base or SandboxSettings()
     return base.model_copy(
@@ -140,7 +140,7 @@ class ConverterPool:
         """Parse one file in a sandbox job.
 
         Args:
-            fmt: the format to read it as (see :mod:`kgot.tools.convert`).
+            fmt: the format to read it as (see :mod:`kgot.documents.convert`).
             path: the file; it is read (copied into the job) before this returns.
             options: converter options (``name``, ``url``, ``full_page``, ``links``, …).
             timeout: seconds the parse may take; on expiry every process of the job is killed.
@@ -168,8 +168,6 @@ class ConverterPool:
     ) -> dict[str, Any]:
         """:meth:`convert` without blocking the event loop (a warm worker's reply is awaited
         on the loop itself)."""
-        from kgot.daemon_threads import run_blocking
-
         name, job = await run_blocking(self._job, fmt, path, options, timeout)
         sandbox = await run_blocking(self._open)
         for attempt in (1, 2):
@@ -262,8 +260,17 @@ def _worker_died(result: ExecResult) -> bool:
     return bool(result.error and result.error.startswith(WORKER_DIED))
 
 
-def _cannot_start(error: Exception) -> ToolFailure:
-    return ToolFailure(f"cannot start the document parser: {error}", kind="internal")
+class ParserUnavailable(ToolFailure):
+    """The conversion workers cannot start: no sandbox can run here, or not with these
+    settings. The machine's problem, not the document's, so a caller that gives up on bad files
+    must not give up on this one (:func:`kgot.documents.read_document` reports it apart)."""
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(f"cannot start the document parser: {cause}", kind="internal")
+
+
+def _cannot_start(error: Exception) -> ParserUnavailable:
+    return ParserUnavailable(str(error))
 
 
 def _outcome(result: ExecResult, name: str, timeout: float) -> dict[str, Any]:
