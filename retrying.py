@@ -1,6 +1,6 @@
 """Retrying calls to remote services, and saying in one line what a failed answer said.
 
-The model client (:mod:`kgot.llm.client`) and the tools' HTTP (:mod:`kgot.tools.net`) both
+The model client (:mod:`kgot.llm.client`) and the web client (:mod:`kgot.webclient.client`) both
 retry transient failures; they share this module so that backoff, jitter, ``Retry-After`` and
 the limits on attempts and time work one way. Each caller keeps what is its own through hooks:
 which failures are worth another try (:func:`retry_async`'s ``retryable``), what wait the server

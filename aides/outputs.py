@@ -489,7 +489,7 @@ async def _to_webhook(
     """
     import httpx
 
-    from kgot.tools.net import USER_AGENT, shown_url
+    from kgot.webclient import USER_AGENT, shown_url
 
     url = str(spec["url"])
     shown = shown_url(url)
@@ -553,7 +553,7 @@ _EXCERPT_BYTES = 4096  # of a refusing webhook's answer, for the error line
 
 async def _excerpt(response: Any) -> bytes:
     """The start of ``response``'s body, decoded, at most :data:`_EXCERPT_BYTES`."""
-    from kgot.tools.decoding import BodyTooLarge, BoundedBody, CorruptBody, UnsupportedEncoding
+    from kgot.webclient import BodyTooLarge, BoundedBody, CorruptBody, UnsupportedEncoding
 
     body = BoundedBody(response.headers.get("content-encoding"), _EXCERPT_BYTES)
     try:

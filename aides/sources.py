@@ -17,7 +17,7 @@ A feed is read from an http(s) URL or from a file on this machine (a path or a `
 URL: offline demos, feeds another program writes to disk); both go through the same parser,
 and a feed file is read again only when it changed, like a folder's files.
 
-Network access goes through the tools' HTTP client (:class:`kgot.tools.net.Http`): each hop's
+Network access goes through kgot's HTTP client (:class:`kgot.webclient.Http`): each hop's
 address is checked unless ``tools.allow_private_urls``, downloads are capped at
 ``tools.max_download_mb``, and requests time out after ``tools.timeout``. Documents other than
 plain text are parsed in the sandbox's conversion workers, as the file tools do.
@@ -49,7 +49,7 @@ from kgot.sandbox.staging import is_under
 
 if TYPE_CHECKING:
     from kgot.config import Settings
-    from kgot.tools.net import Http
+    from kgot.webclient import Http
 
 SourceKind = Literal["rss", "dir", "search"]
 SOURCE_KINDS: tuple[SourceKind, ...] = ("rss", "dir", "search")
@@ -320,7 +320,7 @@ async def poll_rss_async(
     already returned, the newest :data:`MAX_SEEN_IDS`).
     """
     from kgot.tools.base import ToolFailure
-    from kgot.tools.net import shown_url
+    from kgot.webclient import shown_url
 
     previous = dict(cursor or {})
     shown = shown_url(url)
@@ -1081,7 +1081,7 @@ async def poll_search_async(
 
 
 def _http(settings: Settings) -> Http:
-    from kgot.tools.net import Http
+    from kgot.webclient import Http
 
     return Http(settings.tools, retries=_FETCH_RETRIES)
 

@@ -32,9 +32,9 @@ from kgot.tools.access import (
 )
 from kgot.tools.base import ToolContext, ToolFailure
 from kgot.tools.flight import SingleFlight, interrupted_from_outside
-from kgot.tools.net import Http
 from kgot.tools.paging import Document, DocumentStore, find_in, render_page
 from kgot.tools.workspace_owner import make_owned_temp_dir, remove_owned_temp_dir
+from kgot.webclient import Http
 
 WORKSPACE_NAME = "workspace"  # the python tool sees it at /mnt/inputs/workspace
 

@@ -17,10 +17,10 @@ from pydantic import Field
 from kgot.config import ToolsSettings
 from kgot.daemon_threads import run_blocking
 from kgot.tools.base import ToolFailure, ToolResult
-from kgot.tools.net import Http, shown_url
 from kgot.tools.session import ToolSession
 from kgot.tools.spec import ToolArgs, ToolFunction, ToolSpec
 from kgot.tools.text import strip_markup
+from kgot.webclient import Http, shown_url
 
 TimeRange = Literal["day", "week", "month", "year"]
 DEFAULT_ENDPOINTS = {

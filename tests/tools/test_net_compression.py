@@ -26,8 +26,8 @@ from kgot.tests.tools.tool_fixtures import (
 )
 from kgot.tools import ToolContext
 from kgot.tools.base import ToolFailure
-from kgot.tools.decoding import ZSTD_MAX_WINDOW, BodyTooLarge, BoundedBody, accept_encoding
-from kgot.tools.net import Fetched, Http
+from kgot.webclient.client import Fetched, Http
+from kgot.webclient.decoding import ZSTD_MAX_WINDOW, BodyTooLarge, BoundedBody, accept_encoding
 
 MB = 1024 * 1024
 HAS_ZSTD = importlib.util.find_spec("zstandard") is not None

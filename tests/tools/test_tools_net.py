@@ -26,7 +26,7 @@ from kgot.tests.tools.tool_fixtures import (
     tools_settings,
 )
 from kgot.tools import ToolContext
-from kgot.tools.net import is_public_address
+from kgot.webclient.addresses import is_public_address
 
 PUBLIC_IP = "93.184.216.34"  # a global address; the test network routes it to a fixture server
 PUBLIC_PAGE = "<html><body><article><p>Public page about herons and egrets.</p></article>"
@@ -222,8 +222,6 @@ def test_tls_failure_is_not_retried_and_says_what_to_try(server):
 
 
 def test_429_is_retried_honouring_retry_after(server, monkeypatch):
-    from kgot.tools import net
-
     waits: list[float] = []
     real_sleep = asyncio.sleep
 
@@ -231,7 +229,7 @@ def test_429_is_retried_honouring_retry_after(server, monkeypatch):
         waits.append(seconds)
         await real_sleep(0)
 
-    monkeypatch.setattr(net.asyncio, "sleep", recorded_sleep)
+    monkeypatch.setattr(asyncio, "sleep", recorded_sleep)
     answers = iter(
         [
             Response(429, "slow down", headers={"Retry-After": "3"}),
@@ -248,8 +246,6 @@ def test_429_is_retried_honouring_retry_after(server, monkeypatch):
 
 
 def _recorded_waits(monkeypatch) -> list[float]:
-    from kgot.tools import net
-
     waits: list[float] = []
     real_sleep = asyncio.sleep
 
@@ -257,7 +253,7 @@ def _recorded_waits(monkeypatch) -> list[float]:
         waits.append(seconds)
         await real_sleep(0)
 
-    monkeypatch.setattr(net.asyncio, "sleep", recorded_sleep)
+    monkeypatch.setattr(asyncio, "sleep", recorded_sleep)
     return waits
 
 
@@ -461,14 +457,12 @@ def _closed_port() -> int:
 
 
 def _no_waiting(monkeypatch) -> None:
-    from kgot.tools import net
-
     real_sleep = asyncio.sleep
 
     async def no_wait(seconds: float) -> None:
         await real_sleep(0)
 
-    monkeypatch.setattr(net.asyncio, "sleep", no_wait)
+    monkeypatch.setattr(asyncio, "sleep", no_wait)
 
 
 def _serpapi(url: str):
@@ -514,7 +508,7 @@ def test_api_answers_nested_too_deeply_are_named_not_a_crash(server):
 
 def test_api_failure_source_refs_carry_no_key():
     from kgot.tools.base import ToolFailure
-    from kgot.tools.net import Http
+    from kgot.webclient import Http
 
     async def fail() -> ToolFailure:
         endpoint = f"http://127.0.0.1:{_closed_port()}/api?token={SERP_KEY}"
@@ -557,7 +551,7 @@ def test_searxng_password_is_not_named(server):
     ],
 )
 def test_shown_urls_hide_passwords_and_keys(url, shown):
-    from kgot.tools.net import shown_url
+    from kgot.webclient import shown_url
 
     assert shown_url(url).endswith(shown) and "pw" not in shown_url(url)
 
@@ -582,7 +576,7 @@ def test_api_redirect_to_another_origin_is_refused_before_the_key_leaves(
 
 
 def test_page_redirect_to_another_origin_carries_no_caller_headers(server, internal_server):
-    from kgot.tools.net import Http, _Request
+    from kgot.webclient.client import Http, _Request
 
     secrets = {"Authorization": "Bearer SECRET-1", "X-API-Key": "SECRET-2"}
     server.route("/same", Response(302, "", headers={"Location": server.url("/here")}))
@@ -606,7 +600,7 @@ def test_page_redirect_to_another_origin_carries_no_caller_headers(server, inter
 
 
 def test_api_may_move_to_https_on_its_own_host_only():
-    from kgot.tools.net import _origin, _same_service
+    from kgot.webclient.client import _origin, _same_service
 
     home = _origin("http://api.test/w/api.php")
     assert _same_service(home, _origin("https://api.test/w/api.php"))

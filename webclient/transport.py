@@ -16,7 +16,7 @@ from typing import Any
 import httpcore
 import httpx
 
-from kgot.tools.net import public_addresses, ssl_context
+from kgot.webclient.addresses import public_addresses, ssl_context
 
 
 class PublicOnlyBackend(httpcore.AsyncNetworkBackend):
@@ -31,7 +31,7 @@ class PublicOnlyBackend(httpcore.AsyncNetworkBackend):
     Args:
         trusted: ``(host, port)`` origins connected to without the check: configured endpoints,
             which a user may run on loopback or a private network (see
-            :func:`kgot.tools.net.origin_of`).
+            :func:`kgot.webclient.client.origin_of`).
     """
 
     def __init__(self, trusted: frozenset[tuple[str, int]] = frozenset()) -> None:
