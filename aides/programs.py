@@ -31,7 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
-from kgot.errors import ModelError, SandboxUnavailableError
+from kgot.errors import ConfigError, ModelError, SandboxUnavailableError
+from kgot.extension_points import AIDE_PROGRAMS as AIDE_PROGRAM_GROUP
+from kgot.extension_points import Registry
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -316,20 +318,51 @@ def _one_line(error: BaseException) -> str:
 
 # ---------------------------------------------------------------------------- other programs
 
-# Programs besides ``digest`` live in packages of their own. Each module offers
-# ``on_create(store, aide_row)``, run when an aide is created, ``check_ready(store,
-# aide_row)``, run before a worker starts and before each cycle (it raises ConfigError for a
-# setting that cannot work here), and the coroutine ``run_cycle(aide, report, now,
-# exceeded)``, run after upkeep instead of the digest (``exceeded(spent)`` says why the
-# cycle's cost budgets allow no more model calls).
-PROGRAM_MODULES = {"advisor": "kgot.aides.advisor.program"}
+# Programs besides ``digest`` live in packages of their own, found through the
+# ``kgot.aide_programs`` extension point (kgot.extension_points): each entry point names a
+# module offering ``on_create(store, aide_row)``, run when an aide is created,
+# ``check_ready(store, aide_row)``, run before a worker starts and before each cycle (it raises
+# ConfigError for a setting that cannot work here), and the coroutine ``run_cycle(aide,
+# report, now, exceeded)``, run after upkeep instead of the digest (``exceeded(spent)`` says
+# why the cycle's cost budgets allow no more model calls).
+DIGEST = "digest"
+_PROGRAM_HOOKS = ("on_create", "check_ready", "run_cycle")
+
+
+def _program_shape(found: object) -> Any:
+    missing = [name for name in _PROGRAM_HOOKS if not callable(getattr(found, name, None))]
+    if missing:
+        raise TypeError(
+            f"expected a module with {', '.join(_PROGRAM_HOOKS)}; {found!r} lacks "
+            f"{', '.join(missing)}"
+        )
+    return found
+
+
+AIDE_PROGRAMS: Registry[Any] = Registry(AIDE_PROGRAM_GROUP, "aide program", _program_shape)
+
+
+def program_names() -> list[str]:
+    """The programs an aide may run: ``digest``, then the installed ones by name (none is
+    imported)."""
+    return [DIGEST, *(name for name in AIDE_PROGRAMS.names() if name != DIGEST)]
 
 
 def _program_module(program: str) -> Any:
-    import importlib
+    """The module of ``program`` (``None`` for ``digest``).
 
-    home = PROGRAM_MODULES.get(program)
-    return importlib.import_module(home) if home is not None else None
+    Raises:
+        ConfigError: no installed package provides it (any more), or it cannot be loaded.
+    """
+    if program == DIGEST:
+        return None
+    module = AIDE_PROGRAMS.get(program)
+    if module is None:
+        raise ConfigError(
+            f"the aide program {program!r} is not installed (installed: "
+            f"{', '.join(program_names())}); install the package that provides it"
+        )
+    return module
 
 
 def on_create(store: Any, aide: Any) -> None:

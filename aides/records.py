@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from kgot.aides.sources import SourceItem
     from kgot.persistence import Store
 
-PROGRAMS = ("digest", "advisor")  # advisor: kgot.aides.advisor
 MAX_ATTEMPTS = 3  # ingestions of one item (across cycles) before it is given up
 # An item whose lease ran out is claimed again. The worker renews it every third of it while
 # the item is worked on, so this is how long a stuck or unreachable worker keeps its items.
@@ -87,8 +86,11 @@ def create_aide(
         raise UsageError(
             f"aide name {name!r} must be 1-100 printable characters without spaces, e.g. research"
         )
-    if program not in PROGRAMS:
-        raise UsageError(f"unknown program {program!r}; use one of: {', '.join(PROGRAMS)}")
+    from kgot.aides.programs import program_names  # installed programs: an extension point
+
+    programs = program_names()
+    if program not in programs:
+        raise UsageError(f"unknown program {program!r}; use one of: {', '.join(programs)}")
     aides, entities = TABLES.aides, TABLES.entities
     now = utc_now()
     with _write(store) as connection:

@@ -736,9 +736,3 @@ def _time(moment: datetime | None) -> str | None:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment.isoformat(timespec="seconds")
-
-
-# The investment advisor's commands (user, positions, watch, briefing, alerts, ask, …).
-from kgot.cli import advisor_cmd  # noqa: E402  (after `app`, which it extends)
-
-advisor_cmd.register(app)

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import contextlib
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -159,20 +157,15 @@ def ask(
 
             # The run's own options come back from its checkpoint; only flags given now
             # override them (not the environment or the config file).
-            resume_settings = settings_from(ctx, store_flag)
-            with _entity_store(resume_settings, True) as store:
-                record = store.get_run(resume) if store is not None else None
-                result = asyncio.run(
-                    resume_async(
-                        resume,
-                        settings=resume_settings,
-                        overrides=flags,
-                        extra_tools=_aide_tools(store, record.entity if record else None),
-                        on_event=on_event,
-                        handle_signals=True,  # a command: SIGTERM and SIGHUP stop it like Ctrl-C
-                        store=store,
-                    )
+            result = asyncio.run(
+                resume_async(
+                    resume,
+                    settings=settings_from(ctx, store_flag),
+                    overrides=flags,
+                    on_event=on_event,
+                    handle_signals=True,  # a command: SIGTERM and SIGHUP stop it like Ctrl-C
                 )
+            )
         else:
             assert settings is not None  # loaded above for every new run
             overflow = _context_overflow(question or "", settings)
@@ -240,54 +233,21 @@ def _ask(
         prepare_backend(settings.controller.backend, sandbox)
         from kgot.controller import ask_async
 
-        with _entity_store(settings, bool(entity)) as store:
-            return asyncio.run(
-                ask_async(
-                    question,
-                    settings=settings,
-                    attachments=attach or (),
-                    entity=entity,
-                    graph_file=graph,
-                    run_id=run_id,
-                    extra_tools=_aide_tools(store, entity),
-                    on_event=on_event,
-                    handle_signals=True,  # a command: SIGTERM and SIGHUP stop it like Ctrl-C
-                    store=store,
-                    sandbox=sandbox,
-                )
+        return asyncio.run(
+            ask_async(
+                question,
+                settings=settings,
+                attachments=attach or (),
+                entity=entity,
+                graph_file=graph,
+                run_id=run_id,
+                on_event=on_event,
+                handle_signals=True,  # a command: SIGTERM and SIGHUP stop it like Ctrl-C
+                sandbox=sandbox,
             )
+        )
     finally:
         sandbox.close()
-
-
-@contextlib.contextmanager
-def _entity_store(settings: Any, wanted: bool) -> Iterator[Any]:
-    """The store of a run on an entity, opened here so that the entity's aides can offer the
-    run their tools (``None``: not ``wanted``, or no store yet, which the run reports itself)."""
-    from kgot.persistence import StoreNotFoundError, open_store
-
-    if not wanted:
-        yield None
-        return
-    try:
-        store = open_store(settings.store.db, create=False, limits=settings.store.limits())
-    except StoreNotFoundError:
-        yield None
-        return
-    try:
-        yield store
-    finally:
-        store.close()
-
-
-def _aide_tools(store: Any, entity: str | None) -> list[Any]:
-    """The tools the entity's aides give a run on it: ``market_data`` when the entity has an
-    advisor with a price provider (docs/advisor.md)."""
-    if store is None or not entity:
-        return []
-    from kgot.aides.advisor import agent_tools
-
-    return agent_tools(store, entity)
 
 
 def _check_resume_inputs(inputs: dict[str, Any]) -> None:

@@ -32,6 +32,7 @@ from kgot.cli import (
     tools_cmd,
 )
 from kgot.cli.common import global_options, restore_interrupts
+from kgot.cli.extensions import CommandGroups, add_extension_commands
 from kgot.errors import KgotError
 from kgot.version import __version__
 
@@ -99,6 +100,27 @@ app.command("ingest")(ingest_cmd.ingest)
 app.add_typer(aide_cmd.app, name="aide")
 app.add_typer(mcp_cmd.app, name="mcp")
 
+# Commands other packages add (the kgot.cli extension point: the advisor's under `kgot aide`).
+# One that cannot be added stops every command with its error (see _dispatch), never silently.
+_extension_failures = add_extension_commands(
+    CommandGroups(
+        root=app,
+        groups={
+            "runs": ask_cmd.runs_app,
+            "config": config_cmd.app,
+            "bench": bench_cmd.app,
+            "tools": tools_cmd.app,
+            "sandbox": sandbox_cmd.app,
+            "graph": graph_cmd.app,
+            "entities": store_cmd.entities_app,
+            "types": store_cmd.types_app,
+            "memory": memory_cmd.app,
+            "aide": aide_cmd.app,
+            "mcp": mcp_cmd.app,
+        },
+    )
+)
+
 
 def _version(value: bool) -> None:
     if value:
@@ -154,6 +176,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _dispatch(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code, one ``kgot: error: …`` line for a failure."""
+    if _extension_failures:  # an installed extension is broken: say which, whatever was asked
+        _fail(str(_extension_failures[0]))
+        return _extension_failures[0].exit_code
     try:
         # Without standalone mode click *returns* the code of a `typer.Exit(n)`; keep it.
         outcome = app(args=argv, prog_name="kgot", standalone_mode=False)

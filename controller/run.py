@@ -268,6 +268,7 @@ async def _execute(
             start=start,
             roles=roles,
             ledger=ledger,
+            store=opened_store,
             session=session,
             extra_tools=extra_tools,
             values=values,
@@ -500,6 +501,7 @@ async def _services(
     start: nx.MultiDiGraph | None,
     roles: Any,
     ledger: Any,
+    store: Store,
     session: Any,
     extra_tools: Sequence[BaseTool],
     values: dict[str, Any],
@@ -539,13 +541,22 @@ async def _services(
         llm=roles.execution,
         attachments=[Path(p) for p in spec.attachments],
     )
+    own_tools = build_tools(context)
     type_tools: list[BaseTool] = []
+    provided: list[BaseTool] = []
     if session is not None:
+        from kgot.controller.tool_providers import entity_tools
         from kgot.tools.type_tools import build_type_tools
 
         type_tools = list(build_type_tools(session, run_id=spec.run_id))
         type_tools += _memory_tools(session)
-    tools = [*build_tools(context), *extra_tools, *type_tools]
+        builtin = {tool.name for tool in [*own_tools, *type_tools]}
+        given = {tool.name for tool in extra_tools}
+        # Providers read the store (the advisor its aides and price cache): off the loop.
+        provided = await finish_in_thread(
+            lambda: entity_tools(store, session.entity, builtin=builtin, given=given)
+        )
+    tools = [*own_tools, *extra_tools, *provided, *type_tools]
     return RunContext(
         settings=settings,
         run_id=spec.run_id,

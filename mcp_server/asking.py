@@ -2,7 +2,7 @@
 ``remember`` (the ingestion primitive: a text becomes facts).
 
 ``ask`` runs :func:`kgot.controller.ask_async` on the entity with the server's store (with
-the ``market_data`` tool when the entity has an advisor with a price provider). Each
+the tools the entity's tool providers offer, as every run on an entity has them). Each
 finished step of the loop becomes an MCP progress notification (its name, the round, model
 calls and cost so far). Two caps bound a run: its model cost in USD (needs known prices:
 ``[llm.prices]``) and its number of model requests (works with any model). They are checked at
@@ -115,7 +115,6 @@ async def ask(
     await asyncio.to_thread(importlib.import_module, "kgot.controller")
     from kgot.controller import ask_async
     from kgot.controller.events import StepFinished
-    from kgot.mcp_server.advisor import advisor_agent_tools
 
     question = question.strip()
     if not question:
@@ -141,13 +140,11 @@ async def ask(
         if caps.stopped_by is not None and running is not None:
             loop.call_soon_threadsafe(running.cancel)
 
-    extra_tools = await asyncio.to_thread(advisor_agent_tools, store, entity)
     running = asyncio.ensure_future(
         ask_async(
             question,
             settings=settings,
             entity=entity,
-            extra_tools=extra_tools,
             store=store,
             run_id=run_id,
             on_event=on_event,

@@ -343,9 +343,3 @@ class QueryOut(BaseModel):
     entity: str
     value: JsonValue
     truncated: bool
-
-
-class AdvisorOut(BaseModel):
-    entity: str
-    user: str
-    result: dict[str, JsonValue]

@@ -31,11 +31,12 @@ from pydantic import Field
 
 from kgot.config import Settings
 from kgot.errors import KgotError
-from kgot.mcp_server import advisor, graph_reads, writes
+from kgot.mcp_server import graph_reads, writes
 from kgot.mcp_server.access import AccessError, Tenancy
 from kgot.mcp_server.asking import AskLimits
 from kgot.mcp_server.asking import ask as run_ask
 from kgot.mcp_server.asking import remember as run_remember
+from kgot.mcp_server.extensions import add_extension_tools
 from kgot.mcp_server.handlers import (
     MAX_FACT_ID_CHARS,
     MAX_ID_CHARS,
@@ -159,7 +160,7 @@ def build_server(
     _model_tools(tools, app)
     if app.allow_query:
         _query_tool(tools, app)
-    advisor.register(tools, app)
+    add_extension_tools(tools, app)  # the kgot.mcp_tools extension point (extensions.py)
     server: MCPServer = KgotServer(
         "kgot",
         version=__version__,

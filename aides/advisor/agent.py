@@ -1,11 +1,13 @@
 """The tools a KGoT run on an advisor's entity gets from the advisor: ``market_data``.
 
-:func:`agent_tools` is what ``kgot ask --entity E`` and the MCP server's ``ask`` pass to the
-controller as ``extra_tools`` (the controller may not import aides, so the tools are built
-here and handed down). The tool itself is :mod:`kgot.tools.market_data`; its ``lookup`` is
-bound here to the advisors bound to that entity, read from their price cache after a refresh
-from their provider (as ``kgot aide quotes`` does). No other entity's advisor is ever read,
-and nothing here writes to the graph: prices go to the cache table only.
+:func:`agent_tools` is the advisor's entity tool provider (``advisor =
+"kgot.aides.advisor.agent:agent_tools"`` in the ``kgot.entity_tools`` entry-point group of
+kgot's ``pyproject.toml``): the controller asks it for every run on an entity, whoever started
+the run (``kgot.ask``, ``kgot ask --entity``, the MCP server's ``ask``), and it answers ``[]``
+for an entity without an advisor. The tool itself is :mod:`kgot.aides.advisor.market_tool`;
+its ``lookup`` is bound here to the advisors bound to that entity, read from their price cache
+after a refresh from their provider (as ``kgot aide quotes`` does). No other entity's advisor
+is ever read, and nothing here writes to the graph: prices go to the cache table only.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ def agent_tools(store: Store, entity: str) -> list[BaseTool]:
     """``[market_data]`` when ``entity`` has an advisor with a price provider, else ``[]``."""
     if not entity_advisors(store, entity):
         return []
-    from kgot.tools.market_data import build_market_data_tools
+    from kgot.aides.advisor.market_tool import build_market_data_tools
 
     def lookup(symbols: list[str], days: int) -> dict[str, Any]:
         return lookup_prices(store, entity, symbols, days)
@@ -65,7 +67,7 @@ def lookup_prices(
     """Quotes (and ``days`` daily bars) of ``symbols`` from the advisors bound to ``entity``
     (found again at each call: a provider may have been set or removed since), the first
     advisor by name with prices of a symbol answering for it (the shape
-    :mod:`kgot.tools.market_data` documents).
+    :mod:`kgot.aides.advisor.market_tool` documents).
 
     Raises:
         UsageError: a symbol that is not a ticker (all such symbols named).

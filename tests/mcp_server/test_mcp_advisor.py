@@ -14,10 +14,10 @@ from typing import Any
 from kgot.aides import create_aide
 from kgot.aides.advisor import add_user
 from kgot.aides.advisor.alerts import Alert
+from kgot.aides.advisor.mcp import briefing_cost_bound
 from kgot.aides.advisor.records import get_user, record_alerts
 from kgot.aides.records import get_aide
 from kgot.config import load_settings
-from kgot.mcp_server.advisor import briefing_cost_bound
 from kgot.persistence import open_store
 from kgot.tests.mcp_server.mcp_support import run, seed, stdio_session, text_of
 

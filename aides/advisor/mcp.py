@@ -1,19 +1,19 @@
 """The advisor's ``briefing`` and ``alerts`` as MCP tools, for entities that have an advisor.
 
-The investment advisor (issue 17) is an aide program in :mod:`kgot.aides.advisor`. These two
-tools exist only when that package is installed and offers the entry points below; a server
-without it lists neither. On a server that has them, calling one on an entity with no aide of
-program ``advisor`` says so (after the grant check: an entity outside the grant is still "no
-entity").
+`kgot mcp serve` finds this module through the ``kgot.mcp_tools`` extension point
+(``advisor = "kgot.aides.advisor.mcp:register"`` in kgot's ``pyproject.toml``;
+:mod:`kgot.mcp_server.extensions`), as it would a separate distribution's: the server names no
+advisor. Calling one of the tools on an entity with no aide of program ``advisor`` says so
+(after the grant check: an entity outside the grant is still "no entity").
 
 The advisor is found by the entity it is bound to, among the aides bound to the client's entity
-only, and handed to the advisor package as its row: never by name, since an aide's name is
-free and may be another entity's name (an aide named ``acme`` working on entity ``beta`` must
-not answer a client of ``acme``). An entity with several advisors needs the ``advisor``
-argument, which chooses among that entity's own.
+only, and handed to the advisor's API as its row: never by name, since an aide's name is free
+and may be another entity's name (an aide named ``acme`` working on entity ``beta`` must not
+answer a client of ``acme``). An entity with several advisors needs the ``advisor`` argument,
+which chooses among that entity's own.
 
-The entry points this bridge calls, each a plain function of the advisor package that returns
-JSON-ready data:
+The tools call two plain functions of :mod:`kgot.aides.advisor.api` that return JSON-ready
+data:
 
 * ``briefing(store, aide, user, *, budget=None, settings=None)`` — the user's up-to-date
   briefing citing fact ids (the newest one when its evidence pack is unchanged, else the
@@ -21,29 +21,31 @@ JSON-ready data:
 * ``alerts(store, aide, user, *, since=None)`` — the user's alerts, newest first, each with
   its rule and facts (no model).
 
-``ask`` on an entity with an advisor also offers the run the advisor's ``market_data`` tool
-(``agent_tools(store, entity)``, :func:`advisor_agent_tools`): quotes and daily bars from that
-advisor's price cache.
+``ask`` on an entity with an advisor offers the run the advisor's ``market_data`` tool through
+the controller's entity tool providers (:mod:`kgot.aides.advisor.agent`), as every run on that
+entity gets it.
 
 A briefing may call the model, so it has a cost cap like ``ask``: before it starts, its worst
 case (every draft, each over the whole evidence budget, the drafts before it and a long reply,
 at the planning model's price) must fit the server's ``--ask-max-cost-usd`` (or the call's
 lower ``max_cost_usd``), and its drafts ``--ask-max-llm-calls``. A model without a known price
 is bounded by the number of drafts only.
+
+This module sits in the advisor's package but uses the MCP server's helpers, as any package
+extending the server would; the layers contract allows exactly that (docs/architecture.md).
 """
 
 # No `from __future__ import annotations`: the SDK reads handler annotations at registration.
 
-import importlib
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Annotated, Any
 
 from mcp.server.mcpserver import Context
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from kgot.errors import UsageError
 from kgot.mcp_server.handlers import MAX_NAME_CHARS, EntityArg, in_thread
-from kgot.mcp_server.models import AdvisorOut
+from kgot.mcp_server.models import JsonValue
 from kgot.mcp_server.tooling import READ, WRITE, ToolSet
 
 if TYPE_CHECKING:
@@ -52,17 +54,8 @@ if TYPE_CHECKING:
     from kgot.mcp_server.server import KgotMCP
     from kgot.persistence import Store
 
-__all__ = [
-    "ADVISOR_MODULE",
-    "advisor_agent_tools",
-    "advisor_entry_points",
-    "advisor_of",
-    "briefing_cost_bound",
-    "register",
-]
+__all__ = ["AdvisorOut", "advisor_of", "briefing_cost_bound", "register"]
 
-ADVISOR_MODULE = "kgot.aides.advisor"
-ADVISOR_PROGRAM = "advisor"
 # A briefing's worst case (briefing_cost_bound): the instructions and the user's profile, a
 # reply when the model has no max_tokens, the note sent back with a draft that needs a fix.
 _PROMPT_TOKENS = 1_500
@@ -81,26 +74,12 @@ UserArg = Annotated[
 ]
 
 
-def advisor_entry_points() -> dict[str, Callable[..., Any]]:
-    """The advisor's ``briefing`` and ``alerts`` functions that exist (none without the
-    package)."""
-    try:
-        module = importlib.import_module(ADVISOR_MODULE)
-    except ImportError:
-        return {}
-    found = {name: getattr(module, name, None) for name in ("briefing", "alerts")}
-    return {name: function for name, function in found.items() if callable(function)}
+class AdvisorOut(BaseModel):
+    """What ``briefing`` and ``alerts`` return: the advisor's JSON-ready answer for a user."""
 
-
-def advisor_agent_tools(store: "Store", entity: str) -> list[Any]:
-    """The tools the advisor package gives a KGoT run on ``entity`` (``market_data`` when
-    the entity has an advisor with a price provider; none without the package)."""
-    try:
-        module = importlib.import_module(ADVISOR_MODULE)
-    except ImportError:
-        return []
-    build = getattr(module, "agent_tools", None)
-    return list(build(store, entity)) if callable(build) else []
+    entity: str
+    user: str
+    result: dict[str, JsonValue]
 
 
 def advisor_of(store: "Store", entity: str, name: str | None = None) -> "AideRow":
@@ -109,9 +88,10 @@ def advisor_of(store: "Store", entity: str, name: str | None = None) -> "AideRow
     Raises:
         UsageError: the entity has none, none of that name, or several and no name.
     """
+    from kgot.aides.advisor.records import PROGRAM
     from kgot.aides.records import list_aides
 
-    bound = [a for a in list_aides(store) if a.entity == entity and a.program == ADVISOR_PROGRAM]
+    bound = [a for a in list_aides(store) if a.entity == entity and a.program == PROGRAM]
     if not bound:
         raise UsageError(
             f"entity {entity!r} has no advisor; create one with `kgot aide create NAME --entity "
@@ -154,11 +134,13 @@ def briefing_cost_bound(settings: "Settings", budget: int | None) -> tuple[int, 
 
 
 def register(tools: ToolSet, app: "KgotMCP") -> list[str]:
-    """Add the advisor tools the advisor package offers; their names."""
-    entry_points = advisor_entry_points()
-    for name, function in entry_points.items():
-        _add_tool(tools, app, name, function)
-    return sorted(entry_points)
+    """Add ``briefing`` and ``alerts`` to the server's tools (the ``kgot.mcp_tools`` entry
+    point); their names."""
+    from kgot.aides.advisor.api import alerts, briefing
+
+    _add_tool(tools, app, "briefing", briefing)
+    _add_tool(tools, app, "alerts", alerts)
+    return ["alerts", "briefing"]
 
 
 def _add_tool(tools: ToolSet, app: "KgotMCP", name: str, function: Callable[..., Any]) -> None:

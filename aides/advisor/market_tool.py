@@ -1,11 +1,11 @@
 """`market_data`: the model asks for quotes and daily price history (issue 17).
 
-Offered in runs on an entity whose advisor aide has a price provider. The prices live in the
-advisor's cache (a table, never the graph) in :mod:`kgot.aides.advisor`, a layer this package
-may not import; the caller passes the read in as ``lookup``, bound to that entity's advisor,
-so the tool can read no other advisor's prices and touches neither the network nor the store
-itself. Its result is an ordinary tool result: the model may write facts from it, as from a
-web page; kgot writes no prices to the graph.
+Offered in runs on an entity whose advisor aide has a price provider
+(:func:`kgot.aides.advisor.agent.agent_tools`, the advisor's entity tool provider). The prices
+live in the advisor's cache (a table, never the graph); the provider passes the read in as
+``lookup``, bound to that entity's advisor, so the tool can read no other advisor's prices and
+touches neither the network nor the store itself. Its result is an ordinary tool result: the
+model may write facts from it, as from a web page; kgot writes no prices to the graph.
 
 ``lookup(symbols, days)`` returns a mapping with:
 

@@ -1,5 +1,13 @@
 """The advisor's commands under `kgot aide` (docs/advisor.md): users, positions, watchlists,
-briefings, alerts, questions and prices."""
+briefings, alerts, questions and prices.
+
+`kgot` finds them through the ``kgot.cli`` extension point (``advisor =
+"kgot.aides.advisor.cli:register"`` in kgot's ``pyproject.toml``; :mod:`kgot.cli.extensions`),
+as it would a separate distribution's commands. Every `kgot` command imports this module as it
+starts, so it imports typer and the CLI's helpers only; the advisor's API is imported in the
+commands' bodies. It uses the CLI's helpers as any package extending the CLI would; the layers
+contract allows exactly that (docs/architecture.md).
+"""
 
 from __future__ import annotations
 
@@ -18,6 +26,7 @@ from kgot.errors import UsageError
 
 if TYPE_CHECKING:
     from kgot.aides.records import AideRow
+    from kgot.cli.extensions import CommandGroups
     from kgot.persistence import Store
 
 user_app = typer.Typer(
@@ -41,8 +50,9 @@ BudgetOption = Annotated[
 ModelOption = Annotated[str | None, typer.Option("--model", help="provider:model for the writing.")]
 
 
-def register(aide_app: typer.Typer) -> None:
-    """Add the advisor's commands to `kgot aide`."""
+def register(groups: CommandGroups) -> None:
+    """Add the advisor's commands to `kgot aide` (the ``kgot.cli`` entry point)."""
+    aide_app = groups.group("aide")
     aide_app.add_typer(user_app, name="user")
     aide_app.add_typer(positions_app, name="positions")
     aide_app.add_typer(watch_app, name="watch")
