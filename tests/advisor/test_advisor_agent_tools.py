@@ -75,6 +75,7 @@ def test_a_run_on_the_advisors_entity_reads_cached_prices(
         _advisor(store, "adv", "markets", prices)
         tools = agent_tools(store, "markets")
         assert [tool.name for tool in tools] == ["market_data"]
+        # passed by hand it replaces the provided one (no second tool of that name)
         result = run(
             _script(call, written),
             "Where did Apple close?",
@@ -105,6 +106,29 @@ def test_a_run_on_the_advisors_entity_reads_cached_prices(
         assert set(graph.nodes) == {"aapl"}
         values = [v for _, data_ in graph.nodes(data=True) for v in data_.values()]
         assert 103.25 not in values and 100.0 not in values
+
+
+def test_kgot_ask_on_the_advisors_entity_gets_market_data_unasked(
+    store_settings: Settings, tmp_path: Path
+) -> None:
+    """The Python API as a user calls it, with no tool passed: the controller asks the entity
+    tool providers, the advisor's among them (its entry point), so ``kgot.ask(entity=…)`` gets
+    ``market_data`` as ``kgot ask --entity`` and the MCP server's ``ask`` do (issue 28)."""
+    import kgot
+
+    with open_store(store_settings.store.db) as store:
+        _advisor(store, "adv", "markets", _prices(tmp_path, "a.csv", PRICES_A))
+    model = _script({"name": "market_data", "args": {"symbols": ["AAPL"]}}, [])
+    result = kgot.ask(
+        "Where did Apple close?",
+        entity="markets",
+        settings=store_settings,
+        models={"planning": model, "execution": model},
+    )
+    assert result.status == "answered", result.error
+    [outcome] = [e for e in result.trace if e.type == "tool_result"]
+    assert outcome.name == "market_data" and outcome.ok, outcome.output
+    assert json.loads(outcome.output)["quotes"][0]["close"] == 103.25
 
 
 def test_no_tool_without_an_advisor_or_its_provider(store: Store, tmp_path: Path) -> None:
