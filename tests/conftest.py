@@ -3,7 +3,8 @@
 A test that fails only because this machine cannot have a sandbox at all is reported as
 skipped, with the reason; whether it can is asked of an independent probe, never of kgot, and
 where CI or KGOT_REQUIRE_SANDBOX is set such a test fails instead (see
-:func:`pytest_runtest_makereport`).
+:func:`pytest_runtest_makereport`). With KGOT_CHECK_FAST_TIER set, a test without the ``slow``
+mark that takes longer than the fast tier allows fails (see :func:`pytest_configure`).
 """
 
 from __future__ import annotations
@@ -17,9 +18,18 @@ from pathlib import Path
 import pytest
 from pluggy import Result
 
+from kgot.tests.support.fast_tier import FastTierCheck, limit_from
 from kgot.tests.support.sandbox_probe import machine_problem, sandbox_required
 
 _HOST_VARIABLES = ("KGOT_", "OPENAI_")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """``KGOT_CHECK_FAST_TIER=SECONDS`` (read here, before the tests drop KGOT_ variables):
+    a test without the ``slow`` mark that takes longer fails (tests/support/fast_tier.py)."""
+    limit = limit_from(os.environ)
+    if limit is not None:
+        config.pluginmanager.register(FastTierCheck(limit), "kgot-fast-tier")
 
 
 @pytest.fixture(autouse=True)
