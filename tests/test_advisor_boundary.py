@@ -120,6 +120,7 @@ def test_prose_and_plain_words_are_not_names() -> None:
     assert mentions(source) == []
 
 
+@pytest.mark.slow  # parses every module of kgot (~3 s)
 def test_no_module_outside_the_package_names_the_advisor() -> None:
     found = {
         path.relative_to(ROOT).as_posix(): hits

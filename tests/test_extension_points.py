@@ -77,6 +77,7 @@ def _kgot(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+@pytest.mark.slow  # a kgot process or a whole run
 def test_a_distribution_adds_a_command_group_and_a_command(tmp_path: Path) -> None:
     site = _distribution(
         tmp_path / "site", "kgot-demo-ext", {"kgot.cli": {"demo": "kgot_demo_ext:register"}}
@@ -91,6 +92,7 @@ def test_a_distribution_adds_a_command_group_and_a_command(tmp_path: Path) -> No
     assert " briefing " in _kgot(site, "aide", "--help").stdout
 
 
+@pytest.mark.slow  # a kgot process or a whole run
 @pytest.mark.parametrize(
     ("value", "said"),
     [

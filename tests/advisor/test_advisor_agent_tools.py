@@ -14,6 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from kgot.aides import create_aide
 from kgot.aides.advisor import agent_tools, api, records
 from kgot.config import Settings
@@ -108,6 +110,7 @@ def test_a_run_on_the_advisors_entity_reads_cached_prices(
         assert 103.25 not in values and 100.0 not in values
 
 
+@pytest.mark.slow  # a kgot process or a whole run
 def test_kgot_ask_on_the_advisors_entity_gets_market_data_unasked(
     store_settings: Settings, tmp_path: Path
 ) -> None:

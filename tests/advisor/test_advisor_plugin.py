@@ -11,6 +11,8 @@ import sys
 from importlib.metadata import entry_points
 from pathlib import Path
 
+import pytest
+
 from kgot.aides.programs import AIDE_PROGRAMS, program_names
 from kgot.cli.extensions import COMMAND_EXTENSIONS
 from kgot.controller.tool_providers import ENTITY_TOOL_PROVIDERS
@@ -70,6 +72,7 @@ def _loaded(tmp_path: Path, *args: str) -> tuple[str, set[str]]:
     return done.stdout, set(done.stderr.split())
 
 
+@pytest.mark.slow  # a kgot process or a whole run
 def test_kgot_help_imports_only_the_advisors_command_module(tmp_path: Path) -> None:
     for args in (["--help"], ["aide", "--help"]):
         shown, loaded = _loaded(tmp_path, *args)

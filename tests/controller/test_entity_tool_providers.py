@@ -100,6 +100,7 @@ def _script(tool: str) -> ScriptedChatModel:
     )
 
 
+@pytest.mark.slow  # a kgot process or a whole run
 def test_a_run_on_the_entity_is_offered_the_provided_tool(
     run: Callable[..., AskResult],
     settings: Settings,
