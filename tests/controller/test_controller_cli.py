@@ -1,4 +1,6 @@
-"""`kgot ask` / `kgot runs` as users run them: real processes, a scripted model file."""
+"""`kgot ask` / `kgot runs` as users run them: real processes, a scripted model file. Refusals
+of bad input run in-process (`run_cli`): what they check is kgot's one-line error and exit code,
+not anything a process adds."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from typing import Any
 import pytest
 
 from kgot.tests.controller.scripts import ADD_PARIS, QUERY_PARIS
+from kgot.tests.support.command_line import refused, run_cli
 
 VOTE_INSERT = {"decision": "INSERT", "reason": "the population is missing"}
 VOTE_RETRIEVE = {"decision": "RETRIEVE", "reason": "the graph has it"}
@@ -65,13 +68,7 @@ def _full_script(facts: Path) -> dict[str, Any]:
     }
 
 
-def _one_line_error(result: subprocess.CompletedProcess[str]) -> str:
-    assert "Traceback" not in result.stderr
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, result.stderr
-    return lines[0]
-
-
+@pytest.mark.slow
 def test_ask_prints_the_answer_and_a_summary(tmp_path: Path, facts_file: Path) -> None:
     model = _script(tmp_path, "s.json", _full_script(facts_file))
     result = kgot(
@@ -82,6 +79,7 @@ def test_ask_prints_the_answer_and_a_summary(tmp_path: Path, facts_file: Path) -
     assert "answered · 2 iterations · 1 tool call · 17 LLM calls" in result.stderr
 
 
+@pytest.mark.slow
 def test_ask_json_and_trace(tmp_path: Path, facts_file: Path) -> None:
     model = _script(tmp_path, "s.json", _full_script(facts_file))
     result = kgot(
@@ -127,6 +125,7 @@ def test_ask_json_and_trace(tmp_path: Path, facts_file: Path) -> None:
     assert "inspect_file" in shown.stdout
 
 
+@pytest.mark.slow
 def test_model_text_cannot_drive_the_terminal(tmp_path: Path, facts_file: Path) -> None:
     """Escape sequences in model text (answers, vote reasons, code) never reach the terminal
     raw: not through --trace, `runs list` or `runs show`."""
@@ -148,29 +147,31 @@ def test_model_text_cannot_drive_the_terminal(tmp_path: Path, facts_file: Path) 
     assert "owned" in asked.stderr and "owned" in shown.stdout  # the text itself stays
 
 
-def test_bad_input_gets_one_line_errors(tmp_path: Path) -> None:
-    empty = kgot(tmp_path, "ask", "   ")
-    assert empty.returncode == 2
-    assert "question is empty" in _one_line_error(empty)
+@pytest.fixture
+def in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """What `kgot()` gives its process, for `run_cli`: the store (returned) and one retry."""
+    store = tmp_path / "kgot.db"
+    monkeypatch.setenv("KGOT_DB", str(store))
+    monkeypatch.setenv("KGOT_LLM_MAX_RETRIES", "1")
+    return store
 
-    no_model = kgot(tmp_path, "ask", "What is 2+2?")
-    assert no_model.returncode == 2
-    line = _one_line_error(no_model)
-    assert "no model configured" in line and "KGOT_MODEL" in line
 
-    missing = kgot(tmp_path, "ask", "--model", "scripted:/nope.json", "-a", "/nope.pdf", "q?")
-    assert missing.returncode == 2
-    assert "attachment /nope.pdf does not exist" in _one_line_error(missing)
+def test_bad_input_gets_one_line_errors(
+    in_process: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    refused(run_cli(capsys, "ask", "   "), "question is empty")
 
-    mixed = kgot(tmp_path, "ask", "--resume", "some-run", "--entity", "acme")
-    assert mixed.returncode == 2
-    assert "--resume continues a run with its own question and inputs; drop --entity" in (
-        _one_line_error(mixed)
-    )
+    no_model = run_cli(capsys, "ask", "What is 2+2?")
+    refused(no_model, "no model configured")
+    assert "KGOT_MODEL" in no_model[2]
 
-    unknown = kgot(tmp_path, "runs", "show", "no-such-run")
-    assert unknown.returncode == 2
-    assert "no run 'no-such-run'" in _one_line_error(unknown)
+    missing = run_cli(capsys, "ask", "--model", "scripted:/nope.json", "-a", "/nope.pdf", "q?")
+    refused(missing, "attachment /nope.pdf does not exist")
+
+    mixed = run_cli(capsys, "ask", "--resume", "some-run", "--entity", "acme")
+    refused(mixed, "--resume continues a run with its own question and inputs; drop --entity")
+
+    refused(run_cli(capsys, "runs", "show", "no-such-run"), "no run 'no-such-run'")
 
 
 def _node_link(path: Path, nodes: list[dict[str, Any]], edges: list[dict[str, Any]]) -> str:
@@ -179,14 +180,19 @@ def _node_link(path: Path, nodes: list[dict[str, Any]], edges: list[dict[str, An
     return str(path)
 
 
-def test_a_graph_to_start_from_is_held_to_the_import_caps(tmp_path: Path) -> None:
+def test_a_graph_to_start_from_is_held_to_the_import_caps(
+    tmp_path: Path,
+    in_process: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     config = tmp_path / "caps.toml"
     config.write_text(
         "[store]\nmax_import_mb = 1\nmax_import_nodes = 3\nmax_import_edges = 2\n"
         "max_property_bytes = 1024\n",
         encoding="utf-8",
     )
-    caps = {"KGOT_CONFIG": str(config)}
+    monkeypatch.setenv("KGOT_CONFIG", str(config))
     model = _script(tmp_path, "idle.json", {})
     node = {"label": "Concept", "name": "n"}
     many = _node_link(tmp_path / "many.json", [{"id": str(i), **node} for i in range(5)], [])
@@ -196,48 +202,36 @@ def test_a_graph_to_start_from_is_held_to_the_import_caps(tmp_path: Path) -> Non
     huge.write_text(Path(many).read_text(encoding="utf-8") + " " * 2**20, encoding="utf-8")
     big = _node_link(tmp_path / "big.json", [{"id": "a", **node, "text": "x" * 3000}], [])
     store = tmp_path / "import.db"
-    created = kgot(tmp_path, "entities", "create", "e", "--db", str(store), **caps)
-    assert created.returncode == 0, created.stderr
+    created = run_cli(capsys, "entities", "create", "e", "--db", str(store))
+    assert created[0] == 0, created[2]
 
     for file in (many, linked, str(huge)):
-        asked = kgot(tmp_path, "ask", "--model", model, "--graph", file, "q?", **caps)
-        imported = kgot(
-            tmp_path, "graph", "import", "--entity", "e", "--db", str(store), file, **caps
-        )
-        assert asked.returncode == 2, asked.stderr
-        assert _one_line_error(asked) == _one_line_error(imported)  # the import's own words
-    asked = kgot(tmp_path, "ask", "--model", model, "--graph", big, "q?", **caps)
-    assert asked.returncode == 2
-    line = _one_line_error(asked)
-    assert line.startswith(f"kgot: error: {big}: node 'a': property `text`: the value is 3,002")
-    assert "more than the 1,024 a property may hold" in line
-    assert "store.max_property_bytes" in line
-    assert not (tmp_path / "kgot.db").exists()  # a refused run leaves no store behind
+        asked = run_cli(capsys, "ask", "--model", model, "--graph", file, "q?")
+        imported = run_cli(capsys, "graph", "import", "--entity", "e", "--db", str(store), file)
+        refused(asked, f"kgot: error: {file}: ")
+        assert asked[1:] == imported[1:]  # the import's own words
+    asked = run_cli(capsys, "ask", "--model", model, "--graph", big, "q?")
+    refused(asked, f"kgot: error: {big}: node 'a': property `text`: the value is 3,002")
+    assert "more than the 1,024 a property may hold" in asked[2]
+    assert "store.max_property_bytes" in asked[2]
+    assert not in_process.exists()  # a refused run leaves no store behind
 
 
-def test_unreachable_endpoint_names_the_url(tmp_path: Path) -> None:
+def test_unreachable_endpoint_names_the_url(
+    in_process: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     url = f"http://127.0.0.1:{port}/v1"
-    result = kgot(
-        tmp_path,
-        "ask",
-        "--model",
-        "openai:gpt-4o-mini",
-        "--base-url",
-        url,
-        "--timeout",
-        "2",
-        "What is 2+2?",
-    )
+    ask = ("ask", "--model", "openai:gpt-4o-mini", "--base-url", url, "--timeout", "2")
+    result = run_cli(capsys, *ask, "What is 2+2?")
     # Refused by the one probe before the run starts: configuration (2), nothing to resume.
-    assert result.returncode == 2
-    assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1
-    assert url in result.stderr
-    assert "--resume" not in result.stderr
+    refused(result, url)
+    assert "--resume" not in result[2]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform != "linux", reason="signals to process groups are POSIX")
 def test_ctrl_c_checkpoints_and_resume_finishes(tmp_path: Path) -> None:
     slow = {
