@@ -20,8 +20,12 @@ The public API (each name is imported on first use):
   :func:`ack_alert`, :func:`ask`, and the ``*_async`` variants;
 * prices: :func:`set_market_data`, :func:`quotes`, :func:`history`
   (:mod:`kgot.aides.advisor.market_data`);
-* the KGoT agent's tools on the advisor's entity: :func:`agent_tools` (``market_data``, for
-  ``kgot ask --entity`` and the MCP server's ``ask``);
+* the KGoT agent's tools on the advisor's entity: :func:`agent_tools` (``market_data``), the
+  advisor's entity tool provider, which the controller asks for every run on an entity;
+* how kgot finds the advisor: four entry points in kgot's ``pyproject.toml`` (the entity tool
+  provider, the aide program :mod:`~kgot.aides.advisor.program`, the `kgot aide` commands in
+  :mod:`~kgot.aides.advisor.cli` and the MCP tools in :mod:`~kgot.aides.advisor.mcp`);
+  nothing outside this package names it (docs/architecture.md, "Extension points");
 * the parts: :func:`install_types`, :func:`build_pack`, :func:`check_citations`,
   :func:`evaluate_alerts`.
 
