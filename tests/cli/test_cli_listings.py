@@ -118,8 +118,9 @@ def test_counts_are_singular_for_one(
         encoding="utf-8",
     )
     assert run_cli(capsys, "graph", "import", "--entity", "acme", str(graph))[0] == 0
-    _code, _out, err = run_cli(capsys, "graph", "export", "--entity", "acme", "out.json")
-    assert "wrote out.json: 1 node, 0 edges of entity 'acme'" in err
+    exported = tmp_path / "out.json"
+    _code, _out, err = run_cli(capsys, "graph", "export", "--entity", "acme", str(exported))
+    assert f"wrote {exported}: 1 node, 0 edges of entity 'acme'" in err
     _code, _out, err = run_cli(capsys, "graph", "convert", str(graph), str(tmp_path / "o.ttl"))
     assert ": 1 node, 0 edges" in err
     _code, out, _err = run_cli(capsys, "entities", "show", "acme")
