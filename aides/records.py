@@ -1,4 +1,4 @@
-"""The aide tables (migration 4): aides, their sources, items, cycles, outputs and deliveries.
+"""The aide tables' rows: aides, their sources, items, cycles, outputs and deliveries.
 
 Every write is one transaction; the runtime (:mod:`kgot.aides.runtime`) relies on that:
 
@@ -13,20 +13,20 @@ Every write is one transaction; the runtime (:mod:`kgot.aides.runtime`) relies o
   the row's), and a worker records an item's end only while it holds its lease, so a worker
   that lost an item never overwrites what its new owner records.
 
-The store's engine is reached through its transaction helpers (``Store._read`` /
-``Store._write``): the aide tables are part of the store, read and written beside it.
+The tables are declared in :mod:`kgot.aides.schema`; the rows are read and written in the
+store's public transactions (:meth:`Store.read` / :meth:`Store.write`), beside its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, case, delete, func, insert, null, or_, select, update
 
+from kgot.aides.schema import AIDE_TABLES
 from kgot.errors import EntityNotFoundError, UsageError
 from kgot.persistence.schema import TABLES
 from kgot.persistence.timeutil import as_utc, utc_now
@@ -58,18 +58,6 @@ class AideRow:
     created_at: datetime
 
 
-@contextmanager
-def _write(store: Store) -> Iterator[Connection]:
-    with store._write() as connection:
-        yield connection
-
-
-@contextmanager
-def _read(store: Store) -> Iterator[Connection]:
-    with store._read() as connection:
-        yield connection
-
-
 # ---------------------------------------------------------------------------- aides
 
 
@@ -91,9 +79,9 @@ def create_aide(
     programs = program_names()
     if program not in programs:
         raise UsageError(f"unknown program {program!r}; use one of: {', '.join(programs)}")
-    aides, entities = TABLES.aides, TABLES.entities
+    aides, entities = AIDE_TABLES.aides, TABLES.entities
     now = utc_now()
-    with _write(store) as connection:
+    with store.write() as connection:
         entity_id = connection.execute(
             select(entities.c.id).where(entities.c.name == entity)
         ).scalar()
@@ -125,7 +113,7 @@ def get_aide(store: Store, name: str) -> AideRow:
         UsageError: no such aide (the message names the database looked in, since a wrong
             KGOT_DB / --db is the usual cause, and says how to list the aides).
     """
-    with _read(store) as connection:
+    with store.read() as connection:
         row = _aide_rows(connection, name)
     if not row:
         raise UsageError(
@@ -135,12 +123,12 @@ def get_aide(store: Store, name: str) -> AideRow:
 
 
 def list_aides(store: Store) -> list[AideRow]:
-    with _read(store) as connection:
+    with store.read() as connection:
         return _aide_rows(connection, None)
 
 
 def _aide_rows(connection: Connection, name: str | None) -> list[AideRow]:
-    aides, entities = TABLES.aides, TABLES.entities
+    aides, entities = AIDE_TABLES.aides, TABLES.entities
     query = (
         select(aides, entities.c.name.label("entity"))
         .join(entities, entities.c.id == aides.c.entity_id)
@@ -165,16 +153,16 @@ def _aide_rows(connection: Connection, name: str | None) -> list[AideRow]:
 
 def delete_aide(store: Store, aide: AideRow) -> None:
     """Delete the aide and everything it recorded; the entity's graph is left as it is."""
-    with _write(store) as connection:
+    with store.write() as connection:
         for table in (
-            TABLES.aide_deliveries,
-            TABLES.aide_outputs,
-            TABLES.aide_cycles,
-            TABLES.aide_items,
-            TABLES.aide_sources,
+            AIDE_TABLES.aide_deliveries,
+            AIDE_TABLES.aide_outputs,
+            AIDE_TABLES.aide_cycles,
+            AIDE_TABLES.aide_items,
+            AIDE_TABLES.aide_sources,
         ):
             connection.execute(delete(table).where(table.c.aide_id == aide.id))
-        connection.execute(delete(TABLES.aides).where(TABLES.aides.c.id == aide.id))
+        connection.execute(delete(AIDE_TABLES.aides).where(AIDE_TABLES.aides.c.id == aide.id))
 
 
 def claim_worker(store: Store, aide: AideRow, owner: str) -> None:
@@ -188,8 +176,8 @@ def claim_worker(store: Store, aide: AideRow, owner: str) -> None:
 
     if not store.target.is_sqlite:
         return  # PostgreSQL: any number of workers share the aide's items (claim_next)
-    aides = TABLES.aides
-    with _write(store) as connection:
+    aides = AIDE_TABLES.aides
+    with store.write() as connection:
         current = connection.execute(select(aides.c.worker).where(aides.c.id == aide.id)).scalar()
         if current and current != owner and owner_state(current) == "alive":
             pid = current.split()[3] if len(current.split()) > 3 else "?"
@@ -203,8 +191,8 @@ def claim_worker(store: Store, aide: AideRow, owner: str) -> None:
 def release_worker(store: Store, aide: AideRow, owner: str) -> None:
     if not store.target.is_sqlite:
         return
-    aides = TABLES.aides
-    with _write(store) as connection:
+    aides = AIDE_TABLES.aides
+    with store.write() as connection:
         connection.execute(
             update(aides).where(aides.c.id == aide.id, aides.c.worker == owner).values(worker=None)
         )
@@ -215,7 +203,7 @@ def release_worker(store: Store, aide: AideRow, owner: str) -> None:
 
 def add_source(store: Store, aide: AideRow, kind: str, spec: Mapping[str, Any]) -> int:
     return _add_part(
-        store, aide, TABLES.aide_sources, part="source", kind=kind, spec=spec, cursor={}
+        store, aide, AIDE_TABLES.aide_sources, part="source", kind=kind, spec=spec, cursor={}
     )
 
 
@@ -230,7 +218,7 @@ def _add_part(
     **values: Any,
 ) -> int:
     """Add a source or an output to ``aide``, refusing one equal to a part it has."""
-    with _write(store) as connection:
+    with store.write() as connection:
         for row in connection.execute(select(table).where(table.c.aide_id == aide.id)):
             if row.kind == kind and dict(row.spec) == dict(spec):
                 raise UsageError(f"aide {aide.name!r} has this {kind} {part} already")
@@ -248,20 +236,20 @@ def _add_part(
 
 
 def sources(store: Store, aide: AideRow) -> list[Any]:
-    table = TABLES.aide_sources
-    with _read(store) as connection:
+    table = AIDE_TABLES.aide_sources
+    with store.read() as connection:
         return list(
             connection.execute(select(table).where(table.c.aide_id == aide.id).order_by(table.c.id))
         )
 
 
 def add_output(store: Store, aide: AideRow, kind: str, spec: Mapping[str, Any]) -> int:
-    return _add_part(store, aide, TABLES.aide_outputs, part="output", kind=kind, spec=spec)
+    return _add_part(store, aide, AIDE_TABLES.aide_outputs, part="output", kind=kind, spec=spec)
 
 
 def outputs(store: Store, aide: AideRow) -> list[Any]:
-    table = TABLES.aide_outputs
-    with _read(store) as connection:
+    table = AIDE_TABLES.aide_outputs
+    with store.read() as connection:
         return list(
             connection.execute(select(table).where(table.c.aide_id == aide.id).order_by(table.c.id))
         )
@@ -430,14 +418,14 @@ def source_infos(store: Store, aide: AideRow, source_id: int | None = None) -> l
     Raises:
         UsageError: ``source_id`` is not one of the aide's sources.
     """
-    sources_table, items_table = TABLES.aide_sources, TABLES.aide_items
+    sources_table, items_table = AIDE_TABLES.aide_sources, AIDE_TABLES.aide_items
     query = select(sources_table).where(_mine(sources_table, aide)).order_by(sources_table.c.id)
     counted = (
         select(items_table.c.source_id, items_table.c.status, func.count())
         .where(_mine(items_table, aide), items_table.c.source_id.is_not(None))
         .group_by(items_table.c.source_id, items_table.c.status)
     )
-    with _read(store) as connection:
+    with store.read() as connection:
         if source_id is not None:
             _part_row(connection, sources_table, aide, source_id, "source", lock=False)
             query = query.where(sources_table.c.id == source_id)
@@ -463,8 +451,8 @@ def source_infos(store: Store, aide: AideRow, source_id: int | None = None) -> l
 
 def output_infos(store: Store, aide: AideRow) -> list[OutputInfo]:
     """The aide's outputs, oldest first."""
-    outputs_table, log = TABLES.aide_outputs, TABLES.aide_deliveries
-    with _read(store) as connection:
+    outputs_table, log = AIDE_TABLES.aide_outputs, AIDE_TABLES.aide_deliveries
+    with store.read() as connection:
         rows = connection.execute(
             select(outputs_table).where(_mine(outputs_table, aide)).order_by(outputs_table.c.id)
         ).all()
@@ -501,8 +489,8 @@ def remove_source(store: Store, aide: AideRow, source_id: int) -> SourceRemoval:
     Raises:
         UsageError: the aide has no source ``source_id``.
     """
-    sources_table, items_table = TABLES.aide_sources, TABLES.aide_items
-    with _write(store) as connection:
+    sources_table, items_table = AIDE_TABLES.aide_sources, AIDE_TABLES.aide_items
+    with store.write() as connection:
         row = _part_row(connection, sources_table, aide, source_id, "source", lock=True)
         its = (items_table.c.source_id == row.id) & _mine(items_table, aide)
         dropped = connection.execute(
@@ -543,9 +531,9 @@ def update_source(
         UsageError: no such source, a source of another kind, or a spec another of the aide's
             sources has.
     """
-    sources_table, items_table = TABLES.aide_sources, TABLES.aide_items
+    sources_table, items_table = AIDE_TABLES.aide_sources, AIDE_TABLES.aide_items
     new = dict(spec)
-    with _write(store) as connection:
+    with store.write() as connection:
         row = _part_row(connection, sources_table, aide, source_id, "source", lock=True)
         old = dict(row.spec)
         keeps_kind(aide, row.id, row.kind, kind)
@@ -597,8 +585,8 @@ def remove_output(store: Store, aide: AideRow, output_id: int) -> OutputRemoval:
     Raises:
         UsageError: the aide has no output ``output_id``.
     """
-    outputs_table, log = TABLES.aide_outputs, TABLES.aide_deliveries
-    with _write(store) as connection:
+    outputs_table, log = AIDE_TABLES.aide_outputs, AIDE_TABLES.aide_deliveries
+    with store.write() as connection:
         row = _part_row(connection, outputs_table, aide, output_id, "output", lock=True)
         deliveries = connection.execute(
             delete(log).where(log.c.output_id == row.id, _mine(log, aide))
@@ -637,9 +625,9 @@ def record_poll(
     """
     from sqlalchemy.exc import OperationalError, StatementError
 
-    table, source_table = TABLES.aide_items, TABLES.aide_sources
+    table, source_table = AIDE_TABLES.aide_items, AIDE_TABLES.aide_sources
     refused: list[str] = []
-    with _write(store) as connection:
+    with store.write() as connection:
         if spec is not None:
             current = connection.execute(
                 select(source_table.c.spec).where(
@@ -668,7 +656,7 @@ def record_poll(
             try:
                 with connection.begin_nested():
                     result = connection.execute(
-                        _insert_new(connection, table).values(
+                        insert_new(connection, table).values(
                             entity_id=aide.entity_id,
                             aide_id=aide.id,
                             source_id=source_id,
@@ -713,7 +701,7 @@ class PollRecord:
     error: str | None
 
 
-def _insert_new(connection: Connection, table: Any) -> Any:
+def insert_new(connection: Connection, table: Any) -> Any:
     """An insert that skips an item another worker recorded at the same moment (the unique
     item id per aide decides), instead of failing the poll."""
     if connection.dialect.name == "postgresql":
@@ -730,8 +718,8 @@ def reclaim_abandoned(store: Store, aide: AideRow, now: datetime) -> int:
     ``new`` again (their commit, if it landed, is found by its result key). Returns how many."""
     from kgot.persistence.owner import owner_state
 
-    table = TABLES.aide_items
-    with _write(store) as connection:
+    table = AIDE_TABLES.aide_items
+    with store.write() as connection:
         rows = connection.execute(
             select(table.c.id, table.c.lease_owner, table.c.lease_expires_at).where(
                 table.c.aide_id == aide.id, table.c.status == "ingesting"
@@ -777,7 +765,7 @@ def _same(column: Any, value: Any) -> Any:
 
 def pending_items(store: Store, aide: AideRow, limit: int | None) -> list[Any]:
     """Items to ingest, oldest first: new ones and failed ones with attempts left."""
-    table = TABLES.aide_items
+    table = AIDE_TABLES.aide_items
     query = (
         select(table)
         .where(
@@ -792,7 +780,7 @@ def pending_items(store: Store, aide: AideRow, limit: int | None) -> list[Any]:
     )
     if limit is not None:
         query = query.limit(limit)
-    with _read(store) as connection:
+    with store.read() as connection:
         return list(connection.execute(query))
 
 
@@ -813,7 +801,7 @@ def claim_next(
     same moment each get a different item and never wait for each other. SQLite has one
     writer at a time, so the read and the update in one write transaction are enough.
     """
-    table = TABLES.aide_items
+    table = AIDE_TABLES.aide_items
     query = (
         select(table)
         .where(
@@ -830,7 +818,7 @@ def claim_next(
     )
     if not store.target.is_sqlite:
         query = query.with_for_update(skip_locked=True)
-    with _write(store) as connection:
+    with store.write() as connection:
         row = connection.execute(query).first()
         if row is None:
             return None
@@ -852,8 +840,8 @@ def claim_next(
 def renew_lease(store: Store, item_row_id: int, owner: str, expires_at: datetime) -> bool:
     """Extend ``owner``'s lease on a claimed item to ``expires_at``; ``False`` when ``owner``
     no longer holds it (it was reclaimed, or finished by someone else)."""
-    table = TABLES.aide_items
-    with _write(store) as connection:
+    table = AIDE_TABLES.aide_items
+    with store.write() as connection:
         renewed = connection.execute(
             update(table)
             .where(_held_by(table, item_row_id, owner))
@@ -873,8 +861,8 @@ def _held_by(table: Any, item_row_id: int, owner: str) -> Any:
 def release_item(store: Store, item_row_id: int, *, owner: str, status: str, attempts: int) -> bool:
     """Give a claimed item back as it was before the claim (its attempt not counted);
     ``False`` (nothing changed) when ``owner`` no longer holds its lease."""
-    table = TABLES.aide_items
-    with _write(store) as connection:
+    table = AIDE_TABLES.aide_items
+    with store.write() as connection:
         return bool(
             connection.execute(
                 update(table)
@@ -904,7 +892,7 @@ def finish_item(
     """Record how the item's ingestion ended (done: its text is no longer kept); ``False``
     (nothing recorded) when ``owner`` no longer holds its lease: the item's new owner
     records it."""
-    table = TABLES.aide_items
+    table = AIDE_TABLES.aide_items
     values: dict[str, Any] = {
         "status": "done" if ok else "failed",
         "reason": reason,
@@ -916,7 +904,7 @@ def finish_item(
     }
     if ok:
         values["text"] = ""
-    with _write(store) as connection:
+    with store.write() as connection:
         return bool(
             connection.execute(
                 update(table).where(_held_by(table, item_row_id, owner)).values(**values)
@@ -925,17 +913,17 @@ def finish_item(
 
 
 def items(store: Store, aide: AideRow, status: str | None = None, limit: int = 50) -> list[Any]:
-    table = TABLES.aide_items
+    table = AIDE_TABLES.aide_items
     query = select(table).where(table.c.aide_id == aide.id)
     if status is not None:
         query = query.where(table.c.status == status)
-    with _read(store) as connection:
+    with store.read() as connection:
         return list(connection.execute(query.order_by(table.c.id.desc()).limit(limit)))
 
 
 def item_counts(store: Store, aide: AideRow) -> dict[str, int]:
-    table = TABLES.aide_items
-    with _read(store) as connection:
+    table = AIDE_TABLES.aide_items
+    with store.read() as connection:
         rows = connection.execute(
             select(table.c.status, func.count())
             .where(table.c.aide_id == aide.id)
@@ -950,8 +938,8 @@ def item_counts(store: Store, aide: AideRow) -> dict[str, int]:
 def start_cycle(store: Store, aide: AideRow, now: datetime, owner: str | None = None) -> int:
     """Record a new cycle run by ``owner`` (its spend starts at 0 and grows as it happens:
     :func:`add_spend`), after marking the aide's cycles whose worker died as ``killed``."""
-    table = TABLES.aide_cycles
-    with _write(store) as connection:
+    table = AIDE_TABLES.aide_cycles
+    with store.write() as connection:
         _mark_killed(connection, aide, now)
         result = connection.execute(
             insert(table).values(
@@ -976,7 +964,7 @@ SILENT_CYCLE = timedelta(hours=6)
 def _mark_killed(connection: Connection, aide: AideRow, now: datetime) -> None:
     from kgot.persistence.owner import owner_state
 
-    table = TABLES.aide_cycles
+    table = AIDE_TABLES.aide_cycles
     rows = connection.execute(
         select(table.c.id, table.c.owner, table.c.heartbeat_at, table.c.started_at).where(
             table.c.aide_id == aide.id, table.c.status == "running"
@@ -1000,8 +988,8 @@ def _mark_killed(connection: Connection, aide: AideRow, now: datetime) -> None:
 
 
 def finish_cycle(store: Store, cycle_id: int, values: Mapping[str, Any]) -> None:
-    table = TABLES.aide_cycles
-    with _write(store) as connection:
+    table = AIDE_TABLES.aide_cycles
+    with store.write() as connection:
         connection.execute(update(table).where(table.c.id == cycle_id).values(**values))
 
 
@@ -1018,13 +1006,13 @@ def add_spend(
     """Add one model call's usage to a running cycle, so a cycle killed before its end still
     shows (and budgets still count) what it spent. ``cost_usd=None`` (an unknown price) makes
     the cycle's cost unknown, as in its final figures."""
-    table = TABLES.aide_cycles
+    table = AIDE_TABLES.aide_cycles
     cost = (
         null()
         if cost_usd is None
         else case((table.c.cost_usd.is_(None), null()), else_=table.c.cost_usd + cost_usd)
     )
-    with _write(store) as connection:
+    with store.write() as connection:
         connection.execute(
             update(table)
             .where(table.c.id == cycle_id, table.c.status == "running")
@@ -1041,8 +1029,8 @@ def add_spend(
 def cycle_spend(store: Store, cycle_id: int) -> Any:
     """The spend a cycle recorded so far (``llm_calls``, ``input_tokens``, ``output_tokens``,
     ``cost_usd``), or ``None`` when there is no such cycle."""
-    table = TABLES.aide_cycles
-    with _read(store) as connection:
+    table = AIDE_TABLES.aide_cycles
+    with store.read() as connection:
         return connection.execute(
             select(
                 table.c.llm_calls, table.c.input_tokens, table.c.output_tokens, table.c.cost_usd
@@ -1051,8 +1039,8 @@ def cycle_spend(store: Store, cycle_id: int) -> Any:
 
 
 def cycles(store: Store, aide: AideRow, limit: int = 10) -> list[Any]:
-    table = TABLES.aide_cycles
-    with _read(store) as connection:
+    table = AIDE_TABLES.aide_cycles
+    with store.read() as connection:
         return list(
             connection.execute(
                 select(table)
@@ -1065,8 +1053,8 @@ def cycles(store: Store, aide: AideRow, limit: int = 10) -> list[Any]:
 
 def upkeep_due(store: Store, aide: AideRow, now: datetime) -> bool:
     """Whether no cycle of the aide ran the upkeep pass in the last :data:`UPKEEP_EVERY`."""
-    table = TABLES.aide_cycles
-    with _read(store) as connection:
+    table = AIDE_TABLES.aide_cycles
+    with store.read() as connection:
         rows = connection.execute(
             select(table.c.started_at, table.c.report)
             .where(table.c.aide_id == aide.id, table.c.started_at > now - UPKEEP_EVERY)
@@ -1081,13 +1069,13 @@ def cost_since(
     """What the aide's cycles started since ``since`` cost so far (unknown prices count as 0),
     running and killed cycles included: their spend is written as it happens. ``excluding``:
     a cycle left out (the one asking, which counts its own spend itself)."""
-    table = TABLES.aide_cycles
+    table = AIDE_TABLES.aide_cycles
     query = select(func.coalesce(func.sum(table.c.cost_usd), 0.0)).where(
         table.c.aide_id == aide.id, table.c.started_at >= since
     )
     if excluding is not None:
         query = query.where(table.c.id != excluding)
-    with _read(store) as connection:
+    with store.read() as connection:
         total = connection.execute(query).scalar()
     return float(total or 0.0)
 
@@ -1112,8 +1100,8 @@ def retry_delay(tries: int) -> timedelta:
 def delivery_state(store: Store, output_id: int, delivery_key: str) -> Any:
     """The delivery log's row for this output and key (``ok``, ``attempts``, ``error``,
     ``next_attempt_at``, ``claim_owner``), or ``None``."""
-    table = TABLES.aide_deliveries
-    with _read(store) as connection:
+    table = AIDE_TABLES.aide_deliveries
+    with store.read() as connection:
         return connection.execute(
             select(
                 table.c.ok,
@@ -1131,8 +1119,8 @@ def recent_digests(
     """``(cycle id, start, digest)`` of the aide's last ``limit`` cycles that made a digest,
     oldest first (cycles that made none do not count: idle cycles never push an undelivered
     digest out of the retry window)."""
-    table = TABLES.aide_cycles
-    with _read(store) as connection:
+    table = AIDE_TABLES.aide_cycles
+    with store.read() as connection:
         rows = connection.execute(
             select(table.c.id, table.c.started_at, table.c.report)
             .where(table.c.aide_id == aide.id, table.c.made_digest == 1)
@@ -1170,9 +1158,9 @@ def claim_delivery(
     """
     from kgot.persistence.owner import owner_state
 
-    table, outputs_table = TABLES.aide_deliveries, TABLES.aide_outputs
+    table, outputs_table = AIDE_TABLES.aide_deliveries, AIDE_TABLES.aide_outputs
     expires = now + DELIVERY_CLAIM
-    with _write(store) as connection:
+    with store.write() as connection:
         if (
             connection.execute(
                 select(outputs_table.c.id).where(
@@ -1190,7 +1178,7 @@ def claim_delivery(
         row = connection.execute(query).first()
         if row is None:
             inserted = connection.execute(
-                _insert_new(connection, table).values(
+                insert_new(connection, table).values(
                     entity_id=aide.entity_id,
                     aide_id=aide.id,
                     output_id=output_id,
@@ -1239,8 +1227,8 @@ def claim_delivery(
 
 def release_delivery(store: Store, output_id: int, delivery_key: str, *, owner: str) -> None:
     """Drop ``owner``'s claim on a delivery without counting a try (it was stopped)."""
-    table = TABLES.aide_deliveries
-    with _write(store) as connection:
+    table = AIDE_TABLES.aide_deliveries
+    with store.write() as connection:
         connection.execute(
             update(table)
             .where(
@@ -1266,13 +1254,13 @@ def record_delivery(
     requests the output's own retries made, and release the claim; a failed try waits
     :func:`retry_delay` before the next. Nothing is logged when the claim is gone: the output
     was removed meanwhile (its log went with it)."""
-    table = TABLES.aide_deliveries
+    table = AIDE_TABLES.aide_deliveries
     held = (
         (table.c.output_id == output_id)
         & (table.c.delivery_key == delivery_key)
         & (table.c.claim_owner == owner)
     )
-    with _write(store) as connection:
+    with store.write() as connection:
         tries = connection.execute(select(table.c.attempts).where(held)).scalar()
         if tries is None:
             return

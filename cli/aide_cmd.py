@@ -82,7 +82,7 @@ def source_list(
     ctx: typer.Context, name: NameArgument, as_json: JsonOption = False, db: DbOption = None
 ) -> None:
     """The aide's sources with their ids, items and errors."""
-    from kgot.persistence.schema import AIDE_ITEM_STATUSES
+    from kgot.aides.schema import AIDE_ITEM_STATUSES
 
     with _aide(ctx, db, name) as aide:
         found = aide.sources()
@@ -442,7 +442,7 @@ def items_cmd(
     """What the aide read, and what became of it."""
     from kgot.aides import records
     from kgot.aides.records import attempts_note
-    from kgot.persistence.schema import AIDE_ITEM_STATUSES
+    from kgot.aides.schema import AIDE_ITEM_STATUSES
 
     if item_status is not None and item_status not in AIDE_ITEM_STATUSES:
         raise UsageError(f"--status {item_status!r} is not one of {', '.join(AIDE_ITEM_STATUSES)}")

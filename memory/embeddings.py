@@ -11,12 +11,13 @@ descriptive properties (``description``, ``summary``, ``definition``), capped at
 :data:`MAX_TEXT_CHARS` characters (:func:`node_text`). Each vector is stored with the sha256 of
 the text it came from, so a node is embedded again only when that text changes.
 
-Where vectors live. In the store, beside the facts: table ``kgot_embeddings`` (migration 2),
-one row per (entity, model, node), the vector as unit-length float32 bytes. Rows are never fact
-versions: reading or writing them changes no graph version. Every statement here is scoped by
-the session's entity id in SQL; another entity's vectors are never read. Rows go with their
-entity when it is deleted; a node's rows go when a commit removes it, and similarity reads only
-look at the entity's *current* nodes, so a merged-away node's vector is never found.
+Where vectors live. In the store, beside the facts: table ``kgot_embeddings`` (migration 2,
+declared by :mod:`kgot.memory.schema`), one row per (entity, model, node), the vector as
+unit-length float32 bytes. Rows are never fact versions: reading or writing them changes no
+graph version. Every statement here is scoped by the session's entity id in SQL; another
+entity's vectors are never read. Rows go with their entity when it is deleted; a node's rows go
+when a commit removes it, and similarity reads only look at the entity's *current* nodes, so a
+merged-away node's vector is never found.
 
 Similarity search: a numpy scan. sqlite-vec and pgvector were the first choice, and neither can
 be used on the machines this was built on: the ``sqlite_vec`` package is installed (a
@@ -59,20 +60,17 @@ import numpy as np
 from sqlalchemy import Connection, and_, delete, exists, or_, select
 
 from kgot.errors import ConfigError
-from kgot.persistence.context import entity_version
-from kgot.persistence.engine import read_transaction, write_transaction
+from kgot.memory.schema import EMBEDDINGS
 from kgot.persistence.schema import TABLES
 from kgot.persistence.timeutil import utc_now
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
-    from sqlalchemy import Engine
 
     from kgot.config import MemorySettings
     from kgot.graph_model import Changeset
     from kgot.memory.search import SearchHit
     from kgot.persistence import EntitySession
-    from kgot.persistence.target import StoreTarget
 
 __all__ = [
     "BATCH_SIZE",
@@ -324,28 +322,23 @@ def _text_hash(text: str) -> str:
 # --------------------------------------------------------------------------------------------
 # Storage (every statement scoped by the session's entity id)
 
-_table = TABLES.embeddings
+_table = EMBEDDINGS
 _nodes = TABLES.nodes
 
 
 @dataclass(frozen=True)
 class _Scope:
-    engine: Engine
-    target: StoreTarget
-    entity_id: int
-    entity: str
+    """The entity every statement here is scoped by. Vectors are not facts, so they are read
+    and written here, in the session's entity-checked transactions
+    (:meth:`EntitySession.read` / :meth:`EntitySession.write`), rather than through its fact
+    methods."""
 
-    def check(self, connection: Connection) -> None:
-        """Raise ``EntityNotFoundError`` when the entity was deleted meanwhile."""
-        entity_version(connection, self.target, self.entity_id, self.entity)
+    session: EntitySession
+    entity_id: int
 
 
 def _scope(session: EntitySession) -> _Scope:
-    # The session keeps its store and entity id to itself; vectors are not facts, so they are
-    # read and written here rather than through the session's fact methods, with the same
-    # entity scope.
-    context = session._context
-    return _Scope(context.engine, context.target, session._entity_id, session.entity)
+    return _Scope(session, session.entity_id)
 
 
 def _chunks(items: Sequence[str], size: int = _IN_CHUNK) -> Iterator[list[str]]:
@@ -447,8 +440,7 @@ def load_vectors(
     ids = None if node_ids is None else sorted(set(node_ids))
     queries = [base] if ids is None else [base.where(_table.c.node_id.in_(p)) for p in _chunks(ids)]
     found: dict[str, np.ndarray] = {}
-    with read_transaction(scope.engine, scope.target) as connection:
-        scope.check(connection)
+    with scope.session.read() as connection:
         for query in queries:
             for node_id, dimension, blob in connection.execute(query):
                 vector = _decode(bytes(blob), int(dimension))
@@ -527,8 +519,7 @@ def embed_nodes(
     """
     scope = _scope(session)
     ids = None if node_ids is None else list(dict.fromkeys(node_ids))
-    with read_transaction(scope.engine, scope.target) as connection:
-        scope.check(connection)
+    with scope.session.read() as connection:
         texts = {k: v for k, v in _current_texts(connection, scope, ids).items() if v}
         stored = _stored_hashes(connection, scope, embedder.model, list(texts))
     order = ids if ids is not None else sorted(texts)
@@ -541,8 +532,7 @@ def embed_nodes(
             (node_id, vector, _text_hash(texts[node_id]))
             for node_id, vector in zip(part, vectors, strict=True)
         ]
-        with write_transaction(scope.engine, scope.target) as connection:
-            scope.check(connection)
+        with scope.session.write() as connection:
             _save(connection, scope, embedder.model, rows)
         embedded += len(rows)
     return EmbedReport(
@@ -559,8 +549,7 @@ def _remove(session: EntitySession, node_ids: Sequence[str]) -> int:
         return 0
     scope = _scope(session)
     removed = 0
-    with write_transaction(scope.engine, scope.target) as connection:
-        scope.check(connection)
+    with scope.session.write() as connection:
         for part in _chunks(sorted(set(node_ids))):
             result = connection.execute(
                 delete(_table).where(
@@ -629,8 +618,7 @@ def vector_lookup(
 
     def lookup(node_ids: Sequence[str]) -> dict[str, np.ndarray]:
         scope = _scope(session)
-        with read_transaction(scope.engine, scope.target) as connection:
-            scope.check(connection)
+        with scope.session.read() as connection:
             texts = {k: v for k, v in _current_texts(connection, scope, node_ids).items() if v}
             stored = _stored_hashes(connection, scope, embedder.model, list(texts))
         fresh = [n for n, text in texts.items() if stored.get(n) == _text_hash(text)]
@@ -652,8 +640,7 @@ def vector_lookup(
         made = dict(zip(missing, vectors, strict=True))
         if store:
             rows = [(n, made[n], _text_hash(texts[n])) for n in missing]
-            with write_transaction(scope.engine, scope.target) as connection:
-                scope.check(connection)
+            with scope.session.write() as connection:
                 _save(connection, scope, embedder.model, rows)
         return {**found, **made}
 

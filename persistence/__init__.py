@@ -6,6 +6,11 @@ A :class:`Store` holds entities (tenants); :meth:`Store.session` gives an :class
 that loads one entity's graph, checks changesets against its types and commits them atomically
 with :class:`Provenance`; for memory upkeep it also merges nodes, closes facts with a reason,
 counts fact use and keeps a curation queue of suggestions. See ``docs/persistence.md``.
+
+Packages that keep rows of their own in the store declare their tables as a :class:`TableSet`
+(registered by entry point, see :mod:`kgot.persistence.table_sets`) and read and write them in
+the store's transactions: :meth:`Store.read` / :meth:`Store.write`, or
+:meth:`EntitySession.read` / :meth:`EntitySession.write` for rows scoped by one entity.
 """
 
 from __future__ import annotations
@@ -23,9 +28,17 @@ from kgot.persistence.checkpoints import open_checkpointer, purge_checkpoints
 from kgot.persistence.engine import StoreBusyError
 from kgot.persistence.facts import FactKey
 from kgot.persistence.graph_diff import diff_graphs
-from kgot.persistence.schema import CLOSE_REASONS
+from kgot.persistence.schema import (
+    CLOSE_REASONS,
+    PREFIX,
+    JsonValue,
+    Timestamp,
+    define_tables,
+    sql_list,
+)
 from kgot.persistence.session import CommitConflictError, EntitySession, Provenance
 from kgot.persistence.store import EntityInfo, RunRecord, Store, open_store
+from kgot.persistence.table_sets import Migration, TableSet
 from kgot.persistence.target import StoreNotFoundError, StoreUnusableError
 from kgot.persistence.transfer import ImportResult, export_graph, import_graph
 from kgot.persistence.upkeep_store import (
@@ -40,6 +53,7 @@ from kgot.persistence.validation import READ_ONLY_META, WRITABLE_META
 __all__ = [
     "CLOSE_REASONS",
     "GOOD_FEEDBACK_BOOST",
+    "PREFIX",
     "READ_ONLY_META",
     "RETRIEVAL_BOOST",
     "WRITABLE_META",
@@ -49,6 +63,8 @@ __all__ = [
     "FactKey",
     "FactUse",
     "ImportResult",
+    "JsonValue",
+    "Migration",
     "Provenance",
     "RunRecord",
     "Store",
@@ -58,11 +74,14 @@ __all__ = [
     "StoreUnusableError",
     "Suggestion",
     "SuggestionNotFoundError",
+    "TableSet",
+    "Timestamp",
     "TypeCatalog",
     "TypeDef",
     "TypeRejectedError",
     "TypeSpec",
     "UpkeepSettings",
+    "define_tables",
     "diff_graphs",
     "export_graph",
     "import_graph",
@@ -70,4 +89,5 @@ __all__ = [
     "open_checkpointer",
     "open_store",
     "purge_checkpoints",
+    "sql_list",
 ]

@@ -7,11 +7,16 @@ processes opening a fresh database at once do not both migrate. Each step runs i
 transaction as its record (SQLite and PostgreSQL both have transactional DDL), so a failed step
 leaves the database as it was.
 
-Rules for adding a migration: append a :class:`Migration` with the next number; never edit or
+The steps come from every registered table set (:mod:`kgot.persistence.table_sets`): the
+store's own (:data:`CORE_TABLE_SET`: the graph, runs and upkeep rows) and those of the packages
+that keep tables of their own (the aides, the advisor, the memory's embeddings), loaded from
+their entry points before anything is migrated. Rules for adding a migration: give it the next
+version of the whole store in the set of the package that owns the tables; never edit or
 reorder applied ones; steps may only add (tables, nullable columns, indexes, rows) or move data
 without dropping it. ``test_migrations_run_once_and_the_tables_match_the_schema`` in
-``tests/persistence/test_persistence_open.py`` fails when the tables in
-:mod:`kgot.persistence.schema` drift from what the migrations create.
+``tests/persistence/test_persistence_open.py`` fails when the tables the code defines drift
+from what the migrations create, and ``test_persistence_schema_dump.py`` pins the DDL a fresh
+store gets on both databases.
 
 Before 1.0 no database compatibility is promised: the migrations of the development versions
 were squashed into migration 1. Those versions recorded their steps in
@@ -22,25 +27,30 @@ recognised and refused with what to do, never misread as a current one nor chang
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from importlib import resources
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Connection, Engine, MetaData, func, insert, select, text, update
+from sqlalchemy import Connection, Engine, MetaData, Table, func, insert, select, text, update
 
 from kgot.errors import StoreError
 from kgot.persistence.engine import read_transaction, write_transaction
 from kgot.persistence.schema import (
-    ADVISOR_TABLES,
-    AIDE_TABLES,
     CLOSE_REASONS_V2,
-    PREFIX,
     SCHEMA_VERSION,
     TABLES,
     closed_reason_check,
     define_tables,
+)
+from kgot.persistence.table_sets import (
+    CORE_OWNER,
+    Migration,
+    SchemaStep,
+    TableSet,
+    installed_table_sets,
+    order_table_sets,
+    schema_steps,
 )
 from kgot.persistence.target import StoreNotFoundError, StoreTarget
 
@@ -51,13 +61,6 @@ if TYPE_CHECKING:
 PRE_RELEASE_TABLE = "kgot_schema_migrations"
 # pg_advisory_xact_lock key: "kgot" in ASCII. Held until the migrating transaction ends.
 _PG_LOCK_KEY = 0x6B676F74
-
-
-@dataclass(frozen=True)
-class Migration:
-    version: int
-    description: str
-    apply: Callable[[Connection], None]
 
 
 def starter_specs() -> list[TypeSpec]:
@@ -102,7 +105,8 @@ def _v2_memory_upkeep(connection: Connection) -> None:
     """Add what memory upkeep needs, dropping and rewriting nothing.
 
     New nullable columns (``closed_reason`` on fact rows, ``upkeep`` on type rows), the fact
-    use, suggestion and embedding tables, and the starter types' upkeep settings. The settings are
+    use and suggestion tables, and the starter types' upkeep settings (the embedding table of
+    the same version is the memory's part of it: ``kgot.memory.schema``). The settings are
     written into the starter types' existing rows (a NULL column filled, not a new type
     version): their schemas are unchanged, so every fact stays valid against the version it
     was checked with, and a fresh database gets the same rows as an upgraded one. Starter
@@ -117,7 +121,6 @@ def _v2_memory_upkeep(connection: Connection) -> None:
     added = define_tables(MetaData(), version=2)
     added.fact_use.create(connection)
     added.suggestions.create(connection)
-    added.embeddings.create(connection)
     types = TABLES.types
     for spec in starter_specs():
         connection.execute(
@@ -138,42 +141,6 @@ def _v3_run_events(connection: Connection) -> None:
     """Add the table each run's trace events are kept in; runs recorded before it have
     none."""
     define_tables(MetaData(), version=3).run_events.create(connection)
-
-
-def _v4_aides(connection: Connection) -> None:
-    """Add the aide tables (kgot.aides); nothing else changes."""
-    added = define_tables(MetaData(), version=4)
-    for name in AIDE_TABLES:
-        getattr(added, name).create(connection)
-
-
-def _v5_advisor(connection: Connection) -> None:
-    """Add the investment advisor's tables (kgot.aides.advisor); nothing else changes."""
-    added = define_tables(MetaData(), version=5)
-    for name in ADVISOR_TABLES:
-        getattr(added, name).create(connection)
-
-
-def _v6_aide_guarantees(connection: Connection) -> None:
-    """Item ids unique per source instead of per aide; a cycle's worker, heartbeat and
-    whether it made a digest; a delivery's claim and backoff. Columns are added (nullable or
-    with a default) and one index is replaced; no row is rewritten. The DDL is compiled from
-    the version-6 tables, so it cannot drift from what a fresh database gets."""
-    from sqlalchemy.schema import CreateColumn
-
-    added = define_tables(MetaData(), version=6)
-    items = added.aide_items
-    connection.exec_driver_sql(f"DROP INDEX {PREFIX}aide_items_uq")
-    next(ix for ix in items.indexes if ix.name == f"{PREFIX}aide_items_source_uq").create(
-        connection
-    )
-    for table, columns in (
-        (added.aide_cycles, ("owner", "heartbeat_at", "made_digest")),
-        (added.aide_deliveries, ("claim_owner", "claim_expires_at", "next_attempt_at")),
-    ):
-        for name in columns:
-            column = CreateColumn(table.c[name]).compile(dialect=connection.dialect)
-            connection.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN {column}")
 
 
 def _v7_forgotten_facts(connection: Connection) -> None:
@@ -218,62 +185,113 @@ def _v7_forgotten_facts(connection: Connection) -> None:
         connection.exec_driver_sql("PRAGMA writable_schema = OFF")
 
 
-MIGRATIONS: tuple[Migration, ...] = (
+CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
         "create entities, types, nodes, edges, commits and runs tables; install the global "
         "starter types",
         _v1_initial_schema,
     ),
+    # The memory's embedding table is the rest of version 2 ("…, embeddings").
     Migration(
         2,
-        "memory upkeep: why each fact closed, type upkeep settings, fact use, suggestions, "
-        "embeddings",
+        "memory upkeep: why each fact closed, type upkeep settings, fact use, suggestions",
         _v2_memory_upkeep,
     ),
     Migration(3, "run events: each run's trace, step by step", _v3_run_events),
-    Migration(
-        4,
-        "aides: sources, items, cycles, outputs and the delivery log, scoped by entity",
-        _v4_aides,
-    ),
-    Migration(
-        5,
-        "advisor: users, positions, watchlists, briefings, alerts and prices, scoped by entity",
-        _v5_advisor,
-    ),
-    Migration(
-        6,
-        "aide guarantees: item ids unique per source, cycles' live spend and worker, "
-        "delivery claims and backoff",
-        _v6_aide_guarantees,
-    ),
+    # Versions 4 to 6 belong to other packages' table sets (see kgot.persistence.table_sets).
     Migration(7, "forgotten facts: a fact may close as forgotten", _v7_forgotten_facts),
 )
-LATEST = MIGRATIONS[-1].version
-if LATEST != SCHEMA_VERSION:  # a migration added without moving the schema's version, or back
-    raise RuntimeError("schema.SCHEMA_VERSION must be the last migration's version")
+if CORE_MIGRATIONS[-1].version != SCHEMA_VERSION:  # a step added without moving the version
+    raise RuntimeError("schema.SCHEMA_VERSION must be the store's own last migration's version")
 
 
-def migrate(engine: Engine, target: StoreTarget, *, create: bool = True) -> int:
-    """Bring the database to :data:`LATEST`; return the version it was at before.
+def _core_tables(metadata: MetaData, version: int) -> dict[str, Table]:
+    tables = vars(define_tables(metadata, version=version))
+    return {name: table for name, table in tables.items() if isinstance(table, Table)}
+
+
+# The store's own tables: graphs, types, commits, runs, run events and upkeep rows.
+CORE_TABLE_SET = TableSet(CORE_OWNER, _core_tables, CORE_MIGRATIONS)
+
+
+@functools.cache
+def table_sets() -> tuple[TableSet, ...]:
+    """Every table set: the store's own first, then each installed one after those it
+    requires (loaded from entry points once per process).
+
+    Raises:
+        ConfigError: an entry point is broken, or a set is registered twice or misses one it
+            requires.
+    """
+    return order_table_sets(CORE_TABLE_SET, installed_table_sets())
+
+
+@functools.cache
+def migrations() -> tuple[SchemaStep, ...]:
+    """The store's versions 1 to :func:`latest_version`, each with its sets' parts.
+
+    Raises:
+        ConfigError: a version has no installed part (see
+            :func:`kgot.persistence.table_sets.schema_steps`).
+    """
+    return schema_steps(table_sets())
+
+
+def latest_version() -> int:
+    """The schema version a store opened by this installation is brought to."""
+    return migrations()[-1].version
+
+
+def define_store_tables(metadata: MetaData, version: int | None = None) -> dict[str, Table]:
+    """Every set's tables as of ``version`` (default: the latest) on ``metadata``, by table
+    name, parents before children."""
+    version = latest_version() if version is None else version
+    tables: dict[str, Table] = {}
+    for table_set in table_sets():
+        tables.update({t.name: t for t in table_set.define(metadata, version).values()})
+    return tables
+
+
+@functools.cache
+def store_tables() -> Mapping[str, Table]:
+    """Every table of the store as this installation defines it, by table name."""
+    return define_store_tables(MetaData())
+
+
+def owned_tables() -> tuple[Table, ...]:
+    """The tables the store keeps for other packages, parents before children."""
+    own = {table.name for table in TABLES.metadata.tables.values()}
+    return tuple(t for t in store_tables().values() if t.name not in own)
+
+
+def migrate(
+    engine: Engine, target: StoreTarget, *, create: bool = True, through: int | None = None
+) -> int:
+    """Bring the database to :func:`latest_version`; return the version it was at before.
 
     Args:
         create: whether a database without kgot's tables may be set up; ``False`` raises
             :class:`StoreNotFoundError` for it before anything (a schema included) is created.
+        through: stop after this version instead (tests build older databases with it; a
+            store left there is brought up to date by the next :func:`migrate`).
 
     Raises:
         StoreNotFoundError: no kgot tables and ``create`` is false.
         StoreError: the database is newer than this kgot, was written by a development version
             before the migrations were squashed, or a migration failed.
+        ConfigError: the installed table sets are incomplete (nothing was read or changed).
     """
+    steps = migrations()
+    latest = steps[-1].version
+    wanted = latest if through is None else min(through, latest)
     current = _read_version(engine, target)
-    if current == LATEST:
+    if current >= wanted and current <= latest:
         return current
     if current == 0 and not create:
         raise store_not_found(target)
-    if current > LATEST:
-        raise _too_new(current, target)
+    if current > latest:
+        raise _too_new(current, latest, target)
     with write_transaction(engine, target) as connection:
         if not target.is_sqlite:
             connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK_KEY})
@@ -283,24 +301,24 @@ def migrate(engine: Engine, target: StoreTarget, *, create: bool = True) -> int:
             _refuse_pre_release(connection, target)  # again, under the lock
             TABLES.migrations.create(connection)
         before = _applied_version(connection)
-        if before > LATEST:
-            raise _too_new(before, target)
-        for migration in MIGRATIONS:
-            if migration.version <= before:
+        if before > latest:
+            raise _too_new(before, latest, target)
+        for step in steps:
+            if step.version <= before or step.version > wanted:
                 continue
             try:
-                migration.apply(connection)
+                step.apply(connection)
             except StoreError:
                 raise
             except Exception as error:
                 raise StoreError(
-                    f"migration {migration.version} ({migration.description}) failed on "
+                    f"migration {step.version} ({step.description}) failed on "
                     f"{target.display}: {error} (the database was left unchanged)"
                 ) from error
             connection.execute(
                 insert(TABLES.migrations).values(
-                    version=migration.version,
-                    description=migration.description,
+                    version=step.version,
+                    description=step.description,
                     applied_at=datetime.now(UTC),
                 )
             )
@@ -341,8 +359,8 @@ def store_not_found(target: StoreTarget) -> StoreNotFoundError:
     )
 
 
-def _too_new(version: int, target: StoreTarget) -> StoreError:
+def _too_new(version: int, latest: int, target: StoreTarget) -> StoreError:
     return StoreError(
         f"database {target.display} has schema version {version}, newer than this kgot "
-        f"supports ({LATEST}); upgrade kgot"
+        f"supports ({latest}); upgrade kgot"
     )

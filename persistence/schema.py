@@ -1,4 +1,7 @@
-"""The store's tables (SQLAlchemy Core), one definition for SQLite and PostgreSQL.
+"""The store's own tables (SQLAlchemy Core), one definition for SQLite and PostgreSQL: entities,
+types, facts, commits, runs and their events, and the upkeep rows. Packages that keep rows of
+their own (the aides, the memory's node embeddings, …) declare their tables themselves, as
+table sets (see :mod:`kgot.persistence.table_sets`).
 
 Design rules the rows follow, so that memory upkeep (dedup, contradictions, decay) can come later
 without a migration that loses data:
@@ -19,15 +22,10 @@ without a migration that loses data:
 * Reads never write fact rows: how often a fact was used and what feedback it got live in
   ``kgot_fact_use``; merges and contradictions the rules would not decide wait in
   ``kgot_suggestions`` (both migration 2).
-* Node embeddings, when turned on, live in ``kgot_embeddings`` (migration 2): one vector per
-  entity, model and node, derived from the node's text, never a fact version.
 * Each run's trace is kept in ``kgot_run_events`` (migration 3): one row per event, numbered
   in order within the run, going with its run (and the run's entity) when that is deleted.
-* Aides (``kgot.aides``) keep their sources, items, cycles, outputs and delivery log in
-  ``kgot_aide_*`` tables (migration 4), every row scoped by its entity and its aide.
-* The investment advisor (``kgot.aides.advisor``) keeps its users' data outside the graph in
-  ``kgot_advisor_*`` tables (migration 5): profiles, positions, watchlists, briefings, alerts
-  and the price cache, every row scoped by its entity and its aide.
+* Tables of other packages follow the same rules: every row carries its entity
+  (``entity_id``, deleted with it) and never holds a fact version.
 * Types are versioned the same way: a change writes version *n+1* and retires version *n*
   (``retired_at``); ``entity_id IS NULL`` marks a global type.
 * Properties, schemas and examples are JSON *text* on both databases (``json``, not ``jsonb``,
@@ -51,7 +49,6 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
-    LargeBinary,
     MetaData,
     String,
     Table,
@@ -84,7 +81,8 @@ CLOSE_REASONS = (
 CLOSE_REASONS_V2 = CLOSE_REASONS[:6]
 SUGGESTION_KINDS = ("merge", "contradiction")
 SUGGESTION_STATUSES = ("open", "accepted", "rejected")
-# The schema version `define_tables` describes by default: the last migration's.
+# The schema version `define_tables` describes by default: the last migration of the store's
+# own tables (other packages' migrations take versions of the same history).
 SCHEMA_VERSION = 7
 
 # Facts and types: JSON text on both databases (see above). Run options and totals are only
@@ -97,8 +95,8 @@ Timestamp = DateTime(timezone=True)
 
 
 def define_tables(metadata: MetaData, *, version: int = SCHEMA_VERSION) -> SimpleNamespace:
-    """Define every kgot table on ``metadata`` as of schema ``version`` and return them by
-    short name.
+    """Define the store's own tables on ``metadata`` as of schema ``version`` and return them
+    by short name.
 
     ``version=1`` gives the tables migration 1 creates (frozen: never change what a version
     below :data:`SCHEMA_VERSION` describes); each later version adds what its migration adds.
@@ -291,306 +289,10 @@ def define_tables(metadata: MetaData, *, version: int = SCHEMA_VERSION) -> Simpl
         runs=runs,
     )
     if version >= 2:
-        tables.fact_use, tables.suggestions, tables.embeddings = _v2_tables(metadata, entities)
+        tables.fact_use, tables.suggestions = _v2_tables(metadata, entities)
     if version >= 3:
         tables.run_events = _v3_run_events(metadata, runs)
-    if version >= 4:
-        for name, table in _v4_aide_tables(metadata, entities, version).items():
-            setattr(tables, name, table)
-    if version >= 5:
-        for name, table in _v5_advisor_tables(metadata, entities, tables.aides).items():
-            setattr(tables, name, table)
     return tables
-
-
-AIDE_ITEM_STATUSES = ("new", "ingesting", "done", "failed")
-# The aide tables in creation order (a table's parents first).
-AIDE_TABLES = (
-    "aides",
-    "aide_sources",
-    "aide_items",
-    "aide_cycles",
-    "aide_outputs",
-    "aide_deliveries",
-)
-
-
-def _v4_aide_tables(metadata: MetaData, entities: Table, version: int) -> dict[str, Table]:
-    """The tables migration 4 adds: aides (kgot.aides), each bound to one entity, with what
-    migration 6 changes in them when ``version`` is 6 or later.
-
-    Every row carries its entity (``entity_id``) and its aide: deleting an aide deletes its
-    rows, deleting the entity deletes its aides, and the entity's graph never depends on them.
-    An item's id is unique within its source (migration 6; within its aide before, which let
-    one feed suppress another's entry by publishing its id), so an item seen before is never
-    recorded twice; a delivery key is unique within its output, so nothing is sent twice.
-
-    Migration 6 also adds: a cycle's worker and heartbeat (its spend is written as it happens,
-    so a killed cycle is seen and counted) and whether it made a digest; a delivery's claim
-    (one worker sends it; the others leave it) and when it may be tried next (backoff).
-    """
-    v6 = version >= 6
-
-    def scoped(name: str, *columns: Any, **options: Any) -> Table:
-        return Table(
-            f"{PREFIX}{name}",
-            metadata,
-            Column("id", Integer, primary_key=True),
-            Column("entity_id", ForeignKey(entities.c.id, ondelete="CASCADE"), nullable=False),
-            *columns,
-            sqlite_autoincrement=True,  # ids are shown and named in commands: never reused
-            **options,
-        )
-
-    aides = scoped(
-        "aides",
-        Column("name", String, nullable=False, unique=True),
-        Column("program", String(32), nullable=False),
-        Column("settings", JsonValue, nullable=False),
-        # The process running it (see kgot.persistence.owner): one worker per aide.
-        Column("worker", Text, nullable=True),
-        Column("created_at", Timestamp, nullable=False),
-        Column("updated_at", Timestamp, nullable=False),
-    )
-
-    def owned(name: str, *columns: Any) -> Table:
-        return scoped(
-            name,
-            Column("aide_id", ForeignKey(aides.c.id, ondelete="CASCADE"), nullable=False),
-            *columns,
-        )
-
-    sources = owned(
-        "aide_sources",
-        Column("kind", String(16), nullable=False),
-        Column("spec", JsonValue, nullable=False),
-        Column("cursor", JsonValue, nullable=True),
-        Column("last_error", Text, nullable=True),
-        Column("failures", Integer, nullable=False, server_default=text("0")),  # in a row
-        Column("polled_at", Timestamp, nullable=True),
-        Column("created_at", Timestamp, nullable=False),
-    )
-    statuses = _sql_list(AIDE_ITEM_STATUSES)
-    items = owned(
-        "aide_items",
-        Column("source_id", ForeignKey(sources.c.id, ondelete="CASCADE"), nullable=True),
-        Column("item_id", Text, nullable=False),  # the source's stable id (URL, hash, …)
-        Column("title", Text, nullable=False, server_default=""),
-        Column("source_ref", Text, nullable=True),
-        Column("kind", String(16), nullable=False),
-        Column("published_at", Timestamp, nullable=True),
-        Column("text", Text, nullable=False),  # kept until done: a failed item is retried
-        Column("status", String(16), nullable=False),
-        Column("attempts", Integer, nullable=False, server_default=text("0")),
-        Column("reason", Text, nullable=True),  # why the last attempt failed
-        Column("lease_owner", Text, nullable=True),
-        Column("lease_expires_at", Timestamp, nullable=True),
-        Column("committed_version", BigInteger, nullable=True),
-        Column("report", JsonValue, nullable=True),  # what the ingestion did
-        Column("cycle_id", Integer, nullable=True),  # the cycle that last worked on it
-        Column("created_at", Timestamp, nullable=False),
-        Column("updated_at", Timestamp, nullable=False),
-        CheckConstraint(f"status IN ({statuses})", name="kgot_aide_items_status"),
-    )
-    if v6:
-        Index(
-            f"{PREFIX}aide_items_source_uq",
-            items.c.aide_id,
-            items.c.source_id,
-            items.c.item_id,
-            unique=True,
-        )
-    else:
-        Index(f"{PREFIX}aide_items_uq", items.c.aide_id, items.c.item_id, unique=True)
-    Index(f"{PREFIX}aide_items_status", items.c.aide_id, items.c.status, items.c.id)
-    cycles = owned(
-        "aide_cycles",
-        Column("started_at", Timestamp, nullable=False),
-        Column("finished_at", Timestamp, nullable=True),
-        Column("status", String(16), nullable=False),  # running | finished | stopped | failed
-        Column("stop_reason", Text, nullable=True),
-        Column("items", Integer, nullable=False, server_default=text("0")),  # ingested
-        Column("failed", Integer, nullable=False, server_default=text("0")),
-        Column("llm_calls", Integer, nullable=False, server_default=text("0")),
-        Column("input_tokens", BigInteger, nullable=False, server_default=text("0")),
-        Column("output_tokens", BigInteger, nullable=False, server_default=text("0")),
-        Column("cost_usd", Float, nullable=True),  # NULL: a model's price is unknown
-        Column("duration_s", Float, nullable=False, server_default=text("0")),
-        Column("errors", JsonValue, nullable=True),
-        Column("report", JsonValue, nullable=True),
-        *(
-            [
-                Column("owner", Text, nullable=True),  # the worker (kgot.persistence.owner)
-                Column("heartbeat_at", Timestamp, nullable=True),  # its last spend written
-                Column("made_digest", Integer, nullable=False, server_default=text("0")),
-            ]
-            if v6
-            else []
-        ),
-    )
-    Index(f"{PREFIX}aide_cycles_recent", cycles.c.aide_id, cycles.c.started_at)
-    outputs = owned(
-        "aide_outputs",
-        Column("kind", String(16), nullable=False),
-        Column("spec", JsonValue, nullable=False),
-        Column("created_at", Timestamp, nullable=False),
-    )
-    deliveries = owned(
-        "aide_deliveries",
-        Column("output_id", ForeignKey(outputs.c.id, ondelete="CASCADE"), nullable=False),
-        Column("delivery_key", Text, nullable=False),
-        Column("cycle_id", Integer, nullable=True),
-        Column("ok", Integer, nullable=False),  # 1 delivered, 0 failed (retried next cycle)
-        Column("attempts", Integer, nullable=False, server_default=text("0")),
-        Column("error", Text, nullable=True),
-        Column("delivered_at", Timestamp, nullable=False),  # the last try's time
-        *(
-            [
-                # The worker sending it now and until when its claim holds.
-                Column("claim_owner", Text, nullable=True),
-                Column("claim_expires_at", Timestamp, nullable=True),
-                Column("next_attempt_at", Timestamp, nullable=True),  # a failed one's backoff
-            ]
-            if v6
-            else []
-        ),
-    )
-    Index(
-        f"{PREFIX}aide_deliveries_uq",
-        deliveries.c.output_id,
-        deliveries.c.delivery_key,
-        unique=True,
-    )
-    return {
-        "aides": aides,
-        "aide_sources": sources,
-        "aide_items": items,
-        "aide_cycles": cycles,
-        "aide_outputs": outputs,
-        "aide_deliveries": deliveries,
-    }
-
-
-RISK_LEVELS = ("conservative", "moderate", "aggressive")
-# The advisor tables in creation order (a table's parents first).
-ADVISOR_TABLES = (
-    "advisor_users",
-    "advisor_positions",
-    "advisor_watchlist",
-    "advisor_briefings",
-    "advisor_alerts",
-    "advisor_prices",
-)
-
-
-def _v5_advisor_tables(metadata: MetaData, entities: Table, aides: Table) -> dict[str, Table]:
-    """The tables migration 5 adds: the investment advisor's users and what it made for them
-    (kgot.aides.advisor). User data lives here, never in the graph.
-
-    Every row carries its entity and its aide (deleting either deletes the rows); a user's
-    rows carry the user. A user's name is unique within the aide, a symbol once per user's
-    positions and watchlist, an alert key once per user (an alert is never made twice), a
-    price once per aide, symbol and day.
-    """
-
-    def owned(name: str, *columns: Any) -> Table:
-        return Table(
-            f"{PREFIX}{name}",
-            metadata,
-            Column("id", Integer, primary_key=True),
-            Column("entity_id", ForeignKey(entities.c.id, ondelete="CASCADE"), nullable=False),
-            Column("aide_id", ForeignKey(aides.c.id, ondelete="CASCADE"), nullable=False),
-            *columns,
-            sqlite_autoincrement=True,  # ids are shown and named in commands: never reused
-        )
-
-    risks = _sql_list(RISK_LEVELS)
-    users = owned(
-        "advisor_users",
-        Column("name", String, nullable=False),
-        Column("risk", String(16), nullable=False),
-        Column("horizon", String(32), nullable=True),
-        Column("goals", JsonValue, nullable=False),  # list of strings
-        Column("preferences", JsonValue, nullable=False),  # list of strings
-        Column("thresholds", JsonValue, nullable=False),  # alert thresholds set for this user
-        Column("created_at", Timestamp, nullable=False),
-        Column("updated_at", Timestamp, nullable=False),
-        CheckConstraint(f"risk IN ({risks})", name="kgot_advisor_users_risk"),
-    )
-    Index(f"{PREFIX}advisor_users_uq", users.c.aide_id, users.c.name, unique=True)
-
-    def of_user(name: str, *columns: Any) -> Table:
-        return owned(
-            name,
-            Column("user_id", ForeignKey(users.c.id, ondelete="CASCADE"), nullable=False),
-            *columns,
-        )
-
-    positions = of_user(
-        "advisor_positions",
-        Column("symbol", String(32), nullable=False),
-        Column("shares", Float, nullable=False),
-        Column("avg_cost", Float, nullable=True),
-        Column("added_at", Timestamp, nullable=False),
-        Column("updated_at", Timestamp, nullable=False),
-        CheckConstraint("shares > 0", name="kgot_advisor_positions_shares"),
-    )
-    Index(f"{PREFIX}advisor_positions_uq", positions.c.user_id, positions.c.symbol, unique=True)
-    watchlist = of_user(
-        "advisor_watchlist",
-        Column("symbol", String(32), nullable=False),
-        Column("added_at", Timestamp, nullable=False),
-    )
-    Index(f"{PREFIX}advisor_watchlist_uq", watchlist.c.user_id, watchlist.c.symbol, unique=True)
-    briefings = of_user(
-        "advisor_briefings",
-        Column("created_at", Timestamp, nullable=False),
-        Column("cycle_id", Integer, nullable=True),  # NULL: asked for outside a cycle
-        Column("budget", Integer, nullable=False),  # the evidence pack's token budget
-        Column("pack_key", String(64), nullable=False),  # sha256 of the pack it was made from
-        Column("text", Text, nullable=False),
-        Column("facts", JsonValue, nullable=False),  # the cited ids, all in the pack
-        Column("pack", JsonValue, nullable=False),  # the ids the pack held
-        Column("usage", JsonValue, nullable=True),
-    )
-    Index(f"{PREFIX}advisor_briefings_recent", briefings.c.user_id, briefings.c.id)
-    alerts = of_user(
-        "advisor_alerts",
-        Column("rule", String(32), nullable=False),
-        # What makes two alerts the same alert (the rule and the facts behind it): unique per
-        # user, so an alert is never made, nor sent, twice.
-        Column("alert_key", Text, nullable=False),
-        Column("severity", String(8), nullable=False),
-        Column("message", Text, nullable=False),
-        Column("facts", JsonValue, nullable=False),
-        Column("cycle_id", Integer, nullable=True),
-        Column("created_at", Timestamp, nullable=False),
-        Column("acked_at", Timestamp, nullable=True),
-    )
-    Index(f"{PREFIX}advisor_alerts_uq", alerts.c.user_id, alerts.c.alert_key, unique=True)
-    prices = owned(
-        "advisor_prices",
-        Column("symbol", String(32), nullable=False),
-        Column("day", String(10), nullable=False),  # YYYY-MM-DD
-        Column("close", Float, nullable=False),
-        Column("open", Float, nullable=True),
-        Column("high", Float, nullable=True),
-        Column("low", Float, nullable=True),
-        Column("volume", Float, nullable=True),
-        Column("provider", String(16), nullable=False),
-        Column("fetched_at", Timestamp, nullable=False),
-    )
-    Index(
-        f"{PREFIX}advisor_prices_uq", prices.c.aide_id, prices.c.symbol, prices.c.day, unique=True
-    )
-    return {
-        "advisor_users": users,
-        "advisor_positions": positions,
-        "advisor_watchlist": watchlist,
-        "advisor_briefings": briefings,
-        "advisor_alerts": alerts,
-        "advisor_prices": prices,
-    }
 
 
 def _v3_run_events(metadata: MetaData, runs: Table) -> Table:
@@ -617,9 +319,9 @@ def _v3_run_events(metadata: MetaData, runs: Table) -> Table:
     )
 
 
-def _v2_tables(metadata: MetaData, entities: Table) -> tuple[Table, Table, Table]:
-    """The tables migration 2 adds: fact use (reads must not write fact versions), the
-    curation queue and node embeddings (optional, see ``kgot.memory.embeddings``)."""
+def _v2_tables(metadata: MetaData, entities: Table) -> tuple[Table, Table]:
+    """The store's tables migration 2 adds: fact use (reads must not write fact versions) and
+    the curation queue."""
     fact_use = Table(
         f"{PREFIX}fact_use",
         metadata,
@@ -640,8 +342,8 @@ def _v2_tables(metadata: MetaData, entities: Table) -> tuple[Table, Table, Table
         CheckConstraint("kind IN ('node', 'edge')", name="kgot_fact_use_kind"),
         CheckConstraint("strength >= 0 AND strength <= 1", name="kgot_fact_use_strength"),
     )
-    suggestion_kinds = _sql_list(SUGGESTION_KINDS)
-    statuses = _sql_list(SUGGESTION_STATUSES)
+    suggestion_kinds = sql_list(SUGGESTION_KINDS)
+    statuses = sql_list(SUGGESTION_STATUSES)
     suggestions = Table(
         f"{PREFIX}suggestions",
         metadata,
@@ -668,28 +370,7 @@ def _v2_tables(metadata: MetaData, entities: Table) -> tuple[Table, Table, Table
         suggestions.c.payload_key,
     )
     Index(f"{PREFIX}suggestions_status", suggestions.c.entity_id, suggestions.c.status)
-    # One vector per node and embedding model, kept beside the facts (not a fact version: a
-    # vector is derived from a node's text and re-made when that text changes). The key leads
-    # with (entity_id, model) so a similarity scan reads one entity's vectors of one model.
-    embeddings = Table(
-        f"{PREFIX}embeddings",
-        metadata,
-        Column(
-            "entity_id",
-            ForeignKey(entities.c.id, ondelete="CASCADE"),
-            primary_key=True,
-            autoincrement=False,
-        ),
-        Column("model", String, primary_key=True),
-        Column("node_id", String, primary_key=True),
-        Column("dimension", Integer, nullable=False),
-        Column("vector", LargeBinary, nullable=False),  # float32, little-endian
-        # sha256 of the text embedded: a node whose text did not change is not embedded again.
-        Column("text_hash", String(64), nullable=False),
-        Column("updated_at", Timestamp, nullable=False),
-        CheckConstraint("dimension > 0", name="kgot_embeddings_dimension"),
-    )
-    return fact_use, suggestions, embeddings
+    return fact_use, suggestions
 
 
 def _closed_reason(table: str, version: int) -> list[Any]:
@@ -705,14 +386,14 @@ def _closed_reason(table: str, version: int) -> list[Any]:
     ]
 
 
-def _sql_list(values: tuple[str, ...]) -> str:
+def sql_list(values: tuple[str, ...]) -> str:
     """``values`` as the quoted list of a CHECK constraint's ``IN (…)``."""
     return ", ".join(f"'{value}'" for value in values)
 
 
 def closed_reason_check(allowed: tuple[str, ...] = CLOSE_REASONS) -> str:
     """The ``closed_reason`` column's check, allowing ``allowed`` (default: every reason)."""
-    reasons = _sql_list(allowed)
+    reasons = sql_list(allowed)
     return f"closed_reason IS NULL OR closed_reason IN ({reasons})"
 
 
@@ -741,7 +422,7 @@ def _fact_columns() -> list[Column]:
 
 
 def _checks(table: str) -> list[CheckConstraint]:
-    kinds = _sql_list(SOURCE_KINDS)
+    kinds = sql_list(SOURCE_KINDS)
     return [
         CheckConstraint("confidence >= 0 AND confidence <= 1", name=f"kgot_{table}_confidence"),
         CheckConstraint(f"source_kind IN ({kinds})", name=f"kgot_{table}_source_kind"),

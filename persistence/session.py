@@ -119,6 +119,43 @@ class EntitySession:
         with self._lock:
             return self._view
 
+    @property
+    def entity_id(self) -> int:
+        """The entity's row id: a package scopes every statement on its own tables by it."""
+        return self._entity_id
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        """A read transaction for a package's own rows of this entity (see
+        :class:`~kgot.persistence.TableSet`), after checking the entity still exists.
+
+        Raises:
+            EntityNotFoundError: the entity was deleted since the session was opened.
+        """
+        with read_transaction(self._context.engine, self._context.target) as connection:
+            self._entity_version(connection)
+            yield connection
+
+    @contextmanager
+    def write(self, *, lock: bool = False) -> Iterator[Connection]:
+        """A write transaction for a package's own rows of this entity, after checking the
+        entity still exists; committed when the block ends, rolled back when it raises.
+
+        Args:
+            lock: also lock the entity's row until the transaction ends (PostgreSQL; SQLite's
+                write lock excludes other writers already), so the write takes turns with
+                commits to the entity and with its deletion.
+
+        Raises:
+            EntityNotFoundError: the entity was deleted since the session was opened.
+        """
+        with write_transaction(self._context.engine, self._context.target) as connection:
+            if lock:
+                self._lock_entity(connection)
+            else:
+                self._entity_version(connection)
+            yield connection
+
     def __repr__(self) -> str:
         return f"EntitySession(entity={self.entity!r}, version={self.version})"
 

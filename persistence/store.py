@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import re
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
@@ -36,9 +37,9 @@ from kgot.persistence.engine import (
     read_transaction,
     write_transaction,
 )
-from kgot.persistence.migrations import migrate, store_not_found
+from kgot.persistence.migrations import migrate, owned_tables, store_not_found
 from kgot.persistence.owner import Owner, current_owner, owner_state
-from kgot.persistence.schema import AIDE_TABLES, TABLES
+from kgot.persistence.schema import TABLES
 from kgot.persistence.session import EntitySession, StoreContext
 from kgot.persistence.target import (
     StoreNotFoundError,
@@ -279,7 +280,7 @@ class Store:
         precheck(parsed, created_by="user", justification="")
         now = utc_now()
         try:
-            with self._write() as connection:
+            with self.write() as connection:
                 self._refuse_taken_name(connection, name)
                 entity_id = connection.execute(
                     insert(TABLES.entities)
@@ -322,7 +323,7 @@ class Store:
         """Every entity with its version and current node and edge counts, by name."""
         entities = TABLES.entities
         now = utc_now()
-        with self._read() as connection:
+        with self.read() as connection:
             rows = connection.execute(select(entities).order_by(entities.c.name)).all()
             nodes = node_counts(connection, now)
             edges = edge_counts(connection, now)
@@ -346,7 +347,7 @@ class Store:
             EntityNotFoundError: no entity has that name.
         """
         now = utc_now()
-        with self._read() as connection:
+        with self.read() as connection:
             row = self._entity_row(connection, name)
             nodes = node_counts(connection, now, row.id)[row.id]
             edges = edge_counts(connection, now, row.id)[row.id]
@@ -362,7 +363,8 @@ class Store:
 
     def delete_entity(self, name: str) -> None:
         """Delete an entity with all its facts, history, own types, runs (their recorded
-        events go with them), their checkpoints and its aides (kgot.aides).
+        events go with them), their checkpoints and its rows in every other package's tables
+        (aides, embeddings, …: see :class:`~kgot.persistence.TableSet`).
 
         The runs' checkpoints (which hold the entity's graph state) are purged first, while the
         entity is locked: when they cannot be, nothing is deleted and the error says so, so
@@ -373,7 +375,7 @@ class Store:
             EntityNotFoundError: no entity has that name.
             StoreError: the checkpoints could not be purged (nothing was deleted).
         """
-        with self._write() as connection:
+        with self.write() as connection:
             row = self._entity_row(connection, name, lock=True)
             runs = TABLES.runs
             run_ids = list(
@@ -385,15 +387,17 @@ class Store:
                 from kgot.persistence.checkpoints import purge_checkpoints
 
                 purge_checkpoints(self._context.target, run_ids)
+            # Other packages' rows first, children before parents (the foreign keys cascade
+            # too; explicit deletes keep the order and the cost plain).
+            owned = [t for t in reversed(owned_tables()) if "entity_id" in t.c]
             for table in (
-                *(getattr(TABLES, name) for name in reversed(AIDE_TABLES)),
+                *owned,
                 TABLES.edges,
                 TABLES.nodes,
                 TABLES.commits,
                 TABLES.types,
                 TABLES.fact_use,
                 TABLES.suggestions,
-                TABLES.embeddings,
                 runs,
             ):
                 connection.execute(delete(table).where(table.c.entity_id == row.id))
@@ -405,7 +409,7 @@ class Store:
         Raises:
             EntityNotFoundError: no entity has that name (the message says how to create it).
         """
-        with self._read() as connection:
+        with self.read() as connection:
             row = self._entity_row(connection, entity)
         return EntitySession(self._context, row.id, row.name, row.version)
 
@@ -573,7 +577,7 @@ class Store:
         runs = TABLES.runs
         for attempt in range(2):
             try:
-                with self._write() as connection:
+                with self.write() as connection:
                     entity_id = None if entity is None else self._entity_row(connection, entity).id
                     query = select(runs.c.entity_id, runs.c.status, runs.c.owner).where(
                         runs.c.run_id == run_id
@@ -636,7 +640,7 @@ class Store:
             raise StoreError(f"unknown run status {status!r} (use one of {RUN_STATUSES})")
         runs = TABLES.runs
         now = utc_now()
-        with self._write() as connection:
+        with self.write() as connection:
             result = connection.execute(
                 update(runs)
                 .where(runs.c.run_id == run_id)
@@ -660,7 +664,7 @@ class Store:
             RunStillRunningError: it does.
         """
         runs = TABLES.runs
-        with self._read() as connection:
+        with self.read() as connection:
             owner = connection.execute(
                 select(runs.c.owner).where(runs.c.run_id == run_id, runs.c.status == "running")
             ).scalar()
@@ -673,14 +677,14 @@ class Store:
         Only processes of this machine can be judged: runs of other hosts stay as they are.
         """
         runs = TABLES.runs
-        with self._read() as connection:
+        with self.read() as connection:
             running = connection.execute(
                 select(runs.c.run_id, runs.c.owner).where(runs.c.status == "running")
             ).all()
         dead = [row for row in running if owner_state(row.owner) == "gone"]
         marked = []
         for row in dead:
-            with self._write() as connection:
+            with self.write() as connection:
                 # Only if no process resumed it meanwhile (it would have recorded itself).
                 changed = connection.execute(
                     update(runs)
@@ -702,7 +706,7 @@ class Store:
             EntityNotFoundError: ``entity`` does not exist.
         """
         runs, entities = TABLES.runs, TABLES.entities
-        with self._read() as connection:
+        with self.read() as connection:
             query = (
                 select(runs, entities.c.name.label("entity_name"))
                 .select_from(runs.outerjoin(entities, runs.c.entity_id == entities.c.id))
@@ -717,7 +721,7 @@ class Store:
     def get_run(self, run_id: str) -> RunRecord | None:
         """One run, or ``None`` when no run has that id."""
         runs, entities = TABLES.runs, TABLES.entities
-        with self._read() as connection:
+        with self.read() as connection:
             row = connection.execute(
                 select(runs, entities.c.name.label("entity_name"))
                 .select_from(runs.outerjoin(entities, runs.c.entity_id == entities.c.id))
@@ -732,7 +736,7 @@ class Store:
         query = select(runs.c.run_id).order_by(runs.c.run_id)
         if prefix:
             query = query.where(runs.c.run_id.startswith(prefix, autoescape=True))
-        with self._read() as connection:
+        with self.read() as connection:
             found = connection.execute(query).scalars()
             # SQLite's LIKE ignores ASCII case; run ids do not.
             return [run_id for run_id in found if run_id.startswith(prefix)]
@@ -763,7 +767,7 @@ class Store:
         if not all(isinstance(kind, str) and kind for kind in kinds):
             raise StoreError(f"a run event of run {run_id!r} has no 'type'; name its kind there")
         table = TABLES.run_events
-        with self._write() as connection:
+        with self.write() as connection:
             last = connection.execute(
                 select(func.max(table.c.seq)).where(table.c.run_id == run_id)
             ).scalar()
@@ -793,19 +797,45 @@ class Store:
         """The events recorded for ``run_id``, in the order they happened (none for a run
         recorded before events were kept, or no run at all)."""
         table = TABLES.run_events
-        with self._read() as connection:
+        with self.read() as connection:
             rows = connection.execute(
                 select(table.c.event).where(table.c.run_id == run_id).order_by(table.c.seq)
             ).scalars()
             return [dict(event) for event in rows]
 
-    # ------------------------------------------------------------------------ internals
+    # ------------------------------------------------------------------------ transactions
 
-    def _read(self) -> Any:
+    def read(self) -> AbstractContextManager[Connection]:
+        """A read transaction on the store's database, for a package's own tables (see
+        :class:`~kgot.persistence.TableSet`): ``with store.read() as connection: ...``.
+
+        It sees one consistent state (SQLite: a snapshot; PostgreSQL: the rows as of each
+        statement, read committed). Store errors are raised as kgot's (a busy database as
+        :class:`StoreBusyError`).
+        """
         return read_transaction(self._context.engine, self._context.target)
 
-    def _write(self) -> Any:
-        return write_transaction(self._context.engine, self._context.target)
+    @contextmanager
+    def write(self, *, lock_entity: str | None = None) -> Iterator[Connection]:
+        """A write transaction: everything done on the connection is committed together when
+        the block ends, or nothing when it raises. Writers take turns (SQLite's write lock is
+        taken at the start, so two writers queue instead of failing half-way).
+
+        Args:
+            lock_entity: first lock this entity's row until the transaction ends (PostgreSQL
+                ``SELECT … FOR UPDATE``; on SQLite the write lock already excludes every other
+                writer), so a concurrent :meth:`delete_entity` waits for it or goes first.
+
+        Raises:
+            EntityNotFoundError: ``lock_entity`` does not exist (nothing was written).
+            StoreBusyError: other writers held the database past the busy timeout.
+        """
+        with write_transaction(self._context.engine, self._context.target) as connection:
+            if lock_entity is not None:
+                self._entity_row(connection, lock_entity, lock=True)
+            yield connection
+
+    # ------------------------------------------------------------------------ internals
 
     def _entity_row(self, connection: Connection, name: str, *, lock: bool = False) -> Any:
         entities = TABLES.entities
@@ -829,7 +859,7 @@ class Store:
         """The type operations of ``entity`` (the global types for ``None``)."""
         if entity is None:
             return TypeScope(self._context)
-        with self._read() as connection:
+        with self.read() as connection:
             row = self._entity_row(connection, entity)
         return TypeScope(self._context, row.id, row.name)
 

@@ -139,6 +139,6 @@ def test_the_entry_points_name_only_the_package() -> None:
         for name, value in points.items()
         if WORD in name or WORD in value
     }
-    assert len(declared) == 4, declared  # tools, program, commands and MCP tools
+    assert len(declared) == 5, declared  # tools, program, commands, MCP tools and tables
     outside = {key: value for key, value in declared.items() if not value.startswith(DOTTED)}
     assert outside == {}, outside

@@ -1,4 +1,5 @@
-"""The advisor's tables (migration 5): users, positions, watchlists, briefings, alerts, prices.
+"""The advisor's rows (tables in :mod:`kgot.aides.advisor.schema`): users, positions, watchlists,
+briefings, alerts, prices.
 
 User data lives here and nowhere else: never in the graph, a sandbox job or a prompt other than
 that user's own briefing and ask steps. Every statement names the aide (and so its entity), and
@@ -13,16 +14,16 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, delete, func, insert, select, update
 
+from kgot.aides.advisor.schema import ADVISOR_TABLES, RISK_LEVELS
+from kgot.aides.schema import AIDE_TABLES
 from kgot.errors import UsageError
-from kgot.persistence.schema import RISK_LEVELS, TABLES
 from kgot.persistence.timeutil import as_utc, utc_now
 
 if TYPE_CHECKING:
@@ -148,18 +149,6 @@ class StoredAlert:
         }
 
 
-@contextmanager
-def _write(store: Store) -> Iterator[Connection]:
-    with store._write() as connection:
-        yield connection
-
-
-@contextmanager
-def _read(store: Store) -> Iterator[Connection]:
-    with store._read() as connection:
-        yield connection
-
-
 # ---------------------------------------------------------------------------- the aide
 
 
@@ -182,16 +171,16 @@ def advisor_aide(store: Store, name: str) -> AideRow:
 
 def aide_settings(store: Store, aide: AideRow) -> dict[str, Any]:
     """The aide's current settings (read again: another process may have changed them)."""
-    table = TABLES.aides
-    with _read(store) as connection:
+    table = AIDE_TABLES.aides
+    with store.read() as connection:
         value = connection.execute(select(table.c.settings).where(table.c.id == aide.id)).scalar()
     return dict(value or {})
 
 
 def update_settings(store: Store, aide: AideRow, changes: Mapping[str, Any]) -> dict[str, Any]:
     """Merge ``changes`` into the aide's settings (one transaction); the new settings."""
-    table = TABLES.aides
-    with _write(store) as connection:
+    table = AIDE_TABLES.aides
+    with store.write() as connection:
         current = connection.execute(select(table.c.settings).where(table.c.id == aide.id)).scalar()
         merged = {**dict(current or {}), **dict(changes)}
         connection.execute(
@@ -224,9 +213,9 @@ def add_user(
     from kgot.aides.advisor.alerts import checked_thresholds
 
     limits = checked_thresholds(thresholds or {})
-    table = TABLES.advisor_users
+    table = ADVISOR_TABLES.advisor_users
     now = utc_now()
-    with _write(store) as connection:
+    with store.write() as connection:
         _name_free(connection, aide, name)
         connection.execute(
             insert(table).values(
@@ -262,7 +251,7 @@ def _checked_risk(risk: str) -> str:
 
 def _checked_horizon(horizon: str | None) -> str | None:
     horizon = _one_line(horizon or "") or None
-    width = TABLES.advisor_users.c.horizon.type.length  # PostgreSQL enforces it
+    width = ADVISOR_TABLES.advisor_users.c.horizon.type.length  # PostgreSQL enforces it
     if horizon is not None and len(horizon) > width:
         raise UsageError(
             f"--horizon {horizon[:40]!r} is longer than {width} characters; give e.g. 10y"
@@ -285,7 +274,7 @@ def _cleaned(texts: Sequence[str]) -> list[str]:
 def _name_free(connection: Connection, aide: AideRow, name: str) -> None:
     """Refuse ``name`` when the advisor has a user of that name already (a new user's, a
     rename's)."""
-    table = TABLES.advisor_users
+    table = ADVISOR_TABLES.advisor_users
     taken = connection.execute(
         select(table.c.id).where(table.c.aide_id == aide.id, table.c.name == name)
     ).scalar()
@@ -299,8 +288,8 @@ def get_user(store: Store, aide: AideRow, name: str) -> User:
     Raises:
         UsageError: the advisor has no such user.
     """
-    table = TABLES.advisor_users
-    with _read(store) as connection:
+    table = ADVISOR_TABLES.advisor_users
+    with store.read() as connection:
         row = connection.execute(
             select(table).where(table.c.aide_id == aide.id, table.c.name == name)
         ).first()
@@ -313,8 +302,8 @@ def get_user(store: Store, aide: AideRow, name: str) -> User:
 
 
 def users(store: Store, aide: AideRow) -> list[User]:
-    table = TABLES.advisor_users
-    with _read(store) as connection:
+    table = ADVISOR_TABLES.advisor_users
+    with store.read() as connection:
         rows = connection.execute(
             select(table).where(table.c.aide_id == aide.id).order_by(table.c.name)
         ).all()
@@ -336,12 +325,15 @@ def _user(row: Any) -> User:
 
 def portfolios(store: Store, aide: AideRow, only: User | None = None) -> list[Portfolio]:
     """Each user of the advisor (or only ``only``) with positions and watchlist, by name."""
-    positions_table, watch_table = TABLES.advisor_positions, TABLES.advisor_watchlist
+    positions_table, watch_table = (
+        ADVISOR_TABLES.advisor_positions,
+        ADVISOR_TABLES.advisor_watchlist,
+    )
     people = [only] if only is not None else users(store, aide)
     ids = [user.id for user in people]
     held: dict[int, list[Position]] = {i: [] for i in ids}
     watched: dict[int, list[str]] = {i: [] for i in ids}
-    with _read(store) as connection:
+    with store.read() as connection:
         for row in connection.execute(
             select(positions_table)
             .where(positions_table.c.aide_id == aide.id, positions_table.c.user_id.in_(ids))
@@ -401,9 +393,9 @@ def update_user(
     if preferences is not None:
         values["preferences"] = _cleaned(preferences)
     changed = None if thresholds is None else checked_thresholds(thresholds, drops=True)
-    table = TABLES.advisor_users
+    table = ADVISOR_TABLES.advisor_users
     scope = (table.c.id == user.id) & (table.c.aide_id == aide.id)
-    with _write(store) as connection:
+    with store.write() as connection:
         if changed is not None:  # merged with the stored ones, read in this transaction
             current = connection.execute(select(table.c.thresholds).where(scope)).scalar()
             merged = {**dict(current or {}), **changed}
@@ -413,7 +405,7 @@ def update_user(
             # An output added for one user names them: it must follow the rename, or it
             # would stop receiving (and a later user of the old name would get it).
             for output in _user_outputs(connection, aide, user.name):
-                outputs = TABLES.aide_outputs
+                outputs = AIDE_TABLES.aide_outputs
                 connection.execute(
                     update(outputs)
                     .where(outputs.c.id == output.id, outputs.c.aide_id == aide.id)
@@ -454,17 +446,17 @@ _USER_TABLES = ("positions", "watchlist", "briefings", "alerts")
 def _user_outputs(connection: Connection, aide: AideRow, name: str) -> list[Any]:
     """The aide's outputs added for the user ``name`` (``kgot aide user output``): the spec
     names the user, so they are found in Python (JSON queries differ per database)."""
-    table = TABLES.aide_outputs
+    table = AIDE_TABLES.aide_outputs
     rows = connection.execute(select(table).where(table.c.aide_id == aide.id)).all()
     return [row for row in rows if dict(row.spec or {}).get("user") == name]
 
 
 def user_rows(store: Store, aide: AideRow, user: User) -> UserRows:
     """What the user has in the advisor's tables."""
-    with _read(store) as connection:
+    with store.read() as connection:
 
         def theirs(name: str) -> int:
-            table = getattr(TABLES, f"advisor_{name}")
+            table = getattr(ADVISOR_TABLES, f"advisor_{name}")
             query = select(func.count()).select_from(table)
             return int(
                 connection.execute(
@@ -483,24 +475,24 @@ def remove_user(store: Store, aide: AideRow, user: User) -> UserRows:
     positions, watchlist, briefings, alerts and the outputs added for them (with their
     delivery log). Every statement names the aide and the user; another user's or another
     aide's rows are never touched. Returns what was removed (the deletes' row counts)."""
-    with _write(store) as connection:
+    with store.write() as connection:
 
         def removed(table: Any, *where: Any) -> int:
             statement = delete(table).where(table.c.aide_id == aide.id, *where)
             return int(connection.execute(statement).rowcount)
 
         def theirs(name: str) -> int:
-            table = getattr(TABLES, f"advisor_{name}")
+            table = getattr(ADVISOR_TABLES, f"advisor_{name}")
             return removed(table, table.c.user_id == user.id)
 
         # The children first, explicitly: the foreign keys would cascade, but a removal
         # that is scoped in its own statements does not depend on them.
         counts = {name: theirs(name) for name in _USER_TABLES}
-        outputs, log = TABLES.aide_outputs, TABLES.aide_deliveries
+        outputs, log = AIDE_TABLES.aide_outputs, AIDE_TABLES.aide_deliveries
         ids = [row.id for row in _user_outputs(connection, aide, user.name)]
         removed(log, log.c.output_id.in_(ids))
         counts["outputs"] = removed(outputs, outputs.c.id.in_(ids))
-        removed(TABLES.advisor_users, TABLES.advisor_users.c.id == user.id)
+        removed(ADVISOR_TABLES.advisor_users, ADVISOR_TABLES.advisor_users.c.id == user.id)
     return UserRows(**counts)
 
 
@@ -513,9 +505,9 @@ def import_positions(
     """Store ``rows`` (checked already) as the user's positions in one transaction: each
     symbol's position is set to the row's; ``replace`` also drops the positions the file does
     not list. Returns how many positions were written."""
-    table = TABLES.advisor_positions
+    table = ADVISOR_TABLES.advisor_positions
     now = utc_now()
-    with _write(store) as connection:
+    with store.write() as connection:
         scope = (table.c.aide_id == aide.id) & (table.c.user_id == user.id)
         if replace:
             connection.execute(delete(table).where(scope))
@@ -545,9 +537,9 @@ def add_position(
 ) -> Position:
     """Buy ``shares`` more of ``symbol``: a held position grows and its average cost becomes
     the weighted mean (a cost not given keeps the old one)."""
-    table = TABLES.advisor_positions
+    table = ADVISOR_TABLES.advisor_positions
     now = utc_now()
-    with _write(store) as connection:
+    with store.write() as connection:
         row = connection.execute(
             select(table).where(
                 table.c.aide_id == aide.id, table.c.user_id == user.id, table.c.symbol == symbol
@@ -601,10 +593,10 @@ def add_position(
 
 def add_watch(store: Store, aide: AideRow, user: User, symbols: Iterable[str]) -> list[str]:
     """Add symbols to the user's watchlist; the ones that were not on it yet."""
-    table = TABLES.advisor_watchlist
+    table = ADVISOR_TABLES.advisor_watchlist
     now = utc_now()
     added: list[str] = []
-    with _write(store) as connection:
+    with store.write() as connection:
         have = set(
             connection.execute(
                 select(table.c.symbol).where(table.c.aide_id == aide.id, table.c.user_id == user.id)
@@ -639,7 +631,9 @@ def remove_positions(
         have = f"positions: {', '.join(held)}" if held else "no positions at all"
         return f"{user.name} has no {missing} position ({have}); nothing removed"
 
-    rows = _remove_symbols(store, aide, user, TABLES.advisor_positions, symbols, refusal=refusal)
+    rows = _remove_symbols(
+        store, aide, user, ADVISOR_TABLES.advisor_positions, symbols, refusal=refusal
+    )
     return [Position(r.symbol, float(r.shares), r.avg_cost, as_utc(r.added_at)) for r in rows]
 
 
@@ -654,7 +648,9 @@ def remove_watch(store: Store, aide: AideRow, user: User, symbols: Sequence[str]
         have = f"watchlist: {', '.join(watched)}" if watched else "empty watchlist"
         return f"{user.name} does not watch {missing} ({have}); nothing removed"
 
-    rows = _remove_symbols(store, aide, user, TABLES.advisor_watchlist, symbols, refusal=refusal)
+    rows = _remove_symbols(
+        store, aide, user, ADVISOR_TABLES.advisor_watchlist, symbols, refusal=refusal
+    )
     return [row.symbol for row in rows]
 
 
@@ -674,7 +670,7 @@ def _remove_symbols(
         UsageError: ``refusal(the symbols missing, the symbols there are)``; nothing removed.
     """
     wanted = list(dict.fromkeys(symbols))
-    with _write(store) as connection:
+    with store.write() as connection:
         scope = (table.c.aide_id == aide.id) & (table.c.user_id == user.id)
         rows = {row.symbol: row for row in connection.execute(select(table).where(scope))}
         missing = [s for s in wanted if s not in rows]
@@ -701,8 +697,8 @@ def save_briefing(
     usage: Mapping[str, Any],
     now: datetime,
 ) -> StoredBriefing:
-    table = TABLES.advisor_briefings
-    with _write(store) as connection:
+    table = ADVISOR_TABLES.advisor_briefings
+    with store.write() as connection:
         result = connection.execute(
             insert(table).values(
                 entity_id=aide.entity_id,
@@ -728,7 +724,7 @@ def briefings(
     store: Store, aide: AideRow, user: User | None = None, limit: int = 10
 ) -> list[StoredBriefing]:
     """The newest briefings of one user (or of every user, for delivery), newest first."""
-    table, users_table = TABLES.advisor_briefings, TABLES.advisor_users
+    table, users_table = ADVISOR_TABLES.advisor_briefings, ADVISOR_TABLES.advisor_users
     query = (
         select(table, users_table.c.name.label("user_name"))
         .join(users_table, users_table.c.id == table.c.user_id)
@@ -738,7 +734,7 @@ def briefings(
     )
     if user is not None:
         query = query.where(table.c.user_id == user.id)
-    with _read(store) as connection:
+    with store.read() as connection:
         return [_briefing(row, row.user_name) for row in connection.execute(query)]
 
 
@@ -762,9 +758,9 @@ def _briefing(row: Any, user: str) -> StoredBriefing:
 
 def alert_keys(store: Store, aide: AideRow) -> dict[int, set[str]]:
     """Every alert key the advisor's users have, by user id (to evaluate only new ones)."""
-    table = TABLES.advisor_alerts
+    table = ADVISOR_TABLES.advisor_alerts
     keys: dict[int, set[str]] = {}
-    with _read(store) as connection:
+    with store.read() as connection:
         for user_id, key in connection.execute(
             select(table.c.user_id, table.c.alert_key).where(table.c.aide_id == aide.id)
         ):
@@ -784,14 +780,14 @@ def record_alerts(
     """Record the alerts ``found`` (:class:`kgot.aides.advisor.alerts.Alert`) that the user
     does not have yet (their key decides, in the database: two workers record each once);
     the ones recorded now."""
-    from kgot.aides.records import _insert_new  # the aide tables' "skip what exists" insert
+    from kgot.aides.records import insert_new  # the aide tables' "skip what exists" insert
 
-    table = TABLES.advisor_alerts
+    table = ADVISOR_TABLES.advisor_alerts
     made: list[int] = []
-    with _write(store) as connection:
+    with store.write() as connection:
         for alert in found:
             result = connection.execute(
-                _insert_new(connection, table).values(
+                insert_new(connection, table).values(
                     entity_id=aide.entity_id,
                     aide_id=aide.id,
                     user_id=user.id,
@@ -820,7 +816,7 @@ def alerts(
     limit: int | None = 200,
 ) -> list[StoredAlert]:
     """A user's alerts (or every user's, for delivery), newest first."""
-    table, users_table = TABLES.advisor_alerts, TABLES.advisor_users
+    table, users_table = ADVISOR_TABLES.advisor_alerts, ADVISOR_TABLES.advisor_users
     query = (
         select(table, users_table.c.name.label("user_name"))
         .join(users_table, users_table.c.id == table.c.user_id)
@@ -833,7 +829,7 @@ def alerts(
         query = query.where(table.c.created_at >= since)
     if limit is not None:
         query = query.limit(limit)
-    with _read(store) as connection:
+    with store.read() as connection:
         return [_alert(row, row.user_name) for row in connection.execute(query)]
 
 
@@ -843,8 +839,8 @@ def ack_alert(store: Store, aide: AideRow, user: User, alert_id: int, now: datet
     Raises:
         UsageError: the user has no alert with that id (another user's reads as unknown).
     """
-    table = TABLES.advisor_alerts
-    with _write(store) as connection:
+    table = ADVISOR_TABLES.advisor_alerts
+    with store.write() as connection:
         row = connection.execute(
             select(table).where(
                 table.c.id == alert_id, table.c.aide_id == aide.id, table.c.user_id == user.id
@@ -890,9 +886,9 @@ def store_prices(
 ) -> int:
     """Cache daily bars (``day``, ``close`` and optionally ``open``/``high``/``low``/
     ``volume``) of one symbol; a day cached before is replaced. Returns the bars written."""
-    table = TABLES.advisor_prices
+    table = ADVISOR_TABLES.advisor_prices
     days = [str(bar["day"]) for bar in bars]
-    with _write(store) as connection:
+    with store.write() as connection:
         for start in range(0, len(days), 500):
             connection.execute(
                 delete(table).where(
@@ -928,11 +924,11 @@ def price_series(
     store: Store, aide: AideRow, symbol: str, *, since_day: str | None = None
 ) -> list[dict[str, Any]]:
     """The cached daily bars of ``symbol``, oldest first (from ``since_day`` on)."""
-    table = TABLES.advisor_prices
+    table = ADVISOR_TABLES.advisor_prices
     query = select(table).where(table.c.aide_id == aide.id, table.c.symbol == symbol)
     if since_day is not None:
         query = query.where(table.c.day >= since_day)
-    with _read(store) as connection:
+    with store.read() as connection:
         rows = connection.execute(query.order_by(table.c.day)).all()
     return [
         {
@@ -957,7 +953,7 @@ def _float(value: Any) -> float | None:
 
 def price_symbols(store: Store, aides: Sequence[AideRow], *, limit: int) -> list[str]:
     """Symbols these aides have cached prices of, alphabetically (at most ``limit``)."""
-    table = TABLES.advisor_prices
+    table = ADVISOR_TABLES.advisor_prices
     query = (
         select(table.c.symbol)
         .where(table.c.aide_id.in_([aide.id for aide in aides]))
@@ -965,5 +961,5 @@ def price_symbols(store: Store, aides: Sequence[AideRow], *, limit: int) -> list
         .order_by(table.c.symbol)
         .limit(limit)
     )
-    with _read(store) as connection:
+    with store.read() as connection:
         return [str(symbol) for symbol in connection.execute(query).scalars()]

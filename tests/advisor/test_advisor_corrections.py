@@ -18,10 +18,11 @@ from kgot.aides import records as aide_records
 from kgot.aides.advisor import api, records
 from kgot.aides.advisor.alerts import Alert
 from kgot.aides.advisor.holdings import PositionRow
+from kgot.aides.advisor.schema import ADVISOR_TABLES as ADVISOR
+from kgot.aides.schema import AIDE_TABLES as AIDE
 from kgot.cli.main import main
 from kgot.errors import UsageError
 from kgot.persistence import Store, open_store
-from kgot.persistence.schema import TABLES
 from kgot.tests.support.command_line import refused as _refused
 from kgot.tests.support.command_line import run_cli as _run
 
@@ -101,9 +102,9 @@ def _rows(store_url: str, *, but: tuple[str, str] | None = None) -> dict[str, li
                 o.id for o in aide_records.outputs(store, row) if o.spec.get("user") == but[1]
             }
         found: dict[str, list[tuple]] = {}
-        with store._read() as connection:
+        with store.read() as connection:
             for name in (*ADVISOR_TABLES, *AIDE_TABLES):
-                table = getattr(TABLES, name)
+                table = getattr(ADVISOR if name.startswith("advisor_") else AIDE, name)
                 rows = connection.execute(select(table).order_by(table.c.id)).all()
                 found[name] = [
                     tuple(r)

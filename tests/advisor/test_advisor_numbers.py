@@ -168,13 +168,13 @@ def test_any_json_the_advisor_prints_is_strict(
     could): the JSON printer names where it is instead of writing Infinity."""
     from sqlalchemy import update
 
-    from kgot.persistence.schema import TABLES
+    from kgot.aides.advisor.schema import ADVISOR_TABLES
 
     db = ["--db", str(tmp_path / "k.db")]
     assert main(["aide", "create", "adv", "--entity", "m", "--program", "advisor", *db]) == 0
     assert main(["aide", "user", "add", "adv", "alice", *db]) == 0
-    with open_store(db[1]) as store, store._write() as connection:
-        users = TABLES.advisor_users
+    with open_store(db[1]) as store, store.write() as connection:
+        users = ADVISOR_TABLES.advisor_users
         connection.execute(update(users).values(thresholds={"impact_max_age_days": math.inf}))
     err = fails(["aide", "user", "list", "adv", "--json", *db], capsys)
     assert "cannot print $[0].thresholds.impact_max_age_days = inf as JSON" in err

@@ -112,19 +112,19 @@ def test_deleting_the_aide_or_the_entity_deletes_its_users_rows(store: Store) ->
     from kgot.aides import open_aide
     from kgot.aides.advisor import records
     from kgot.aides.advisor.holdings import PositionRow
-    from kgot.persistence.schema import ADVISOR_TABLES, TABLES
+    from kgot.aides.advisor.schema import ADVISOR_TABLE_ORDER, ADVISOR_TABLES
 
     def rows() -> dict[str, int]:
         from sqlalchemy import func, select
 
-        with store._read() as connection:
+        with store.read() as connection:
             return {
                 name: int(
                     connection.execute(
-                        select(func.count()).select_from(getattr(TABLES, name))
+                        select(func.count()).select_from(getattr(ADVISOR_TABLES, name))
                     ).scalar_one()
                 )
-                for name in ADVISOR_TABLES
+                for name in ADVISOR_TABLE_ORDER
             }
 
     for name, entity in (("one", "markets"), ("two", "other")):
@@ -135,7 +135,7 @@ def test_deleting_the_aide_or_the_entity_deletes_its_users_rows(store: Store) ->
     assert rows()["advisor_positions"] == 2
     open_aide(store, "one").delete()
     assert rows() == {
-        **{n: 0 for n in ADVISOR_TABLES},
+        **{n: 0 for n in ADVISOR_TABLE_ORDER},
         "advisor_users": 1,
         "advisor_positions": 1,
         "advisor_watchlist": 1,

@@ -20,12 +20,12 @@ import pytest
 from sqlalchemy import select
 
 from kgot.aides import Aide, create_aide, records
+from kgot.aides.schema import AIDE_TABLE_ORDER, AIDE_TABLES
 from kgot.aides.sources import SourceItem
 from kgot.cli.aide_cmd import parse_every
 from kgot.config import Settings
 from kgot.errors import UsageError
 from kgot.persistence import Store
-from kgot.persistence.schema import AIDE_TABLES, TABLES
 from kgot.tests.aides.aide_scripts import QUERY, inbox
 from kgot.tests.aides.test_aides_sources import FIRST, SECOND, rss
 from kgot.tests.support.command_line import refused as _refused
@@ -37,9 +37,9 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 def _rows(store: Store, aide_id: int) -> dict[str, list[tuple[Any, ...]]]:
     """Every row the aide owns, table by table, as the database gives them back."""
     found: dict[str, list[tuple[Any, ...]]] = {}
-    with store._read() as connection:
-        for name in AIDE_TABLES:
-            table = getattr(TABLES, name)
+    with store.read() as connection:
+        for name in AIDE_TABLE_ORDER:
+            table = getattr(AIDE_TABLES, name)
             owner = table.c.id if name == "aides" else table.c.aide_id
             found[name] = [
                 tuple(row)

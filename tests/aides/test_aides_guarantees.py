@@ -25,9 +25,9 @@ import pytest
 
 from kgot.aides import create_aide, records
 from kgot.aides.outputs import deliver_once
+from kgot.aides.schema import AIDE_TABLES
 from kgot.config import Settings
 from kgot.persistence import Store
-from kgot.persistence.schema import TABLES
 
 START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -353,7 +353,9 @@ def test_a_cycle_writes_each_model_calls_spend_before_it_ends(
 
 def test_the_item_tables_scope_ids_by_source() -> None:
     index = {
-        tuple(column.name for column in ix.columns) for ix in TABLES.aide_items.indexes if ix.unique
+        tuple(column.name for column in ix.columns)
+        for ix in AIDE_TABLES.aide_items.indexes
+        if ix.unique
     }
     assert ("aide_id", "source_id", "item_id") in index
 

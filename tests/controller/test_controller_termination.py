@@ -198,7 +198,7 @@ def _record_running(settings: Settings, run_id: str, owner: str) -> None:
 
     from kgot.persistence.schema import TABLES
 
-    with open_store(settings.store.db) as store, store._write() as connection:
+    with open_store(settings.store.db) as store, store.write() as connection:
         runs = TABLES.runs
         connection.execute(
             update(runs).where(runs.c.run_id == run_id).values(status="running", owner=owner)

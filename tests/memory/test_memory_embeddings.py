@@ -39,6 +39,7 @@ from kgot.memory.embeddings import (
     pending_nodes,
     similar_nodes,
 )
+from kgot.memory.schema import EMBEDDINGS
 from kgot.persistence import Provenance, Store, open_store
 from kgot.persistence.engine import read_transaction
 from kgot.persistence.schema import TABLES
@@ -115,7 +116,7 @@ def _memory(store: Store, entity: str, model: Embeddings | None) -> Memory:
 
 def _rows(store: Store, entity: str | None = None) -> list[tuple[str, str, int]]:
     """(entity name, node id, dimension) of every stored vector."""
-    table, entities = TABLES.embeddings, TABLES.entities
+    table, entities = EMBEDDINGS, TABLES.entities
     query = select(entities.c.name, table.c.node_id, table.c.dimension).join(
         entities, entities.c.id == table.c.entity_id
     )

@@ -26,6 +26,7 @@ from kgot.graph_model import Changeset, Edge, Node
 from kgot.memory import open_memory
 from kgot.persistence import Provenance, open_store
 from kgot.persistence.engine import read_transaction
+from kgot.persistence.migrations import store_tables
 from kgot.persistence.schema import TABLES
 from kgot.tests.memory.conftest import UPKEEP_TYPES
 from kgot.tests.memory.test_memory_embeddings import (  # noqa: F401  (a fixture, found by name)
@@ -115,7 +116,7 @@ def _snapshot(store_url: str, entity: str) -> dict[str, Any]:
                 repr(tuple(row))
                 for row in connection.execute(select(entities).where(entities.c.id == entity_id))
             ]
-            for table in TABLES.metadata.sorted_tables:
+            for table in store_tables().values():
                 if "entity_id" in table.c:
                     rows = connection.execute(select(table).where(table.c.entity_id == entity_id))
                     found[table.name] = sorted(repr(tuple(row)) for row in rows)

@@ -7,12 +7,18 @@ import sys
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, inspect, text
+from sqlalchemy import MetaData, create_engine, inspect, text
 
 from kgot.errors import StoreError
 from kgot.persistence import open_store
-from kgot.persistence.migrations import LATEST, MIGRATIONS, PRE_RELEASE_TABLE
-from kgot.persistence.schema import TABLES
+from kgot.persistence.migrations import (
+    PRE_RELEASE_TABLE,
+    define_store_tables,
+    latest_version,
+    migrate,
+    migrations,
+    store_tables,
+)
 from kgot.persistence.target import parse_target
 
 
@@ -90,14 +96,14 @@ def test_migrations_run_once_and_the_tables_match_the_schema(store_url: str) -> 
             .scalars()
             .all()
         )
-        assert applied == [m.version for m in MIGRATIONS] and applied[-1] == LATEST
+        assert applied == [m.version for m in migrations()] and applied[-1] == latest_version()
         seeded = connection.execute(
             text("SELECT count(*) FROM kgot_types WHERE created_by = 'system'")
         ).scalar()
         assert seeded == len(store.type_catalog())
         # Drift guard: every table and column the code uses exists as the migrations made it.
         inspector = inspect(connection)
-        for table in TABLES.metadata.sorted_tables:
+        for table in store_tables().values():
             columns = {c["name"] for c in inspector.get_columns(table.name)}
             assert columns == {c.name for c in table.columns}, table.name
             assert {i.name for i in table.indexes} <= index_names(connection, table.name)
@@ -125,10 +131,11 @@ def test_a_database_newer_than_this_kgot_is_refused(sqlite_url: str) -> None:
                 "INSERT INTO kgot_migrations (version, description, applied_at) "
                 "VALUES (:v, 'from the future', CURRENT_TIMESTAMP)"
             ),
-            {"v": LATEST + 1},
+            {"v": latest_version() + 1},
         )
     engine.dispose()
-    with pytest.raises(StoreError, match=f"schema version {LATEST + 1}, newer than this kgot"):
+    newer = latest_version() + 1
+    with pytest.raises(StoreError, match=f"schema version {newer}, newer than this kgot"):
         open_store(sqlite_url)
 
 
@@ -145,14 +152,12 @@ def test_a_fresh_database_gets_every_migration(kind: str, request: pytest.Fixtur
                 text("SELECT version, description FROM kgot_migrations")
             ).all()
             assert sorted(tuple(row) for row in applied) == [
-                (m.version, m.description) for m in MIGRATIONS
+                (m.version, m.description) for m in migrations()
             ]
-            assert [m.version for m in MIGRATIONS] == list(range(1, LATEST + 1))
+            assert [m.version for m in migrations()] == list(range(1, latest_version() + 1))
             inspector = inspect(connection)
             assert not inspector.has_table(PRE_RELEASE_TABLE)
-            assert {t.name for t in TABLES.metadata.sorted_tables} <= set(
-                inspector.get_table_names()
-            )
+            assert set(store_tables()) <= set(inspector.get_table_names())
             if kind == "postgres":
                 # Facts and types are JSON text (values read back as written), not JSONB.
                 for table, column in [
@@ -181,7 +186,9 @@ def make_pre_release_database(url: str, version: int) -> None:
         with write_transaction(engine, target) as connection:
             if target.schema:
                 connection.exec_driver_sql(f'CREATE SCHEMA IF NOT EXISTS "{target.schema}"')
-            TABLES.metadata.create_all(connection)
+            metadata = MetaData()
+            define_store_tables(metadata)
+            metadata.create_all(connection)
             connection.exec_driver_sql(f"ALTER TABLE kgot_migrations RENAME TO {PRE_RELEASE_TABLE}")
             for number in range(1, version + 1):
                 connection.execute(
@@ -276,14 +283,9 @@ def test_two_processes_opening_a_new_database_migrate_it_once(
 def test_a_database_at_migration_1_is_upgraded_keeping_its_facts(
     kind: str, request: pytest.FixtureRequest
 ) -> None:
-    from datetime import UTC, datetime
-
-    from sqlalchemy import insert
-
     from kgot.graph_model import Changeset, Node
     from kgot.persistence import Provenance
-    from kgot.persistence.engine import create_store_engine, write_transaction
-    from kgot.persistence.migrations import _v1_initial_schema
+    from kgot.persistence.engine import create_store_engine
 
     url = request.getfixturevalue("sqlite_url" if kind == "sqlite" else "fresh_postgres_url")
     target = parse_target(url)
@@ -291,22 +293,17 @@ def test_a_database_at_migration_1_is_upgraded_keeping_its_facts(
         target.sqlite_path.parent.mkdir(parents=True, exist_ok=True)
     engine = create_store_engine(target)
     try:
-        with write_transaction(engine, target) as connection:
+        migrate(engine, target, through=1)  # the frozen version-1 tables, starter types
+        with engine.connect() as connection:
             if target.schema:
-                connection.exec_driver_sql(f'CREATE SCHEMA IF NOT EXISTS "{target.schema}"')
-            _v1_initial_schema(connection)  # the frozen version-1 tables, starter types
-            connection.execute(
-                insert(TABLES.migrations).values(
-                    version=1, description=MIGRATIONS[0].description, applied_at=datetime.now(UTC)
-                )
-            )
+                connection.exec_driver_sql(f'SET search_path TO "{target.schema}"')
             v1 = inspect(connection)
             assert "closed_reason" not in {c["name"] for c in v1.get_columns("kgot_nodes")}
             assert not v1.has_table("kgot_suggestions")
     finally:
         engine.dispose()
 
-    store = open_store(url)  # migrates 1 -> LATEST
+    store = open_store(url)  # migrates 1 -> the latest
     try:
         store.create_entity("old")
         session = store.session("old")
@@ -326,7 +323,7 @@ def test_a_database_at_migration_1_is_upgraded_keeping_its_facts(
             applied = connection.execute(
                 text("SELECT version FROM kgot_migrations ORDER BY version")
             ).scalars()
-            assert list(applied) == list(range(1, LATEST + 1))
+            assert list(applied) == list(range(1, latest_version() + 1))
     finally:
         store.close()
 
@@ -337,10 +334,9 @@ def test_a_database_at_migration_2_is_upgraded_keeping_its_runs(
 ) -> None:
     from datetime import UTC, datetime
 
-    from sqlalchemy import MetaData, insert
+    from sqlalchemy import insert
 
     from kgot.persistence.engine import create_store_engine, write_transaction
-    from kgot.persistence.migrations import _v1_initial_schema, _v2_memory_upkeep
     from kgot.persistence.schema import define_tables
 
     url = request.getfixturevalue("sqlite_url" if kind == "sqlite" else "fresh_postgres_url")
@@ -350,19 +346,8 @@ def test_a_database_at_migration_2_is_upgraded_keeping_its_runs(
     engine = create_store_engine(target)
     now = datetime.now(UTC)
     try:
+        migrate(engine, target, through=2)  # every part of versions 1 and 2
         with write_transaction(engine, target) as connection:
-            if target.schema:
-                connection.exec_driver_sql(f'CREATE SCHEMA IF NOT EXISTS "{target.schema}"')
-            _v1_initial_schema(connection)  # the frozen version-1 and version-2 steps
-            _v2_memory_upkeep(connection)
-            for migration in MIGRATIONS[:2]:
-                connection.execute(
-                    insert(TABLES.migrations).values(
-                        version=migration.version,
-                        description=migration.description,
-                        applied_at=now,
-                    )
-                )
             v2_runs = define_tables(MetaData(), version=2).runs
             connection.execute(
                 insert(v2_runs).values(
@@ -380,7 +365,7 @@ def test_a_database_at_migration_2_is_upgraded_keeping_its_runs(
     finally:
         engine.dispose()
 
-    store = open_store(url)  # migrates 2 -> LATEST
+    store = open_store(url)  # migrates 2 -> the latest
     try:
         old = store.get_run("old-run")
         assert old is not None and old.answer == "yes"
@@ -391,6 +376,6 @@ def test_a_database_at_migration_2_is_upgraded_keeping_its_runs(
             applied = connection.execute(
                 text("SELECT version FROM kgot_migrations ORDER BY version")
             ).scalars()
-            assert list(applied) == list(range(1, LATEST + 1))
+            assert list(applied) == list(range(1, latest_version() + 1))
     finally:
         store.close()

@@ -52,7 +52,7 @@ def test_a_run_of_another_pid_namespace_stays_running(store: Store) -> None:
     assert me is not None
     dead = replace(me, pid=_a_pid_nobody_uses(), started="1")
     runs = TABLES.runs
-    with store._write() as connection:
+    with store.write() as connection:
         for run_id, owner in (("theirs", _in_another_pid_namespace()), ("dead", str(dead))):
             connection.execute(update(runs).where(runs.c.run_id == run_id).values(owner=owner))
     assert store.interrupt_dead_runs() == ["dead"]

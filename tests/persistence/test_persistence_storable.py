@@ -97,7 +97,7 @@ def test_text_and_json_columns_take_unstorable_text(store: Store) -> None:
                 updated_at=now,
             )
         )
-    with store._read() as connection:
+    with store.read() as connection:
         row = connection.execute(select(runs).where(runs.c.run_id == "r-storable")).one()
     assert row.question == f"what is {CLEAN}?"
     assert row.options == {"q": CLEAN}
