@@ -46,6 +46,7 @@ def kgot(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, store_url: str, capsys
     return run
 
 
+@pytest.mark.slow
 def test_entities_lifecycle(kgot) -> None:
     assert kgot("entities", "create", "acme-fund", "-d", "An investment fund")[0] == 0
     code, out, err = kgot("entities", "create", "acme-fund")
@@ -74,6 +75,7 @@ def test_entities_lifecycle(kgot) -> None:
     assert code == 2 and "invalid entity name" in err
 
 
+@pytest.mark.slow
 def test_types_commands(kgot, tmp_path: Path) -> None:
     kgot("entities", "create", "fund")
     types_file = tmp_path / "types.yaml"
@@ -109,6 +111,7 @@ def test_types_commands(kgot, tmp_path: Path) -> None:
     assert code == 2 and "no type 'holds' in entity 'fund'" in err
 
 
+@pytest.mark.slow
 def test_bad_type_files_are_one_line_errors_and_store_nothing(kgot, tmp_path: Path) -> None:
     kgot("entities", "create", "fund")
     bad = tmp_path / "bad.yaml"
@@ -156,6 +159,7 @@ edge_types:
 """
 
 
+@pytest.mark.slow
 def test_types_show_gives_the_upkeep_settings(kgot, tmp_path: Path) -> None:
     kgot("entities", "create", "aide")
     types_file = tmp_path / "assets.yaml"
@@ -207,6 +211,7 @@ def test_types_show_gives_the_upkeep_settings(kgot, tmp_path: Path) -> None:
     assert version["evergreen"] is True and version["retired_reason"] is None
 
 
+@pytest.mark.slow
 def test_a_setting_naming_a_missing_property_is_one_line_and_stores_nothing(
     kgot, tmp_path: Path
 ) -> None:
@@ -248,6 +253,7 @@ def test_a_setting_naming_a_missing_property_is_one_line_and_stores_nothing(
     assert [e["name"] for e in json.loads(kgot("entities", "list", "--json")[1])] == ["aide"]
 
 
+@pytest.mark.slow
 def test_graph_import_export_and_stats_by_entity(kgot, tmp_path: Path, store_url: str) -> None:
     kgot("entities", "create", "alice")
     kgot("entities", "create", "bob")

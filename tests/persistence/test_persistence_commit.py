@@ -48,6 +48,7 @@ def facts(graph: nx.MultiDiGraph) -> tuple[set, set]:
     return nodes, edges
 
 
+@pytest.mark.slow
 def test_commit_then_load_returns_the_same_property_graph(store: Store) -> None:
     seed(store)
     session = store.session("alice")
@@ -272,6 +273,7 @@ def test_expired_facts_are_hidden_and_can_be_replaced(store: Store) -> None:
     assert [h["properties"]["name"] for h in session.node_history("old")] == ["stale", "renewed"]
 
 
+@pytest.mark.slow
 def test_finding_the_same_fact_again_counts_as_corroboration(store: Store) -> None:
     store.create_entity("alice")
     first, second = store.session("alice"), store.session("alice")
@@ -424,6 +426,7 @@ def test_stats_and_commit_log(store: Store) -> None:
     assert entry["summary"] == "+3 nodes, +4 edges"
 
 
+@pytest.mark.slow
 def test_unknown_and_deleted_entities_say_how_to_create_them(store: Store) -> None:
     with pytest.raises(EntityNotFoundError, match=r"create it with `kgot entities create bob`"):
         store.session("bob")

@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from kgot.graph_model import Changeset, Node
 from kgot.persistence import Provenance, open_store
 
@@ -110,11 +112,13 @@ def check_nothing_lost(url: str) -> None:
         store.close()
 
 
+@pytest.mark.slow
 def test_two_processes_on_sqlite_lose_no_update(sqlite_url: str) -> None:
     run_two_writers(sqlite_url)
     check_nothing_lost(sqlite_url)
 
 
+@pytest.mark.slow
 def test_two_processes_on_postgres_lose_no_update(postgres_url: str) -> None:
     run_two_writers(postgres_url)
     check_nothing_lost(postgres_url)
@@ -183,10 +187,12 @@ def _stale_increment_is_refused_then_redone(url: str) -> None:
         store.close()
 
 
+@pytest.mark.slow
 def test_a_stale_increment_is_refused_then_redone_on_sqlite(sqlite_url: str) -> None:
     _stale_increment_is_refused_then_redone(sqlite_url)
 
 
+@pytest.mark.slow
 def test_a_stale_increment_is_refused_then_redone_on_postgres(postgres_url: str) -> None:
     _stale_increment_is_refused_then_redone(postgres_url)
 
@@ -198,6 +204,7 @@ open_store(sys.argv[1]).close()
 """
 
 
+@pytest.mark.slow
 def test_processes_opening_a_new_sqlite_store_at_once_all_succeed(tmp_path) -> None:
     # Each process switches the new file to WAL; SQLite may refuse a concurrent switch at once
     # ("database is locked", past the busy timeout), which about one pair of processes in 20

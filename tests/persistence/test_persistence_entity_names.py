@@ -59,6 +59,7 @@ def test_concurrent_creations_differing_in_case_make_one_entity(store_url: str) 
         store.close()
 
 
+@pytest.mark.slow
 def test_a_bad_entity_name_is_one_line_and_exit_2(kgot) -> None:  # noqa: F811  (fixture)
     code, out, err = kgot("entities", "create", "Ａ")
     assert (code, out) == (2, "")

@@ -83,6 +83,7 @@ def sandbox() -> Iterator[Sandbox]:
     box.close()
 
 
+@pytest.mark.slow
 def test_graph_queries_only_see_the_loaded_entity(store: Store, sandbox: Sandbox) -> None:
     two_tenants(store)
     graph = store.session("alice").load_graph()

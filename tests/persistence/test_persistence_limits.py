@@ -96,6 +96,7 @@ def node_type(name: str, properties: dict) -> dict:
     return {"kind": "node", "name": name, "description": "d", "properties": properties}
 
 
+@pytest.mark.slow
 def test_unique_items_on_large_arrays_of_objects_is_linear(store: Store) -> None:
     # jsonschema's own check compared every pair: 5,000 objects took 26 s, twice per commit.
     store.create_entity("alice")
@@ -177,6 +178,7 @@ EXPONENTIAL = {
 }
 
 
+@pytest.mark.slow
 def test_checking_a_changeset_stops_at_its_deadline(store_url: str) -> None:
     with open_store(store_url, limits=StoreLimits(check_seconds=0.5)) as store:
         store.create_entity("alice")
@@ -222,6 +224,7 @@ def test_one_fact_whose_checking_takes_too_long_stops_the_check_early(
     ]
 
 
+@pytest.mark.slow
 def test_loading_the_schema_checkers_does_not_count_against_a_facts_deadline(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -248,6 +251,7 @@ def test_loading_the_schema_checkers_does_not_count_against_a_facts_deadline(
     assert problems == []
 
 
+@pytest.mark.slow
 def test_the_model_cannot_create_a_type_whose_checking_would_not_end(store: Store) -> None:
     store.create_entity("mallory")
     tools = {t.name: t for t in build_type_tools(store.session("mallory"), run_id="r")}
@@ -325,6 +329,7 @@ def _gadget_graph(path: Path, nodes: int) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_imports_over_the_size_and_count_caps_are_refused_before_the_graph_is_built(
     kgot,  # noqa: F811  (the fixture imported above)
     tmp_path: Path,

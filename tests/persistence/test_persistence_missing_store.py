@@ -98,6 +98,7 @@ def test_open_store_without_create_on_sqlite(tmp_path: Path) -> None:
     open_store(str(missing), create=False).close()  # and now it opens
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_open_store_without_create_on_postgres(fresh_postgres_url: str) -> None:
     import psycopg

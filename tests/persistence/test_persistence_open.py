@@ -122,6 +122,7 @@ def index_names(connection, table: str) -> set[str]:
     return set(connection.execute(text(query), {"t": table}).scalars())
 
 
+@pytest.mark.slow
 def test_a_database_newer_than_this_kgot_is_refused(sqlite_url: str) -> None:
     open_store(sqlite_url).close()
     engine = create_engine(f"sqlite:///{sqlite_url}")
@@ -255,6 +256,7 @@ OPEN_AND_COUNT = (
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def test_two_processes_opening_a_new_database_migrate_it_once(
     kind: str, request: pytest.FixtureRequest

@@ -81,6 +81,7 @@ def test_counts_leave_out_edges_of_expired_nodes(store: Store) -> None:
     assert [e.edges for e in store.list_entities()] == [1]
 
 
+@pytest.mark.slow
 def test_corroboration_counts_distinct_sources_and_keeps_them(store: Store) -> None:
     store.create_entity("e")
     fact = Changeset(added_nodes=(Node("ada", "Person", {"name": "Ada"}),))

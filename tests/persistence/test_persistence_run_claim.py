@@ -65,6 +65,7 @@ def _start_together(url: str) -> list[str]:
                 starter.wait()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("earlier", ["new", "interrupted"])
 def test_of_two_processes_starting_one_run_exactly_one_goes_on(
     store_url: str, earlier: str
@@ -88,6 +89,7 @@ def test_of_two_processes_starting_one_run_exactly_one_goes_on(
     assert record.attempts == (2 if earlier == "interrupted" else 1)
 
 
+@pytest.mark.slow
 def test_a_run_left_by_a_dead_process_goes_to_one_of_two_starters(store_url: str) -> None:
     # A process that recorded the run and ended without saying how (as after SIGKILL).
     dead = "from kgot.persistence import open_store; import sys\n"
@@ -99,6 +101,7 @@ def test_a_run_left_by_a_dead_process_goes_to_one_of_two_starters(store_url: str
     assert sorted(o.split(" ", 1)[0] for o in outcomes) == ["refused", "won"], outcomes
 
 
+@pytest.mark.slow
 def test_a_run_this_process_runs_is_refused_to_others_only(store_url: str) -> None:
     with open_store(store_url) as store:
         store.start_run("shared-run", "Who wins?", None, {})

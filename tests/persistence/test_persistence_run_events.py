@@ -46,6 +46,7 @@ def test_events_come_back_in_order_and_resumes_append(store: Store) -> None:
     ]
 
 
+@pytest.mark.slow
 def test_runs_never_see_each_others_events(store: Store) -> None:
     store.start_run("a", "A?", None, {})
     store.start_run("b", "B?", None, {})

@@ -75,6 +75,7 @@ async def has_checkpoint(url: str, thread: str) -> bool:
         return await saver.aget_tuple({"configurable": {"thread_id": thread}}) is not None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def test_checkpoints_persist_and_die_with_their_entity(
     kind: str, request: pytest.FixtureRequest

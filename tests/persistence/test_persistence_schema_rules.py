@@ -303,6 +303,7 @@ def test_accepted_formats_are_fixed_and_all_checked(store: Store) -> None:
     )
 
 
+@pytest.mark.slow
 def test_jsonschema_loads_only_when_a_type_schema_is_checked() -> None:
     """Importing jsonschema costs over a second (its IRI checker builds parsers on import), so
     the controller and the store import without it; the first check loads it."""

@@ -46,6 +46,7 @@ def test_dumps_leaves_clean_json_as_json_dumps_writes_it() -> None:
     assert json.loads(dumps({"x": BAD})) == {"x": CLEAN}
 
 
+@pytest.mark.slow
 def test_facts_refuse_it_by_rule_and_provenance_stores_it_cleaned(store: Store) -> None:
     """In a fact, a NUL or a lone surrogate is refused by the changeset's own check, naming
     the rule (the model is told and fixes its code); in the fact's provenance (a source URL,

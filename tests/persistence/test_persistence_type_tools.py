@@ -38,6 +38,7 @@ def call(tool, args: dict) -> str:
     return asyncio.run(tool.ainvoke(args))
 
 
+@pytest.mark.slow
 def test_the_agent_creates_a_node_type_it_can_use_at_once(store: Store) -> None:
     tools = tools_by_name(store)
     text = call(tools["create_node_type"], TRIAL)
@@ -115,6 +116,7 @@ def test_rejected_proposals_tell_the_model_what_to_fix(store: Store, tool, args,
     assert "ClinicalTrial" not in catalog.node_types and "sponsors" not in catalog.edge_types
 
 
+@pytest.mark.slow
 def test_a_scripted_model_can_call_the_tools(store: Store) -> None:
     tools = tools_by_name(store)
     model = ScriptedChatModel(

@@ -46,6 +46,7 @@ def test_starter_types_make_a_fresh_entity_usable(store: Store) -> None:
     assert catalog.edge_types["works_for"].spec.source_types == ("Person",)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
@@ -122,6 +123,7 @@ def test_edge_type_rules(store: Store) -> None:
     assert holds.kind == "edge" and holds.spec.target_types == ("Company",)
 
 
+@pytest.mark.slow
 def test_names_must_be_new_in_the_visible_scope(store: Store) -> None:
     store.create_entity("alice")
     store.create_type(COMPANY)
@@ -305,6 +307,7 @@ def test_type_spec_round_trips_through_dicts() -> None:
     assert TypeSpec.from_mapping(spec.to_dict()) == spec
 
 
+@pytest.mark.slow
 def test_a_session_and_the_store_write_an_entitys_types_alike(store: Store) -> None:
     """One implementation: the same defaults and provenance whichever facade is used, and an
     entity deleted under a session is named, not written to."""

@@ -303,6 +303,7 @@ def test_close_facts_records_the_reason_and_closes_a_nodes_edges(store: Store) -
     assert snapshot(session) == before
 
 
+@pytest.mark.slow
 def test_a_replaced_functional_edge_is_closed_contradicted_and_superseded(store: Store) -> None:
     session = two_apples(store)
     session.commit(

@@ -30,6 +30,7 @@ def increment(graph) -> Changeset:
     return Changeset(changed_nodes=(Node("c", "Quantity", {"value": value}),))
 
 
+@pytest.mark.slow
 def test_an_export_on_the_session_does_not_hide_another_writers_update(store: Store) -> None:
     counter(store)
     a = store.session("e")
