@@ -141,6 +141,7 @@ def test_queries_in_the_other_language_name_the_problem(make_backend, dialect):
     assert other in str(caught.value)
 
 
+@pytest.mark.slow
 def test_a_query_that_never_ends_is_stopped(sandbox, backend_name, dialect):
     backend = open_backend(backend_name, sandbox, chain_graph(300), timeout_s=2)
     with pytest.raises(QueryError) as caught:

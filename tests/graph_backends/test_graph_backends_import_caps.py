@@ -34,6 +34,7 @@ def _peak_while_refused(path: Path, **caps: int) -> tuple[str, int]:
         tracemalloc.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("suffix", ["graphml", "nt", "ttl"])
 def test_a_file_over_the_node_cap_is_refused_before_its_graph_is_held(
     tmp_path: Path, suffix: str
@@ -50,6 +51,7 @@ def test_a_file_over_the_node_cap_is_refused_before_its_graph_is_held(
     assert peak < 4 * 2**20, f"{peak / 2**20:.1f} MB held to refuse the file"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("suffix", ["graphml", "nt", "ttl"])
 def test_a_file_over_the_edge_cap_is_refused_while_it_is_parsed(
     tmp_path: Path, suffix: str

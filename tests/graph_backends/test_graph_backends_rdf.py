@@ -363,6 +363,7 @@ def canary() -> Iterator[Canary]:
     server.close()
 
 
+@pytest.mark.slow
 def test_the_network_is_never_reached_even_without_isolation(canary):
     """LOAD and SERVICE in every disguise are refused before Oxigraph (which would fetch the
     URL) runs them. The subprocess sandbox has the host's network, so the canary shows that
@@ -499,6 +500,7 @@ def _random_updates(graph: nx.MultiDiGraph, rng) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 def test_updates_decode_only_what_they_touch_yet_agree_with_a_full_decode():
     import random
 

@@ -139,6 +139,7 @@ def test_an_existing_remote_graph_is_the_starting_point(sandbox, endpoint):
     assert snapshot(backend.to_networkx()) == snapshot(graph)
 
 
+@pytest.mark.slow
 def test_queries_run_at_the_endpoint(sandbox, endpoint):
     backend = open_remote(sandbox, endpoint, people_graph())
     endpoint.store.update(
@@ -192,6 +193,7 @@ def test_applied_changes_reach_the_endpoint(sandbox, endpoint):
     assert backend.stats().nodes_by_label == {"Document": 1, "Person": 3}
 
 
+@pytest.mark.slow
 def test_a_named_graph_keeps_kgot_apart(sandbox, endpoint):
     endpoint.store.update('INSERT DATA { <urn:other> <urn:p> "unrelated" }')
     named = "urn:kgot:graph:test"
@@ -213,6 +215,7 @@ def test_a_refused_update_changes_nothing(sandbox, endpoint):
         backend.apply(Changeset(changed_nodes=(Node("ghost", "Person"),)))
 
 
+@pytest.mark.slow
 def test_a_hanging_endpoint_times_out(sandbox, endpoint):
     # Loading the graph goes through the same timeout: 2 s leaves a busy machine room for it,
     # while the hung query below would never answer.
@@ -227,6 +230,7 @@ def test_an_unreachable_endpoint_is_named(sandbox):
         open_backend("rdf", sandbox, endpoint="http://127.0.0.1:9/sparql")
 
 
+@pytest.mark.slow
 def test_a_query_cannot_read_another_named_graph(sandbox, endpoint):
     """Another run's graph lives in the same endpoint: no spelling of GRAPH reaches it, and
     what the guard lets through only sees kgot's own graph."""
@@ -251,6 +255,7 @@ def test_a_query_cannot_read_another_named_graph(sandbox, endpoint):
     assert rows and all("secret" not in str(row["o"]) for row in rows)
 
 
+@pytest.mark.slow
 def test_the_endpoint_is_never_made_to_fetch_a_url(sandbox, endpoint):
     from kgot.tests.graph_backends.test_graph_backends_rdf import Canary
 

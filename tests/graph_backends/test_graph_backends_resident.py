@@ -94,6 +94,7 @@ def _writes(name: str) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["networkx", "rdf"])
 def test_the_held_graph_follows_every_applied_change(pool, name):
     backend = _backend(pool, name, chain_graph(40))  # large enough for deltas to pay
@@ -171,6 +172,7 @@ def test_a_killed_job_and_a_lost_worker_cost_a_reload_not_a_wrong_graph(pool, na
     assert backend.resident.loads == 2  # the new worker got the graph whole
 
 
+@pytest.mark.slow
 def test_a_code_timeout_is_reported_and_the_graph_stays(pool):
     backend = _backend(pool, "networkx")
     backend.timeout_s = 1.0
@@ -180,6 +182,7 @@ def test_a_code_timeout_is_reported_and_the_graph_stays(pool):
     assert _held_graph(backend) == _host_graph(backend)
 
 
+@pytest.mark.slow
 def test_a_worker_never_holds_two_runs_graphs(pool):
     first, second = _backend(pool, "networkx"), _backend(pool, "networkx", chain_graph(2))
     assert _held_graph(first) != _held_graph(second)
@@ -192,6 +195,7 @@ def test_a_worker_never_holds_two_runs_graphs(pool):
     assert _held_graph(first) == _host_graph(first)
 
 
+@pytest.mark.slow
 def test_shared_pool_workers_refuse_state_and_hold_no_graph(pool):
     backend = _backend(pool, "networkx")
     _held_graph(backend)
@@ -210,6 +214,7 @@ def test_shared_pool_workers_refuse_state_and_hold_no_graph(pool):
     assert answer == {"ok": False, "error": "this worker does not hold resident state"}
 
 
+@pytest.mark.slow
 def test_resident_graph_can_be_turned_off():
     box = open_sandbox(SandboxSettings(pool_size=1, resident_graph=False))
     try:

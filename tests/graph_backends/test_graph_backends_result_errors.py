@@ -41,6 +41,7 @@ def test_a_result_larger_than_a_job_may_write_is_named(networkx_backend, method)
     assert networkx_backend.stats().nodes == 4
 
 
+@pytest.mark.slow
 def test_a_job_stopped_after_starting_its_result_is_reported_by_how_it_ended(sandbox):
     """Half a result file and a timeout: the timeout is the cause."""
     code = (
