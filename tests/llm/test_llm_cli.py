@@ -31,6 +31,7 @@ def kgot(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[
     )
 
 
+@pytest.mark.slow
 def test_a_model_that_never_answers_json_fails_the_run_at_the_first_step(
     tmp_path: Path,
 ) -> None:
@@ -48,6 +49,7 @@ def test_a_model_that_never_answers_json_fails_the_run_at_the_first_step(
     assert "kgot ask --resume" in "\n".join(resume_hint)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("nesting", ["[", '{"a": '])
 def test_deeply_nested_model_json_is_a_failed_answer_not_a_crash(
     tmp_path: Path, nesting: str
@@ -61,6 +63,7 @@ def test_deeply_nested_model_json_is_a_failed_answer_not_a_crash(
     assert "returned JSON nested too deeply" in result.stderr
 
 
+@pytest.mark.slow
 def test_a_hung_endpoint_prints_one_status_line_while_the_run_waits(tmp_path: Path) -> None:
     config = tmp_path / "config" / "kgot" / "config.toml"
     config.parent.mkdir(parents=True)

@@ -130,6 +130,7 @@ def _client(make_settings, openai_server: OpenAIServer, **overrides):
     return build_llm_clients(settings).planning
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_retry_after_as_an_http_date_is_waited_for(make_settings, openai_server) -> None:
     when = email.utils.formatdate(time.time() + 2, usegmt=True)  # whole seconds: 1-2 s ahead

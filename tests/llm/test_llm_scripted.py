@@ -162,6 +162,7 @@ def test_ingest_and_verify_with_a_script_that_lacks_their_step_write_nothing(
     assert code == 0 and json.loads(out)["nodes"] == 0
 
 
+@pytest.mark.slow
 def test_a_run_started_in_one_folder_resumes_from_another(
     examples: Path,
     tmp_path: Path,

@@ -323,6 +323,7 @@ async def test_tool_calls_over_the_wire(make_settings, openai_server: OpenAIServ
     assert execution.ledger.calls[0].role == "execution"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("method", "reply"),
     [
@@ -452,6 +453,7 @@ def _waiting_notices(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord
     return [r for r in caplog.records if r.name == "kgot.llm.waiting"]
 
 
+@pytest.mark.slow
 async def test_a_slow_endpoint_gets_one_waiting_notice(
     planning, openai_server: OpenAIServer, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -481,6 +483,7 @@ async def test_no_waiting_notice_for_answers_within_the_threshold(
     assert not _waiting_notices(caplog)
 
 
+@pytest.mark.slow
 async def test_each_try_of_a_hung_endpoint_gets_its_notice(
     planning, openai_server: OpenAIServer, caplog: pytest.LogCaptureFixture
 ) -> None:
