@@ -267,6 +267,7 @@ def test_list_table_folds_instead_of_cutting(config, capsys, monkeypatch):
     assert "unavailable" in out  # llm_query without a model
 
 
+@pytest.mark.slow
 def test_list_does_not_import_langchain(config):
     import subprocess
     import sys

@@ -351,6 +351,7 @@ def test_identical_calls_are_cached(runner_for):
     assert not first.cached and second.cached and second.output == first.output
 
 
+@pytest.mark.slow
 def test_converter_timeout_kills_the_worker_and_recovers(samples):
     pool = ConverterPool(max_workers=1)
     try:
@@ -363,6 +364,7 @@ def test_converter_timeout_kills_the_worker_and_recovers(samples):
         pool.close()
 
 
+@pytest.mark.slow
 def test_worker_that_died_while_idle_is_replaced(samples):
     pool = ConverterPool(max_workers=1)
     try:
@@ -375,6 +377,7 @@ def test_worker_that_died_while_idle_is_replaced(samples):
         pool.close()
 
 
+@pytest.mark.slow
 def test_worker_memory_cap_turns_a_bomb_into_an_error(samples, tmp_path):
     big = tmp_path / "big.txt"
     big.write_bytes(b"heron " * (12 * 1024 * 1024))  # 72 MB: several copies will not fit

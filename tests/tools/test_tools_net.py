@@ -181,6 +181,7 @@ def test_unknown_host_is_not_found(network):
     assert "check the spelling" in outcome.output
 
 
+@pytest.mark.slow
 def test_unreachable_name_server_is_not_blamed_on_the_address(network):
     network.failures["offline.test"] = socket.EAI_AGAIN  # what getaddrinfo says with no network
     outcome = call(strict_runner(), "visit_page", url="http://offline.test/page")
@@ -190,6 +191,7 @@ def test_unreachable_name_server_is_not_blamed_on_the_address(network):
     assert "gave up after 3 attempts" in outcome.output  # temporary: retried
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("allow_private", [False, True])
 def test_unreachable_name_server_for_a_configured_api(network, allow_private):
     # The configured endpoint's own origin is connected to without the address check (and with

@@ -36,6 +36,7 @@ def python_runner(sandbox, samples):
     return make
 
 
+@pytest.mark.slow
 def test_prints_come_back(python_runner, sandbox):
     outcome = call(python_runner(), "python", code="import math\nprint(math.comb(10, 3))")
     assert outcome.ok, outcome.output
@@ -43,6 +44,7 @@ def test_prints_come_back(python_runner, sandbox):
     assert outcome.source_ref == f"sandbox:{sandbox.name}"
 
 
+@pytest.mark.slow
 def test_attachments_are_mounted_read_only(python_runner):
     code = (
         "import pandas as pd\n"
@@ -71,6 +73,7 @@ def test_exceptions_come_back_with_the_traceback(python_runner):
     assert "the code failed" in outcome.output
 
 
+@pytest.mark.slow
 def test_runaway_code_is_stopped(python_runner):
     outcome = call(python_runner(timeout=4.0), "python", code="while True:\n    pass\n")
     assert not outcome.ok and outcome.error_kind == "timeout"
@@ -87,6 +90,7 @@ def test_files_written_to_out_are_readable_with_inspect_file(python_runner):
     assert read.ok and "| answer | 42 |" in read.output
 
 
+@pytest.mark.slow
 def test_allowed_packages_install_through_the_tool(tmp_path):
     from kgot.sandbox import open_sandbox
     from kgot.tests.sandbox.wheels import MODULE, PACKAGE, build_wheel
@@ -145,6 +149,7 @@ def test_llm_query_failure_is_an_outcome():
     assert "unreachable" in outcome.output
 
 
+@pytest.mark.slow
 def test_a_linked_attachment_is_mounted_under_its_own_name(sandbox, samples, tmp_path):
     blob = tmp_path / "blobs" / "9f8e7d6c5b"
     blob.parent.mkdir()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from ddgs.exceptions import DDGSException, RatelimitException
 
 from kgot.tests.tools.tool_fixtures import Response, call, make_runner, tools_settings
@@ -70,6 +71,7 @@ def test_ddgs_no_results_is_a_successful_empty_answer():
     assert outcome.ok and "No results for 'zzqx nonsense'" in outcome.output
 
 
+@pytest.mark.slow
 def test_searxng_first_then_ddgs_when_it_fails(server):
     server.page("/searx/search", "down", status=502)
     client = RecordingDdgs(HERON_ROWS)

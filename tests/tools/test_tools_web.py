@@ -111,6 +111,7 @@ def test_transient_503_is_retried(server):
     assert server.hits["/flaky"] == 2
 
 
+@pytest.mark.slow
 def test_persistent_500_gives_up_after_retries(server):
     server.page("/broken", "oops", status=500)
     outcome = call(runner(server), "visit_page", url=server.url("/broken"))
@@ -127,6 +128,7 @@ def test_failures_are_not_cached(server):
     assert again.ok and not again.cached
 
 
+@pytest.mark.slow
 def test_slow_page_times_out(server):
     def hang(request):
         server.release.wait(30)
@@ -138,6 +140,7 @@ def test_slow_page_times_out(server):
     assert "1 s" in outcome.output or "in time" in outcome.output
 
 
+@pytest.mark.slow
 def test_unreachable_host(server):
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))

@@ -90,6 +90,7 @@ def test_missing_title_lists_search_results(tools):
     assert "<span" not in outcome.output and "&amp;" not in outcome.output
 
 
+@pytest.mark.slow
 def test_search_only_and_nothing_found(tools):
     listed = call(tools, "wikipedia", query="Example", search=True)
     assert "Wikipedia articles matching 'Example'" in listed.output
@@ -114,6 +115,7 @@ def test_wrong_api_endpoint_is_a_configuration_problem(server):
     assert "archived copy" not in outcome.output  # advice for web pages, not for an API
 
 
+@pytest.mark.slow
 def test_api_unreachable():
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))

@@ -126,6 +126,7 @@ def test_the_sandbox_names_the_uid_it_reads_files_as():
             sandbox.close()
 
 
+@pytest.mark.slow
 def test_fallback_sandbox_reads_the_private_workspace(samples):
     """The fallback sandbox started by root runs code as its own host uid (sandbox.host_uid)."""
     from kgot.config import SandboxSettings
@@ -262,6 +263,7 @@ def test_a_marker_that_is_a_link_does_not_make_a_directory_kgots(tmp_path, monke
     assert _mode(users) == 0o700 and not _named_acl_users(users)
 
 
+@pytest.mark.slow
 def test_two_commands_share_one_workspace(tmp_path):
     """`kgot tools run python … --workspace DIR` twice: the second reads what the first left,
     in a process of its own (the docs' "reuse DIR" workflow)."""
@@ -368,6 +370,7 @@ def test_an_attachment_only_its_owner_may_read_is_given_to_the_sandbox_as_a_copy
     assert session.sandbox_mounts() == mounts  # copied once per session
 
 
+@pytest.mark.slow
 def test_a_private_attachment_reaches_the_python_tool_as_root(tmp_path):
     import subprocess
     import sys
