@@ -97,6 +97,7 @@ def secret(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_hijacked_parser_reads_no_host_file_and_reaches_no_socket(
     monkeypatch, tmp_path, secret, listener
 ):
