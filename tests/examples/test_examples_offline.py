@@ -92,6 +92,7 @@ def _untracked_and_not_ignored(copy: Path, before: set[Path]) -> list[str]:
     return [path for path in written if path not in ignored]
 
 
+@pytest.mark.slow
 def test_the_try_it_offline_commands_answer_as_the_readme_says(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
@@ -129,6 +130,7 @@ def test_the_try_it_offline_commands_answer_as_the_readme_says(
     assert _untracked_and_not_ignored(copy, before) == []
 
 
+@pytest.mark.slow
 def test_the_aide_example_runs_as_its_readme_shows(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
