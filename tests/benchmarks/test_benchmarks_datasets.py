@@ -93,6 +93,7 @@ def test_gaia_missing_or_unusable_paths(tmp_path: Path) -> None:
     assert "holds no metadata.parquet" in _gaia_error(tmp_path)
 
 
+@pytest.mark.slow
 def test_gaia_malformed_parquet_names_the_file(tmp_path: Path) -> None:
     path = tmp_path / "metadata.parquet"
     path.write_bytes(b"PAR1 this is not really parquet")

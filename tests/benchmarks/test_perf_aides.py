@@ -8,6 +8,7 @@ import pytest
 from kgot.benchmarks import perf_aides
 
 
+@pytest.mark.slow
 def test_the_figures_come_from_a_cycle_that_ingested_every_item(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
