@@ -36,6 +36,7 @@ def _ask_quickstart(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int
     return code, {**result, "question": run["question"]}, err
 
 
+@pytest.mark.slow
 def test_dash_reads_the_question_from_stdin(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -46,6 +47,7 @@ def test_dash_reads_the_question_from_stdin(
     assert result["answer"] == "about 19,949 inhabitants per km²"
 
 
+@pytest.mark.slow
 def test_question_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "question.txt"
     path.write_text(f"{QUESTION}\n", encoding="utf-8")
@@ -86,6 +88,7 @@ def test_unusable_questions_are_one_line_errors(
     assert message in err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("words", "warned"), [(200_000, True), (1_000, False)])
 def test_a_question_longer_than_the_context_window_is_warned_about(
     words: int,

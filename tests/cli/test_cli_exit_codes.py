@@ -41,6 +41,7 @@ def test_a_sandbox_that_cannot_run_here_exits_2(
     assert "no Docker engine is reachable" in err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["two  spaces", ".leading-dot", "x" * 129])
 def test_an_invalid_entity_name_exits_2(
     name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]

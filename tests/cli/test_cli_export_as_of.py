@@ -47,6 +47,7 @@ def _exported(capsys: pytest.CaptureFixture[str], *options: str) -> tuple[dict[s
     return {node["id"]: node["name"] for node in document["nodes"]}, err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("as_of", "names"),
     [
@@ -65,6 +66,7 @@ def test_export_as_of_a_version(
     assert f"of entity 'acme' (version {version})" in err
 
 
+@pytest.mark.slow
 def test_export_as_of_a_time(history: dict[str, object], capsys) -> None:
     times: dict[int, str] = history["times"]  # type: ignore[assignment]
     # The moment of commit 2 is version 2; just before it, version 1.
@@ -81,10 +83,12 @@ def test_export_as_of_a_time(history: dict[str, object], capsys) -> None:
     assert _exported(capsys, "--as-of", "2999-01-01")[0] == {"a": "Anne", "b": "Bob"}
 
 
+@pytest.mark.slow
 def test_the_current_graph_without_as_of(history: dict[str, object], capsys) -> None:
     assert _exported(capsys)[0] == {"a": "Anne", "b": "Bob"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("as_of", "message"),
     [

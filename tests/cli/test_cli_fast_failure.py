@@ -78,6 +78,7 @@ def _heavy(loaded: set[str]) -> list[str]:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -104,6 +105,7 @@ def test_bad_input_is_refused_before_heavy_imports(
     assert not (tmp_path / "kgot.db").exists()  # nothing half-written
 
 
+@pytest.mark.slow
 def test_an_unreachable_endpoint_is_refused_before_heavy_imports(tmp_path: Path) -> None:
     url = unreachable_url()
     code, said, loaded = _kgot(tmp_path, "ask", "--model", "openai:m", "--base-url", url, "q")

@@ -30,6 +30,7 @@ def _commands() -> Iterator[tuple[list[str], list[str]]]:
 COMMANDS = list(_commands())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("path", "declared"), COMMANDS, ids=[" ".join(p) or "kgot" for p, _ in COMMANDS]
 )

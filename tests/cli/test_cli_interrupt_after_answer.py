@@ -41,6 +41,7 @@ def _answer_line(process: subprocess.Popen[str], timeout: float = 120.0) -> str:
     return process.stdout.readline()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("presses", [1, 2])
 def test_ctrl_c_after_the_answer_exits_0_quietly(tmp_path: Path, presses: int) -> None:
     env = {
@@ -76,6 +77,7 @@ def test_ctrl_c_after_the_answer_exits_0_quietly(tmp_path: Path, presses: int) -
     assert "kgot: error" not in err, err
 
 
+@pytest.mark.slow
 def test_an_in_process_caller_gets_its_sigint_handling_back(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

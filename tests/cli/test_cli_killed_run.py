@@ -48,6 +48,7 @@ def killed_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
     return database
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("as_json", [False, True])
 def test_runs_show_of_a_killed_run_says_interrupted(
     killed_run: str, as_json: bool, capsys: pytest.CaptureFixture[str]

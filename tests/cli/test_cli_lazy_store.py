@@ -84,6 +84,7 @@ def test_a_refused_ask_creates_no_store_at_kgot_db(
     assert not target.parent.exists()
 
 
+@pytest.mark.slow
 def test_a_run_that_goes_ahead_creates_the_store(
     data_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -74,6 +74,7 @@ def _paris_model(tmp_path: Path) -> tuple[str, str]:
     return f"scripted:{script}", str(facts)
 
 
+@pytest.mark.slow
 def test_runs_show_gives_an_entity_runs_events_until_the_entity_goes(
     kgot: Kgot, db: str, tmp_path: Path
 ) -> None:

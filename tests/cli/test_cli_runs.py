@@ -70,6 +70,7 @@ def test_runs_list_prints_whole_short_ids_at_80_columns(runs: Kgot) -> None:
     assert sorted(ids) == sorted([TWINS[0][:10], TWINS[1][:10], LONER[:10]])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("given", [TWINS[0], TWINS[0][:10], "3f1c0a2b-a"])
 def test_runs_show_takes_a_unique_abbreviation(runs: Kgot, given: str) -> None:
     code, out, err = runs("runs", "show", given)

@@ -21,6 +21,7 @@ QUESTION = (
 CODE_LINE = '    G.add_node(key, label="City", name=name, population=population, area_km2=area)'
 
 
+@pytest.mark.slow
 def test_piped_trace_keeps_lines_whole(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
