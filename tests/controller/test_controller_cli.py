@@ -180,6 +180,7 @@ def _node_link(path: Path, nodes: list[dict[str, Any]], edges: list[dict[str, An
     return str(path)
 
 
+@pytest.mark.slow
 def test_a_graph_to_start_from_is_held_to_the_import_caps(
     tmp_path: Path,
     in_process: Path,

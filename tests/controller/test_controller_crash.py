@@ -94,6 +94,7 @@ def _resume(settings: Settings) -> tuple[Any, ScriptedChatModel]:
     return asyncio.run(resume_async("crash-run", settings=settings, models=models)), model
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("entity", ["atlas", None], ids=["entity", "ephemeral"])
 def test_a_run_killed_between_a_commit_and_its_checkpoint_applies_each_result_once(
     store_settings: Settings, tmp_path: Path, entity: str | None

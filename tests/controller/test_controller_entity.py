@@ -7,6 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from kgot.config import Settings
 from kgot.controller import AskResult
 from kgot.graph_model import Changeset, Node
@@ -156,6 +158,7 @@ def test_a_type_violation_goes_back_to_fix_code_and_writes_nothing(
     assert [h["properties"]["latitude"] for h in history] == [48.85]  # the bad one never landed
 
 
+@pytest.mark.slow
 def test_a_writer_that_wins_five_times_in_a_row_is_waited_out(
     run: Run, settings: Settings, facts_file: Path, monkeypatch: Any
 ) -> None:

@@ -61,6 +61,7 @@ def _summed(trace: list[TraceEvent], start: Usage | None = None) -> Usage:
     return total
 
 
+@pytest.mark.slow
 def test_a_runs_trace_is_typed_events_and_every_step_is_bracketed(
     run: Run, facts_file: Path
 ) -> None:

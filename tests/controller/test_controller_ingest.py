@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from kgot.config import Settings
 from kgot.controller.ingest import Ingestor, IngestReport
 from kgot.llm.scripted import ScriptedChatModel
@@ -49,6 +51,7 @@ def _current(settings: Settings, node_id: str) -> dict[str, Any]:
     return current
 
 
+@pytest.mark.slow
 def test_a_text_stated_again_is_counted_and_reported_as_restated(settings: Settings) -> None:
     [first] = _ingest(settings, ScriptedChatModel(script={"update_graph": [ADD_ZETA]}), "a.md")
     assert first.ok, first.failed

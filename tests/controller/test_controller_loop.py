@@ -75,6 +75,7 @@ def test_insert_then_retrieve(run: Run, facts_file: Path) -> None:
     assert "paris" in scripted.calls_for("query")[0].prompt
 
 
+@pytest.mark.slow
 def test_retrieve_at_the_first_vote_uses_the_existing_graph(run: Run, settings: Settings) -> None:
     from kgot.graph_model import Changeset, Edge, Node
     from kgot.persistence import Provenance, open_store
@@ -131,6 +132,7 @@ def test_tied_vote_goes_to_insert(run: Run, settings: Settings, facts_file: Path
     assert prompt.count("round 1 vote I") == 1
 
 
+@pytest.mark.slow
 def test_broken_code_is_fixed_with_the_error_shown(run: Run, facts_file: Path) -> None:
     scripted = model(
         decide=[votes("IIIII", "RRRRR")],
@@ -231,6 +233,7 @@ def test_forced_solution_after_max_iterations(
     assert "paris" in solve_prompt
 
 
+@pytest.mark.slow
 def test_maths_step_runs_in_the_sandbox(run: Run, facts_file: Path) -> None:
     scripted = model(
         decide=[votes("IIIII", "RRRRR")],
@@ -249,6 +252,7 @@ def test_maths_step_runs_in_the_sandbox(run: Run, facts_file: Path) -> None:
     assert result.answer == "19949"
 
 
+@pytest.mark.slow
 def test_a_huge_calculation_output_is_cut_before_the_solution_prompt(
     run: Run, facts_file: Path
 ) -> None:
@@ -316,6 +320,7 @@ def test_malformed_votes_are_re_asked_then_count_as_no_vote(
     assert result.answer == "2102650"
 
 
+@pytest.mark.slow
 def test_duplicate_successful_tool_call_is_not_run_again(run: Run, facts_file: Path) -> None:
     scripted = model(
         decide=[votes("IIIII", "IIIII", "RRRRR")],
@@ -410,6 +415,7 @@ SELECT ?population WHERE { node:paris prop:population ?population }
     assert nodes["paris"]["label"] == "City" and nodes["paris"]["population"] == 2102650
 
 
+@pytest.mark.slow
 def test_failing_query_and_maths_are_fixed_with_their_errors(run: Run, facts_file: Path) -> None:
     scripted = model(
         decide=[votes("IIIII", "RRRRR")],
@@ -431,6 +437,7 @@ def test_failing_query_and_maths_are_fixed_with_their_errors(run: Run, facts_fil
     assert failures == [("query", "1.0"), ("math", 1)]
 
 
+@pytest.mark.slow
 def test_gaia_format_rules_reach_the_solution_prompt(
     run: Run, settings: Settings, facts_file: Path
 ) -> None:
@@ -505,6 +512,7 @@ def test_every_solution_sample_failing_fails_the_run_visibly(
     assert len(samples["samples"]) == 3 and all("failed" in s for s in samples["samples"])
 
 
+@pytest.mark.slow
 def test_an_oversized_answer_is_a_failed_sample_not_the_answer(
     run: Run, settings: Settings
 ) -> None:
@@ -554,6 +562,7 @@ def test_every_sample_over_the_answer_cap_fails_the_run_naming_the_setting(
     assert record is not None and record.status == "failed" and not record.answer
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("max_iterations", [1, 2])
 def test_worst_case_run_stays_within_the_recursion_limit(
     run: Run, settings: Settings, max_iterations: int

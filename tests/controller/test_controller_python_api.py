@@ -43,6 +43,7 @@ def _quickstart(db: Path, **arguments: Any) -> kgot.AskResult:
     return kgot.ask(QUESTION, db=db, **arguments)
 
 
+@pytest.mark.slow
 def test_a_model_name_attachments_and_db_reach_the_run(tmp_path: Path) -> None:
     db = tmp_path / "kgot.db"
     seen: list[TraceEvent] = []
@@ -136,6 +137,7 @@ def test_per_role_models_and_an_entity_reach_the_run(tmp_path: Path, facts_file:
     assert run is not None and run.entity == "acme"
 
 
+@pytest.mark.slow
 def test_arguments_beat_the_settings_they_are_laid_over(tmp_path: Path) -> None:
     settings = load_settings({"controller.backend": "rdf", "llm.model": "nowhere:model"})
     with pytest.raises(ConfigError, match="nowhere"):
@@ -213,6 +215,7 @@ def test_the_sync_and_async_forms_take_the_same_documented_arguments() -> None:
         assert re.search(rf"^\s+{name}: ", ask_doc, re.MULTILINE), f"ask's docstring: {name}"
 
 
+@pytest.mark.slow
 def test_ask_inside_a_running_event_loop_returns_the_answer(tmp_path: Path) -> None:
     async def notebook_cell() -> kgot.AskResult:  # Jupyter runs cells in a running loop
         asyncio.get_running_loop()
@@ -222,6 +225,7 @@ def test_ask_inside_a_running_event_loop_returns_the_answer(tmp_path: Path) -> N
     assert (result.status, result.answer) == ("answered", DENSITY)
 
 
+@pytest.mark.slow
 def test_ask_from_a_thread_whose_loop_is_running_returns_the_answer(tmp_path: Path) -> None:
     loop = asyncio.new_event_loop()
     server = threading.Thread(target=loop.run_forever, name="server-loop")
@@ -297,6 +301,7 @@ _SLEEPING_WRITE = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["plain", "loop"])
 def test_ctrl_c_stops_the_run_and_records_it_interrupted(tmp_path: Path, where: str) -> None:
     script = tmp_path / "sleeping.json"

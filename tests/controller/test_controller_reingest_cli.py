@@ -66,6 +66,7 @@ def _zeta(db: Path) -> dict[str, object]:
     return dict(graph.nodes["zeta"])
 
 
+@pytest.mark.slow
 def test_ingesting_the_same_note_again_records_and_reports_reinforcement(ingest: Ingest) -> None:
     first = ingest()
     assert "acme: 2 nodes and 1 edge inserted" in first
@@ -87,6 +88,7 @@ def test_ingesting_the_same_note_again_records_and_reports_reinforcement(ingest:
     assert report["inserted_nodes"] == [] and report["inserted_edges"] == []
 
 
+@pytest.mark.slow
 def test_the_same_note_from_another_source_is_reported_corroborated(ingest: Ingest) -> None:
     ingest()
     other = ingest("--source-ref", "https://example.com/zeta")

@@ -64,6 +64,7 @@ def _resume_answering_paris(
     return asyncio.run(resume_async(run_id, settings=settings, models=models)), model
 
 
+@pytest.mark.slow
 def test_interrupted_run_resumes_from_its_last_checkpoint(
     settings: Settings, facts_file: Path
 ) -> None:
@@ -176,6 +177,7 @@ def test_a_run_id_cannot_be_reused(settings: Settings, facts_file: Path) -> None
     assert record is not None and record.question == "Question one?"
 
 
+@pytest.mark.slow
 def test_resume_continues_with_the_runs_own_options(settings: Settings, facts_file: Path) -> None:
     from kgot.config import load_settings
 

@@ -65,6 +65,7 @@ def assert_spans_are_whole(events: list[TraceEvent]) -> None:
     assert open_span is None
 
 
+@pytest.mark.slow
 def test_the_store_keeps_the_runs_trace_as_it_happened(
     store_settings: Settings, facts_file: Path
 ) -> None:
@@ -81,6 +82,7 @@ def test_the_store_keeps_the_runs_trace_as_it_happened(
     assert steps == ["decide", "update_graph", "decide", "retrieve", "math_check", "solve"]
 
 
+@pytest.mark.slow
 def test_runs_never_mix_their_events(store_settings: Settings, facts_file: Path) -> None:
     first = _ask(
         store_settings, facts_file, ScriptedChatModel(script=paris_in_one_round(facts_file)), "a"
@@ -99,6 +101,7 @@ def _interrupt(_: Any) -> Any:
     raise KeyboardInterrupt  # what Ctrl-C raises in the middle of a model call
 
 
+@pytest.mark.slow
 def test_a_resumed_run_appends_after_what_the_stopped_one_recorded(
     store_settings: Settings, facts_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

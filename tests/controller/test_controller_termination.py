@@ -70,6 +70,7 @@ def _status(tmp_path: Path, run_id: str) -> str:
     return record.status
 
 
+@pytest.mark.slow
 def test_sigterm_stops_a_run_like_ctrl_c(tmp_path: Path) -> None:
     scratch = tmp_path / "scratch"
     scratch.mkdir()
@@ -91,6 +92,7 @@ def test_sigterm_stops_a_run_like_ctrl_c(tmp_path: Path) -> None:
     assert asyncio.run(is_resumable("term-run", settings))
 
 
+@pytest.mark.slow
 def test_after_sigkill_runs_list_marks_the_run_interrupted_and_removes_its_tool_dir(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -152,6 +154,7 @@ def _interrupt(_: Any) -> Any:
     raise KeyboardInterrupt
 
 
+@pytest.mark.slow
 def test_a_run_still_running_elsewhere_is_not_resumed_twice(store_settings: Settings) -> None:
     settings = store_settings
     from kgot.controller import ask_async
@@ -242,6 +245,7 @@ def test_the_python_api_leaves_the_hosts_signals_alone(settings: Settings) -> No
     assert _handlers() == (signal.SIG_DFL, signal.SIG_DFL)
 
 
+@pytest.mark.slow
 def test_the_python_api_stops_on_sigterm_when_asked(settings: Settings) -> None:
     from kgot.controller import RunTerminated, ask_async
 
