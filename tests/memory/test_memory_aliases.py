@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
+
 from kgot.config import Settings
 from kgot.controller import AskResult
 from kgot.controller.aliases import rewrite_aliases
@@ -45,6 +47,7 @@ def test_sparql_node_names_naming_an_alias_are_rewritten() -> None:
     )
 
 
+@pytest.mark.slow
 def test_an_id_written_again_after_its_merge_is_not_an_alias(store: Store) -> None:
     store.create_entity("again")
     session = store.session("again")
@@ -68,6 +71,7 @@ def test_an_id_written_again_after_its_merge_is_not_an_alias(store: Store) -> No
     assert session.merged_ids() == {}
 
 
+@pytest.mark.slow
 def test_a_query_naming_a_merged_away_id_reads_the_canonical_node(
     run: Callable[..., AskResult], store_settings: Settings
 ) -> None:

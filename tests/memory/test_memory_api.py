@@ -81,6 +81,7 @@ def test_resolve_dry_run_reports_and_changes_nothing(store: Store) -> None:
     assert session.suggestions("open") == []
 
 
+@pytest.mark.slow
 def test_resolve_apply_merges_onto_the_node_with_most_evidence(store: Store) -> None:
     _seed(store)
     session = store.session("fund")
@@ -211,6 +212,7 @@ def _company_entity(store: Store) -> None:
     )
 
 
+@pytest.mark.slow
 def test_a_restated_duplicate_lands_on_the_existing_node_as_a_corroboration(store: Store) -> None:
     _company_entity(store)
     memory = open_memory(store, "desk")
@@ -356,6 +358,7 @@ def test_a_functional_edge_replaces_the_old_one_and_nothing_else(store: Store) -
     assert old["closed_reason"] == "contradicted"
 
 
+@pytest.mark.slow
 def test_a_less_trusted_functional_edge_is_queued_and_accept_swaps_it(store: Store) -> None:
     _company_entity(store)
     memory = open_memory(store, "desk")

@@ -18,6 +18,7 @@ def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]
     return code, out, err
 
 
+@pytest.mark.slow
 def test_resolve_json_then_apply_then_decide(
     store_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -60,6 +61,7 @@ def test_resolve_json_then_apply_then_decide(
     assert json.loads(out) == []
 
 
+@pytest.mark.slow
 def test_bad_input_is_one_line_exit_2_and_changes_nothing(
     store_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from kgot.config import Settings
 from kgot.controller import AskResult
 from kgot.graph_model import Changeset, Node
@@ -20,6 +22,7 @@ G.add_edge("paris_fr", "france", relationship="located_in")
 ```"""
 
 
+@pytest.mark.slow
 def test_a_duplicate_written_by_graph_code_lands_on_the_existing_node(
     run: Callable[..., AskResult], store_settings: Settings, facts_file: Any
 ) -> None:

@@ -225,6 +225,7 @@ def test_a_failing_endpoint_does_not_fail_the_commit_and_is_retried(
     assert pending_nodes(memory.session) == set()
 
 
+@pytest.mark.slow
 def test_a_commit_embeds_at_most_its_budget_and_the_rest_follow(store: Store) -> None:
     model = TrigramEmbeddings()
     store.create_entity("fund")
@@ -378,6 +379,7 @@ class DirectionEmbeddings(TrigramEmbeddings):
         return [1.0, 0.0] if "omega" in lowered or "zeta" in lowered else [0.0, 1.0]
 
 
+@pytest.mark.slow
 def test_search_blends_the_cosine_into_lexical_relevance(store: Store) -> None:
     nodes = (_org("alpha", "Bank Alpha"), _org("omega", "Bank Omega"), _org("zeta", "Zeta Corp"))
     plain = _memory(store, "plain", None)

@@ -92,6 +92,7 @@ def _rows(store_url: str, entity: str) -> dict[str, Any]:
 # Search shows what it found (item 3)
 
 
+@pytest.mark.slow
 def test_search_text_shows_the_matched_facts_in_80_columns(
     seeded: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -217,6 +218,7 @@ def _history_reasons(store_url: str, entity: str, node: str) -> list[str | None]
         return [row["closed_reason"] for row in store.session(entity).node_history(node)]
 
 
+@pytest.mark.slow
 def test_cli_forgets_a_property_an_edge_and_a_node_keeping_history(
     seeded: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -272,6 +274,7 @@ def test_cli_forgets_a_property_an_edge_and_a_node_keeping_history(
     assert _rows(seeded, "other") == other
 
 
+@pytest.mark.slow
 def test_cli_refuses_what_it_cannot_forget_in_one_line(
     seeded: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

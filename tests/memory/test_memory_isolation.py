@@ -149,6 +149,7 @@ def _cli(
     return code, out, err
 
 
+@pytest.mark.slow
 def test_every_memory_command_on_one_entity_leaves_the_other_untouched(
     store_url: str, two_entities: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -225,6 +226,7 @@ def test_every_memory_command_on_one_entity_leaves_the_other_untouched(
     assert embedded["embedded"] >= 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "call",
     [
@@ -265,6 +267,7 @@ def test_used_and_feedback_count_only_the_callers_entity(
     assert a_use.uses == 2 and b_use.uses == 1
 
 
+@pytest.mark.slow
 def test_accepting_a_merge_of_nodes_whose_identity_now_differs_is_refused(
     store_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -295,6 +298,7 @@ def test_accepting_a_merge_of_nodes_whose_identity_now_differs_is_refused(
     assert _snapshot(store_url, "a") == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("verb", ["accept", "reject"])
 @pytest.mark.parametrize("number", [2**31, 2**63, 10**30])
 def test_a_suggestion_id_beyond_any_stored_one_is_unknown(
@@ -350,6 +354,7 @@ def _stale_contradiction(store_url: str, fact: str) -> int:
         return queued.id
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fact", ["node", "edge"])
 def test_accepting_a_contradiction_whose_old_value_was_superseded_is_refused(
     store_url: str, capsys: pytest.CaptureFixture[str], fact: str

@@ -262,6 +262,7 @@ def test_match_existing_agrees_with_resolve_on_the_labelled_set():
 # Scale (measured and printed; the budgets are checked by benchmarks/perf_memory.py)
 
 
+@pytest.mark.slow
 def test_scale_at_ten_thousand_nodes():
     nodes = synthetic_nodes(10_000)
     started = time.perf_counter()

@@ -164,6 +164,7 @@ def test_fresher_facts_rank_higher_and_stale_decaying_facts_sink(store: Store) -
     assert later[0].parts.freshness == 1.0 and later[1].parts.freshness < 0.001
 
 
+@pytest.mark.slow
 def test_use_and_good_feedback_raise_a_fading_fact(store: Store) -> None:
     store.create_entity("fund", types=TYPES)
     store.session("fund").commit(
@@ -243,6 +244,7 @@ def test_edge_ids_round_trip() -> None:
 # What never appears
 
 
+@pytest.mark.slow
 def test_superseded_merged_removed_and_expired_facts_never_appear(store: Store) -> None:
     _seed(store)
     session = store.session("fund")
@@ -304,6 +306,7 @@ def test_another_entitys_facts_never_appear(store: Store) -> None:
     assert open_memory(store, "fund").used(["apple", "apple -[headquartered_in]-> cupertino"]) == 2
 
 
+@pytest.mark.slow
 def test_the_kept_index_follows_every_writer(store_url: str) -> None:
     with open_store(store_url) as store, open_store(store_url) as elsewhere:
         _seed(store)
@@ -338,6 +341,7 @@ def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]
     return code, out, err
 
 
+@pytest.mark.slow
 def test_cli_search_json_text_and_feedback(
     store_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -421,6 +425,7 @@ def test_cli_search_json_text_and_feedback(
     assert code == 0 and "strength 0.20" in out
 
 
+@pytest.mark.slow
 def test_cli_bad_input_is_one_line_exit_2(
     store_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -54,6 +54,7 @@ G.add_node("first_programmer", label="Concept", name="first programmer",
 ```"""
 
 
+@pytest.mark.slow
 def test_facts_get_their_producers_trust_and_code_can_set_its_own(
     run: Callable[..., AskResult], store_settings: Settings
 ) -> None:
@@ -103,6 +104,7 @@ def test_facts_get_their_producers_trust_and_code_can_set_its_own(
     assert "[" not in lines['"ada"'] and "[" not in lines['"note_g"']
 
 
+@pytest.mark.slow
 def test_an_unknown_tool_gets_the_default_trust_and_a_much_less_trusted_value_waits(
     run: Callable[..., AskResult], store_settings: Settings
 ) -> None:
@@ -160,6 +162,7 @@ def _entity_with(
             session.commit(changeset, provenance)
 
 
+@pytest.mark.slow
 def test_views_mark_inferred_and_stale_facts_and_retrieved_facts_gain_strength(
     run: Callable[..., AskResult], store_settings: Settings, facts_file: Any
 ) -> None:
@@ -227,6 +230,7 @@ def test_views_mark_inferred_and_stale_facts_and_retrieved_facts_gain_strength(
     assert ("node", "lyon") not in use  # not in the result the answer came from
 
 
+@pytest.mark.slow
 def test_a_fact_older_than_its_half_life_is_marked_with_its_age(store_settings: Settings) -> None:
     _entity_with(
         store_settings,
@@ -258,6 +262,7 @@ def test_a_fact_older_than_its_half_life_is_marked_with_its_age(store_settings: 
         assert store.session("desk").fact_use([("node", "memo")]) == {}  # reads write no use
 
 
+@pytest.mark.slow
 def test_a_run_without_an_answer_reinforces_nothing(
     run: Callable[..., AskResult], store_settings: Settings
 ) -> None:

@@ -289,6 +289,7 @@ def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]
     return code, out, err
 
 
+@pytest.mark.slow
 def test_cli_json_text_and_bad_input(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     with open_store(store_url) as store:
         session = _session(store)

@@ -157,6 +157,7 @@ def test_a_functional_edge_contradicts_and_a_replaced_target_is_superseded(
     )
 
 
+@pytest.mark.slow
 def test_both_sides_current_is_mixed_with_the_weaker_side_as_confidence(store: Store) -> None:
     memory = _seed(store)
     # Written past the write hook (as an older store might hold them): two current targets of
@@ -233,6 +234,7 @@ def test_a_merged_away_id_finds_the_canonical_node(store: Store) -> None:
     assert (verdict.verdict, verdict.subject_id) == ("corroborated", "apple")
 
 
+@pytest.mark.slow
 def test_a_subject_that_expired_reports_the_value_it_held(store: Store) -> None:
     store.create_entity("news", types=TYPES)
     session = store.session("news")
@@ -316,6 +318,7 @@ def test_bad_claims_raise_one_line_usage_errors(store: Store) -> None:
         memory.verify_claim("  ", property="ceo", value="x")
 
 
+@pytest.mark.slow
 def test_no_other_entity_is_read(store: Store) -> None:
     memory = _seed(store, "fund")
     store.create_entity("other", types=TYPES)
@@ -424,6 +427,7 @@ def test_cli_structured_and_free_text_json(
     assert data["claim"] == {"subject": "Apple", "property": "ceo", "value": "Cook"}
 
 
+@pytest.mark.slow
 def test_cli_bad_input_is_one_line_exit_2(
     store_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -453,6 +457,7 @@ def test_cli_bad_input_is_one_line_exit_2(
 # -------------------------------------------------------------------------------- the tool
 
 
+@pytest.mark.slow
 def test_the_agent_checks_a_claim_in_an_entity_run(
     run: Callable[..., AskResult], store_settings: Settings
 ) -> None:

@@ -215,6 +215,7 @@ def test_use_recorded_during_the_pass_saves_a_rumour_from_pruning(
 # ---------------------------------------------------------------------------- expire
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change", ["reinforced", "changed"])
 def test_a_quote_re_stated_during_the_pass_does_not_expire(
     seeded: tuple[Store, datetime],
@@ -323,6 +324,7 @@ def test_without_a_writer_the_pass_still_prunes_and_expires_with_the_edges(
     assert session.edge_history("talk", "f7", "about")[-1]["closed_reason"] == "pruned"
 
 
+@pytest.mark.slow
 def test_an_edge_added_to_a_closing_node_during_the_pass_closes_with_it(
     seeded: tuple[Store, datetime], store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
