@@ -53,6 +53,7 @@ def pool(request: pytest.FixtureRequest) -> Any:
     box.close()
 
 
+@pytest.mark.slow
 def test_closing_during_a_job_kills_it_and_its_caller_gets_a_failed_result(
     pool: PooledSandbox,
 ) -> None:
@@ -78,6 +79,7 @@ def test_closing_during_a_job_kills_it_and_its_caller_gets_a_failed_result(
         resident.run(Job(code="print(1)"))
 
 
+@pytest.mark.slow
 def test_a_state_update_queued_behind_the_job_is_refused_at_the_close(
     pool: PooledSandbox,
 ) -> None:

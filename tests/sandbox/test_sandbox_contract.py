@@ -146,6 +146,7 @@ IDENTITY = (
 )
 
 
+@pytest.mark.slow
 def test_workers_are_recycled(sandbox_factory: object) -> None:
     box = sandbox_factory("bwrap", recycle_after=2)  # type: ignore[operator]
     spaces = [box.run(Job(IDENTITY)).stdout.strip() for _ in range(6)]
@@ -215,6 +216,7 @@ def test_closing_releases_jobs_waiting_for_a_worker(sandbox_factory: object) -> 
     assert isinstance(busy_outcome, SandboxUnavailableError) or not busy_outcome.ok  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 def test_a_forgotten_pool_stops_its_workers(sandbox_factory: object) -> None:
     import gc
 
@@ -268,6 +270,7 @@ def test_a_lone_surrogate_in_the_code_is_a_failed_result(sandbox: Sandbox) -> No
     assert sandbox.run(Job("print('next')")).stdout == "next\n"
 
 
+@pytest.mark.slow
 def test_jobs_with_mounts_run_warm_in_one_worker(sandbox: Sandbox, tmp_path: Path) -> None:
     attachment = tmp_path / "table.csv"
     attachment.write_text("a,b\n1,2\n")
@@ -290,6 +293,7 @@ def test_jobs_with_mounts_run_warm_in_one_worker(sandbox: Sandbox, tmp_path: Pat
     assert plain.ok and plain.stdout == "False\n"
 
 
+@pytest.mark.slow
 def test_a_replaced_mount_is_not_served_from_a_stale_worker(
     sandbox: Sandbox, tmp_path: Path
 ) -> None:

@@ -8,6 +8,8 @@ import json
 import threading
 import time
 
+import pytest
+
 from kgot.sandbox import Job, Limits, Sandbox
 from kgot.sandbox.base import ExecResult, run_async
 from kgot.tests.sandbox.test_sandbox_contract import GRAPH_UPDATE, IDENTITY, small_graph
@@ -53,6 +55,7 @@ def test_big_inputs_and_outputs_cross_the_pipes_on_the_loop(sandbox: Sandbox) ->
     assert result.outputs["copy"] == payload[::-1]
 
 
+@pytest.mark.slow
 def test_a_job_past_its_timeout_is_reported_as_timed_out(sandbox: Sandbox) -> None:
     job = Job("while True: pass", limits=Limits(timeout_s=1.0))
     result = asyncio.run(run_async(sandbox, job))
@@ -60,6 +63,7 @@ def test_a_job_past_its_timeout_is_reported_as_timed_out(sandbox: Sandbox) -> No
     assert asyncio.run(run_async(sandbox, Job("print('after')"))).stdout.strip() == "after"
 
 
+@pytest.mark.slow
 def test_cancelling_an_awaited_job_kills_its_worker_and_the_pool_recovers(
     sandbox_factory: object,
 ) -> None:

@@ -60,6 +60,7 @@ def _exit_while_warming(kind: str, preload: list[str], wait: str) -> str:
     return child.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["bwrap", "fallback"])
 @pytest.mark.parametrize("wait_s", ["0.05", "0.4"])  # before and after the workers spawned
 def test_exiting_while_workers_start_is_silent(kind: str, wait_s: str) -> None:
@@ -68,6 +69,7 @@ def test_exiting_while_workers_start_is_silent(kind: str, wait_s: str) -> None:
     assert stderr.strip() == "", stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["bwrap", "fallback"])
 def test_a_worker_that_cannot_start_is_still_reported(kind: str) -> None:
     # Its death is seen before the process exits: a genuine failure.

@@ -99,6 +99,7 @@ def _mkdtemp(made: list[Path]) -> Path:
     return directory
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", ["in-tmp", "deep-in-tmp"])
 @pytest.mark.parametrize("kind", ["bwrap", "fallback", "fallback-without-work"])
 def test_a_python_environment_under_tmp_runs_jobs_that_see_only_it(

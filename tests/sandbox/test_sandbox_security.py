@@ -593,6 +593,7 @@ def test_memory_outside_the_heap_kills_the_job_not_the_worker(
     assert after.ok and after.stdout == before.stdout  # the same warm worker served on
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "code", ["while True:\n    pass\n", "import time\nwhile True:\n    time.sleep(0.2)\n"]
 )
@@ -604,12 +605,14 @@ def test_busy_and_sleep_loops_time_out(sandbox: Sandbox, code: str) -> None:
     assert_still_healthy(sandbox)
 
 
+@pytest.mark.slow
 def test_cpu_limit_stops_spinning_code(sandbox: Sandbox) -> None:
     result = run(sandbox, "while True:\n    pass\n", cpu_seconds=1, timeout_s=8.0)
     assert not result.timed_out
     assert "CPU time limit of 1 s" in (result.error or ""), result
 
 
+@pytest.mark.slow
 def test_no_process_survives_a_job(sandbox: Sandbox) -> None:
     marker = f"kgot-straggler-{uuid.uuid4().hex}"
     code = f"""
@@ -643,6 +646,7 @@ time.sleep(60)
     assert int(listing.stdout) == 3  # the zygote, the supervisor and this job
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", ["everything", "itself"])
 def test_a_job_that_stops_its_supervisor_or_itself_is_still_killed(
     sandbox: Sandbox, target: str
@@ -763,6 +767,7 @@ print(os.getuid(), os.getgid(), status["CapEff"].strip(), status["CapBnd"].strip
         assert int(cap_bnd, 16) == 0
 
 
+@pytest.mark.slow
 def test_jobs_are_not_host_root(sandbox: Sandbox) -> None:
     """Whatever uid a job has inside, its processes are not uid 0 on the host."""
     launcher = sandbox.launcher  # type: ignore[attr-defined]

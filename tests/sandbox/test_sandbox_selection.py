@@ -181,6 +181,7 @@ def test_invalid_allow_list_entry_is_a_config_error() -> None:
         PackageCache(SandboxSettings(allow_packages=["not a requirement!!"]))
 
 
+@pytest.mark.slow
 def test_two_processes_installing_into_one_cache_take_turns(tmp_path: Path) -> None:
     wheels = build_wheel(tmp_path)
     settings = SandboxSettings(
@@ -213,6 +214,7 @@ def test_packages_not_allowed_are_refused(tmp_path: Path) -> None:
         cache.ensure(["requests"])
 
 
+@pytest.mark.slow
 def test_cached_version_the_allow_list_no_longer_accepts_is_replaced(tmp_path: Path) -> None:
     old, new = build_wheel(tmp_path), build_wheel(tmp_path, version="2.0", answer=43)
     cache_dir = tmp_path / "cache"
@@ -236,6 +238,7 @@ def test_cached_version_the_allow_list_no_longer_accepts_is_replaced(tmp_path: P
     assert (cache_dir / "kgot_tinypkg" / "__init__.py").read_text() == "ANSWER = 43\n"
 
 
+@pytest.mark.slow
 def test_cli_packages_lists_and_clears_the_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -267,6 +270,7 @@ def test_cli_packages_lists_and_clears_the_cache(
     assert (tmp_path / "cache" / ".kgot-install.lock").exists()  # the lock others may hold
 
 
+@pytest.mark.slow
 def test_cli_packages_clear_leaves_a_directory_that_is_not_only_the_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -391,6 +395,7 @@ def test_cli_exec_directory_as_file(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "is a directory" in err and "does not exist" not in err and err.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_cli_exec_timeout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     script = tmp_path / "spin.py"
     script.write_text("while True:\n    pass\n")
@@ -406,6 +411,7 @@ def test_cli_exec_missing_file(capsys: pytest.CaptureFixture[str]) -> None:
     assert err.count("\n") == 1 and "does not exist" in err and "Traceback" not in err
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_cli_check_passes_on_bwrap(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["sandbox", "check", "--json"])
@@ -416,6 +422,7 @@ def test_cli_check_passes_on_bwrap(capsys: pytest.CaptureFixture[str]) -> None:
     assert failed == [], failed
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_cli_check_text_output(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["sandbox", "check"])
@@ -437,6 +444,7 @@ def _check_leftovers() -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_cli_check_fails_for_the_unisolated_kind(capsys: pytest.CaptureFixture[str]) -> None:
     before = _check_leftovers()
     code = main(["sandbox", "check", "--sandbox", "subprocess"])

@@ -55,6 +55,7 @@ def test_files_the_jobs_uid_can_read_are_probed(fallback: Sandbox) -> None:
     assert "/etc/passwd" in str(detail).split("(")[0]
 
 
+@pytest.mark.slow
 def test_the_fallback_check_names_the_host_files_it_shows(
     fallback: Sandbox, capsys: pytest.CaptureFixture[str]
 ) -> None:

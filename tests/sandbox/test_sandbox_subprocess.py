@@ -31,6 +31,7 @@ def processes_with(marker: str) -> list[int]:
     return found
 
 
+@pytest.mark.slow
 def test_a_timeout_kills_processes_that_left_the_group_and_returns_on_time(
     box: SubprocessSandbox,
 ) -> None:
