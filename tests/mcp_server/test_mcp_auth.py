@@ -33,6 +33,7 @@ def _post(url: str, token: str | None) -> httpx.Response:
     return httpx.post(url, json=_INITIALIZE, headers=headers, timeout=30)
 
 
+@pytest.mark.slow
 def test_missing_and_wrong_tokens_are_refused(deployment: Deployment) -> None:
     assert _post(deployment.url, None).status_code == 401
     assert _post(deployment.url, "kgot_mcp_not-a-token").status_code == 401
@@ -82,6 +83,7 @@ def test_a_tokens_file_that_turns_bad_refuses_every_token_until_fixed(
     assert _post(deployment.url, deployment.token_a).status_code == 200
 
 
+@pytest.mark.slow
 def test_a_read_only_token_cannot_write(deployment: Deployment) -> None:
     with open_store(deployment.store_url) as store:
         before = store.session("a").commits(limit=1)

@@ -295,21 +295,25 @@ def _stdio_cancel(setup: _Setup, tool: str, arguments: dict[str, Any]) -> None:
     run(go)
 
 
+@pytest.mark.slow
 def test_a_cancelled_ask_over_http_stalls_no_other_tenant(setup: _Setup) -> None:
     _http_cancel(setup, "ask", {"question": QUESTION})
     _assert_interrupted(setup.store_url)
 
 
+@pytest.mark.slow
 def test_a_cancelled_remember_over_http_stalls_no_other_tenant(setup: _Setup) -> None:
     _http_cancel(setup, "remember", {"text": "Slow Co makes slow things."})
     _assert_nothing_written(setup.store_url)
 
 
+@pytest.mark.slow
 def test_a_cancelled_ask_over_stdio_stalls_neither_ping_nor_search(setup: _Setup) -> None:
     _stdio_cancel(setup, "ask", {"question": QUESTION})
     _assert_interrupted(setup.store_url)
 
 
+@pytest.mark.slow
 def test_a_cancelled_remember_over_stdio_stalls_neither_ping_nor_search(setup: _Setup) -> None:
     _stdio_cancel(setup, "remember", {"text": "Slow Co makes slow things."})
     _assert_nothing_written(setup.store_url)

@@ -29,6 +29,7 @@ def _one_line(err: str) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_token_add_list_revoke_keeps_only_hashes(
     db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -122,6 +123,7 @@ def test_serve_refuses_a_port_in_use(
     assert code == 2 and f"port {port} on 127.0.0.1 is in use" in line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("arguments", "expected"),
     [
@@ -145,6 +147,7 @@ def test_serve_bad_command_lines(
     assert code == 2 and expected in line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", [0o644, 0o620, 0o604, 0o640])
 def test_serve_refuses_a_tokens_file_other_users_may_read_or_change(
     db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: int

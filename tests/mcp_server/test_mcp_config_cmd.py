@@ -42,6 +42,7 @@ def _refused(capsys: pytest.CaptureFixture[str], *arguments: str) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_claude_desktop_config_starts_a_working_server(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -134,6 +135,7 @@ def test_http_configs_hold_placeholders_not_tokens(capsys: pytest.CaptureFixture
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("arguments", "expected"),
     [

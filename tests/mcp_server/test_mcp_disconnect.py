@@ -47,6 +47,7 @@ def served(store_url: str, tmp_path: Path) -> Iterator[Served]:
         yield found
 
 
+@pytest.mark.slow
 def test_stdio_client_dying_mid_call_ends_the_server_quietly(served: Served) -> None:
     with stdio_client(served) as client:
         client.ask()
@@ -60,6 +61,7 @@ def test_stdio_client_dying_mid_call_ends_the_server_quietly(served: Served) -> 
     assert only_run(served.store_url)[1] == "interrupted"
 
 
+@pytest.mark.slow
 def test_stdio_client_closing_stdin_mid_call_gets_the_answer(served: Served) -> None:
     with stdio_client(served) as client:
         client.ask()
@@ -120,6 +122,7 @@ class _RawClient:
         connection.close()
 
 
+@pytest.mark.slow
 def test_http_dropped_request_is_cancelled_and_the_server_serves_on(served: Served) -> None:
     tokens = served.tmp_path / "tokens.toml"
     token, _ = add_token(tokens, "agent-x", ["a"], ["read", "ask"])

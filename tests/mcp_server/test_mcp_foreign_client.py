@@ -249,6 +249,7 @@ def test_typescript_sdk_over_stdio(sdk_modules: Path, tmp_path: Path) -> None:
     assert "query" not in found["tools"]  # stdio never offers the raw query tool
 
 
+@pytest.mark.slow
 def test_typescript_sdk_over_http_with_a_bearer_token(
     sdk_modules: Path, deployment: Deployment, tmp_path: Path
 ) -> None:
@@ -275,6 +276,7 @@ def test_typescript_sdk_without_a_token_is_refused(
     assert "invalid_token" in done.stderr
 
 
+@pytest.mark.slow
 def test_read_only_token_hides_write_tools_from_ts_client(
     sdk_modules: Path, deployment: Deployment, tmp_path: Path
 ) -> None:
@@ -287,6 +289,7 @@ def test_read_only_token_hides_write_tools_from_ts_client(
     assert not tools & (WRITE_TOOLS | {"ask", "query"})
 
 
+@pytest.mark.slow
 def test_npm_install_skips_when_the_registry_is_unreachable(tmp_path: Path) -> None:
     """The install's skip path, against a port nothing listens on (and an empty npm cache, which
     would otherwise answer from earlier downloads)."""

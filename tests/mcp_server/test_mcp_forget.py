@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from kgot.persistence import open_store
 from kgot.tests.mcp_server.conftest import Deployment
 from kgot.tests.mcp_server.mcp_support import http_session, run, text_of
@@ -36,6 +38,7 @@ def _entity_b(deployment: Deployment) -> dict[str, Any]:
         }
 
 
+@pytest.mark.slow
 def test_forget_is_a_scoped_write_tool_a_client_should_confirm(deployment: Deployment) -> None:
     async def listed(token: str) -> dict[str, Any]:
         async with http_session(deployment.url, token) as session:
@@ -51,6 +54,7 @@ def test_forget_is_a_scoped_write_tool_a_client_should_confirm(deployment: Deplo
     assert refused.is_error and "needs the 'write' scope" in text_of(refused)
 
 
+@pytest.mark.slow
 def test_search_then_forget_a_property_an_edge_and_a_node(deployment: Deployment) -> None:
     before_b = _entity_b(deployment)
     search, forget_ceo, node, history, search_again = (
@@ -111,6 +115,7 @@ def test_search_then_forget_a_property_an_edge_and_a_node(deployment: Deployment
     assert _entity_b(deployment) == before_b
 
 
+@pytest.mark.slow
 def test_unknown_and_foreign_facts_answer_as_not_found(deployment: Deployment) -> None:
     before_b = _entity_b(deployment)
     results = _calls(

@@ -86,6 +86,7 @@ def test_facts_around_equal_what_the_whole_graph_shows(store: Store) -> None:
     assert session.facts_around(["gone"]).number_of_nodes() == 0
 
 
+@pytest.mark.slow
 def test_get_node_follows_aliases_and_hides_expired_facts(store: Store) -> None:
     session = _seeded(store, "g")
     node = graph_reads.get_node(session, "hub_old")

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from kgot.tests.mcp_server.conftest import Deployment
 from kgot.tests.mcp_server.mcp_support import B_ONLY_WORDS, http_session, run, text_of
 from kgot.tests.memory.test_memory_isolation import _snapshot
@@ -68,6 +70,7 @@ def _answers(deployment: Deployment, entity: str) -> dict[str, tuple[bool, str]]
     return run(go)
 
 
+@pytest.mark.slow
 def test_another_entity_answers_exactly_as_an_unknown_one_and_is_untouched(
     deployment: Deployment,
 ) -> None:
@@ -83,6 +86,7 @@ def test_another_entity_answers_exactly_as_an_unknown_one_and_is_untouched(
     assert "no entity named 'E' for this client; use one of: a" in across["get_node"][1]
 
 
+@pytest.mark.slow
 def test_calls_without_an_entity_stay_in_the_granted_one(deployment: Deployment) -> None:
     before = _snapshot(deployment.store_url, "b")
 
@@ -157,6 +161,7 @@ def test_no_secondary_path_names_another_entity(deployment: Deployment) -> None:
         assert B_ONLY_WORDS.lower() not in text.lower(), text
 
 
+@pytest.mark.slow
 def test_a_token_for_two_entities_must_name_one(deployment: Deployment) -> None:
     from kgot.mcp_server.tokens import add_token
 

@@ -102,6 +102,7 @@ def _ask(served: dict[str, Any], arguments: dict[str, Any]) -> tuple[Any, list[t
     return run(go), seen
 
 
+@pytest.mark.slow
 def test_ask_streams_progress_and_answers(served: dict[str, Any]) -> None:
     result, progress = _ask(served, {"question": "Who is the CEO of Apple?"})
     assert not result.is_error, text_of(result)
@@ -115,6 +116,7 @@ def test_ask_streams_progress_and_answers(served: dict[str, Any]) -> None:
         assert store.get_run(data["run_id"]).status == "answered"  # type: ignore[union-attr]
 
 
+@pytest.mark.slow
 def test_ask_stops_at_its_cost_cap(served: dict[str, Any]) -> None:
     result, progress = _ask(
         served, {"question": "Who is the CEO of Apple?", "max_cost_usd": 0.000001}
@@ -131,6 +133,7 @@ def test_ask_stops_at_its_cost_cap(served: dict[str, Any]) -> None:
     assert requests_at_stop <= 3  # the first step's votes, nothing after the cap
 
 
+@pytest.mark.slow
 def test_remember_writes_what_the_text_states(served: dict[str, Any]) -> None:
     async def go() -> Any:
         async with http_session(served["url"], served["token"]) as session:
@@ -155,6 +158,7 @@ def test_remember_writes_what_the_text_states(served: dict[str, Any]) -> None:
     assert current[0]["run_id"] == "mcp:agent-x" and current[0]["source_ref"] == "notes/zeta.md"
 
 
+@pytest.mark.slow
 def test_remember_of_what_the_graph_holds_reports_it_restated(served: dict[str, Any]) -> None:
     text = "Zeta Dynamics, led by Ada Byron, has its head office in Cupertino."
 
@@ -179,6 +183,7 @@ def test_remember_of_what_the_graph_holds_reports_it_restated(served: dict[str, 
     assert current["corroborations"] == 2 and current["source_ref"] == "notes/zeta.md"
 
 
+@pytest.mark.slow
 def test_remember_stops_between_pieces_at_its_cap(served: dict[str, Any]) -> None:
     text = "\n\n".join(
         f"Zeta Dynamics, note {n}: Ada Byron leads it from Cupertino. " + "More words. " * 30

@@ -41,6 +41,7 @@ def _over(
 TRANSPORTS = pytest.mark.parametrize("transport", ["http", "stdio"])
 
 
+@pytest.mark.slow
 @TRANSPORTS
 def test_schemas_describe_everything_and_refuse_unknown_arguments(
     deployment: Deployment, transport: str
@@ -72,6 +73,7 @@ def test_schemas_describe_everything_and_refuse_unknown_arguments(
     assert tools["save_facts"].annotations.open_world_hint is False
 
 
+@pytest.mark.slow
 @TRANSPORTS
 def test_unknown_arguments_get_a_readable_error(deployment: Deployment, transport: str) -> None:
     async def call(session: Any) -> Any:
@@ -101,6 +103,7 @@ def test_a_read_only_token_lists_no_write_tools(deployment: Deployment) -> None:
     assert refused.is_error and "needs the 'write' scope" in text_of(refused)
 
 
+@pytest.mark.slow
 @TRANSPORTS
 @pytest.mark.parametrize(
     ("tool", "arguments", "field"),
@@ -129,6 +132,7 @@ def test_a_5_mb_argument_is_refused_without_being_echoed(
     assert f"{field}: too long: at most" in text
 
 
+@pytest.mark.slow
 @TRANSPORTS
 def test_errors_speak_of_the_tools_not_the_command_line(
     deployment: Deployment, transport: str
@@ -151,6 +155,7 @@ def test_errors_speak_of_the_tools_not_the_command_line(
     assert "pydantic" not in text_of(deep)
 
 
+@pytest.mark.slow
 @TRANSPORTS
 def test_save_facts_takes_flat_node_link_objects(deployment: Deployment, transport: str) -> None:
     node_id = f"flat_{transport}"

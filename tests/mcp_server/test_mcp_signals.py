@@ -248,6 +248,7 @@ def assert_quiet(stderr: str) -> None:
     assert "internal error" not in stderr, stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=_name)
 def test_stdio_signal_answers_the_pending_ask_and_exits(
     served: Served, signum: signal.Signals
@@ -271,6 +272,7 @@ def test_stdio_signal_answers_the_pending_ask_and_exits(
     assert f"kgot: stopped by {signum.name}; interrupted run(s) {run_id}" in stderr
 
 
+@pytest.mark.slow
 def test_stdio_sigint_with_nothing_pending_exits_at_once(served: Served) -> None:
     """stdin idle, no call: Ctrl-C no longer waits for the client's next line."""
     with stdio_client(served) as client:
@@ -283,6 +285,7 @@ def test_stdio_sigint_with_nothing_pending_exits_at_once(served: Served) -> None
     assert_quiet(client.stderr.decode())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=_name)
 def test_http_signal_answers_the_pending_ask_and_exits(
     served: Served, signum: signal.Signals
@@ -330,6 +333,7 @@ def _exit_code(process: subprocess.Popen[str], since: float) -> tuple[int | None
     return code, took
 
 
+@pytest.mark.slow
 def test_http_sigterm_with_nothing_pending_exits_at_once(served: Served) -> None:
     """A client's open notification stream (the SDK client opens one) does not hold the
     server up: uvicorn alone would wait for it without limit."""

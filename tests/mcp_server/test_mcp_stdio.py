@@ -22,6 +22,7 @@ def store_url(tmp_path: Path) -> str:
     return url
 
 
+@pytest.mark.slow
 def test_stdio_serves_the_entity_on_the_command_line(store_url: str) -> None:
     before = _snapshot(store_url, "b")
 

@@ -45,6 +45,7 @@ def test_a_token_for_an_entity_that_does_not_exist_is_refused(
     assert record.entities == ("acme", "nobody")
 
 
+@pytest.mark.slow
 def test_the_store_checked_is_the_configured_one_without_db(
     db: str,
     tmp_path: Path,

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from kgot.persistence import open_store
 from kgot.tests.mcp_server.conftest import Deployment
 from kgot.tests.mcp_server.mcp_support import http_session, run, text_of
@@ -42,6 +44,7 @@ def _ok(result: Any) -> dict[str, Any]:
     return dict(result.structured_content)
 
 
+@pytest.mark.slow
 def test_tools_are_listed_with_input_and_output_schemas(deployment: Deployment) -> None:
     async def go() -> Any:
         async with http_session(deployment.url, deployment.token_a) as session:
@@ -54,6 +57,7 @@ def test_tools_are_listed_with_input_and_output_schemas(deployment: Deployment) 
     assert "violations" in tools["save_facts"].output_schema["properties"]
 
 
+@pytest.mark.slow
 def test_save_facts_inserts_corroborates_supersedes_and_lands_duplicates(
     deployment: Deployment,
 ) -> None:
@@ -146,6 +150,7 @@ def test_save_facts_with_a_type_violation_writes_nothing(deployment: Deployment)
         assert session.node_history("fine") == []
 
 
+@pytest.mark.slow
 def test_search_get_node_traverse_verify_types(deployment: Deployment) -> None:
     hits = _ok(_call(deployment, "search_memory", {"query": "apple", "limit": 3}))["hits"]
     assert hits[0]["id"] == "apple" and hits[0]["kind"] == "node"
@@ -253,6 +258,7 @@ def test_resources_stats_types_and_nodes(deployment: Deployment) -> None:
     assert json.loads(node.contents[0].text)["id"] == "apple"
 
 
+@pytest.mark.slow
 def test_query_tool_runs_in_the_sandbox_on_the_entity_only(deployment: Deployment) -> None:
     found = _call(deployment, "query", {"code": "result = sorted(G.nodes)"})
     value = _ok(found)["value"]

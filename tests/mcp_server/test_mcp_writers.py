@@ -203,6 +203,7 @@ def _summary(outcomes: Sequence[Outcomes]) -> str:
     )
 
 
+@pytest.mark.slow
 def test_three_stdio_writers_on_one_node(store_url: str, tmp_path: Path) -> None:
     seed(store_url, ENTITY)
     logs = [tmp_path / f"server-{n}.err" for n in range(WRITERS)]
@@ -219,6 +220,7 @@ def test_three_stdio_writers_on_one_node(store_url: str, tmp_path: Path) -> None
     _check(store_url, outcomes, "".join(log.read_text() for log in logs))
 
 
+@pytest.mark.slow
 def test_three_http_writers_on_one_node(store_url: str, tmp_path: Path) -> None:
     seed(store_url, ENTITY)
     tokens = tmp_path / "tokens.toml"
@@ -283,6 +285,7 @@ def _save(memory: Memory, ceo: str) -> Any:
     )
 
 
+@pytest.mark.slow
 def test_a_writer_that_keeps_losing_is_told_what_changed_and_to_call_again(
     seeded: Store,
 ) -> None:
@@ -300,6 +303,7 @@ def test_a_writer_that_keeps_losing_is_told_what_changed_and_to_call_again(
     assert ("apple", "cupertino", "mine") not in memory.session.load_graph().edges
 
 
+@pytest.mark.slow
 def test_a_writer_that_loses_a_few_times_is_written_once(seeded: Store) -> None:
     memory = _Racing(seeded, losses=3)
     saved = _save(memory, "Mine")
