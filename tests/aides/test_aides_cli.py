@@ -41,6 +41,7 @@ def script(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_create_add_run_status_items_list_delete(
     tmp_path: Path, store_url: str, script: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -88,6 +89,7 @@ def test_create_add_run_status_items_list_delete(
     assert [row["name"] for row in json.loads(out)] == ["acme"]
 
 
+@pytest.mark.slow
 def test_failed_items_are_listed_with_their_reason(
     tmp_path: Path, store_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -127,6 +129,7 @@ def test_an_email_output_is_added_with_its_recipients(
     assert output["spec"]["from"] == "k@example.com" and output["spec"]["tls"] == "none"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -16,6 +16,7 @@ from kgot.cli.main import main
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "aide"
 
 
+@pytest.mark.slow
 def test_the_offline_example_runs_as_documented(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

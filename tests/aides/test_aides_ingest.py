@@ -126,6 +126,7 @@ def test_empty_text_is_refused(store: Store, settings: Settings) -> None:
         ingest_text(store, "atlas", "  \n", model=ScriptedChatModel(script={}), settings=settings)
 
 
+@pytest.mark.slow
 def test_kgot_ingest_reads_a_file_or_stdin(
     tmp_path: Path,
     store: Store,

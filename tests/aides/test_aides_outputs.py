@@ -276,6 +276,7 @@ def test_webhook_posts_signed_json_and_retries_a_503(
     assert "x-kgot-signature" not in plain.seen[0].headers
 
 
+@pytest.mark.slow
 def test_webhook_waits_as_long_as_retry_after_asks(web: FixtureServer) -> None:
     receiver = Receiver("", [Response(429, "slow down", "text/plain", {"Retry-After": "1"})])
     url = web.route("/hook", receiver)
@@ -325,6 +326,7 @@ def test_webhook_does_not_retry_a_4xx_and_gives_up_on_a_lasting_5xx(web: Fixture
     assert "redirects to https://x.example/" in (result.error or "")
 
 
+@pytest.mark.slow
 def test_webhook_timeouts_and_dead_ports_are_retried_then_reported(web: FixtureServer) -> None:
     def slow(request: Request) -> Response:
         web.release.wait(20)

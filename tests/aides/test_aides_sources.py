@@ -277,6 +277,7 @@ def test_http_errors_and_refused_addresses_are_reported_not_raised(web: FixtureS
     assert "has no url" in (poll("rss", {}, None, settings=make_settings()).error or "")
 
 
+@pytest.mark.slow
 def test_a_slow_feed_times_out_as_an_error_not_a_hang(web: FixtureServer) -> None:
     def slow(request: Request) -> Response:
         web.release.wait(20)
@@ -501,6 +502,7 @@ def test_a_missing_folder_is_an_error(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_documents_are_converted_in_the_sandbox(tmp_path: Path) -> None:
     from kgot.tests.tools.tool_fixtures import _pdf
 
