@@ -79,6 +79,7 @@ def _commands(readme: str) -> list[list[str]]:
     return found
 
 
+@pytest.mark.slow
 def test_the_offline_example_runs_as_documented(
     example: Path,
     capsys: pytest.CaptureFixture[str],

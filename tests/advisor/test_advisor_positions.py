@@ -35,6 +35,7 @@ def test_a_brokerage_export_is_imported(
     assert held["BTC-USD"]["avg_cost"] is None
 
 
+@pytest.mark.slow
 def test_bad_rows_are_named_with_their_lines_and_nothing_is_imported(
     advisor: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -99,6 +100,7 @@ def test_positions_and_watchlist_from_the_command_line(
     assert held["watchlist"] == ["MSFT", "NVDA"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("argv", "said"),
     [
