@@ -305,13 +305,13 @@ async def deliver_once(
 
     The delivery is claimed in the log before anything is sent, so of several workers only
     one sends it. A try is one call here, however many requests the output's own retries
-    make; a failed one waits before the next (:func:`kgot.aides.records.retry_delay`).
+    make; a failed one waits before the next (:func:`kgot.aides.aide_rows.retry_delay`).
     """
-    from kgot.aides import records
+    from kgot.aides import aide_rows
     from kgot.persistence.owner import current_owner
 
     owner = current_owner()
-    if not records.claim_delivery(
+    if not aide_rows.claim_delivery(
         store,
         aide,
         output.id,
@@ -334,11 +334,11 @@ async def deliver_once(
         # Stopped (a signal) or broken mid-send. A webhook or outbox may have it; it is sent
         # again later under the same key, which receivers de-duplicate on. An email may
         # have gone: its claim stays, and the next worker gives it up instead of sending
-        # it twice (records.claim_delivery).
+        # it twice (aide_rows.claim_delivery).
         if output.kind != "smtp":
-            records.release_delivery(store, output.id, key, owner=owner)
+            aide_rows.release_delivery(store, output.id, key, owner=owner)
         raise
-    records.record_delivery(
+    aide_rows.record_delivery(
         store, output.id, key, owner=owner, ok=result.ok, error=result.error, now=now
     )
     return result

@@ -371,7 +371,7 @@ def on_create(store: Any, aide: Any) -> None:
     module = _program_module(aide.program)
     if module is None:
         return
-    from kgot.aides.records import delete_aide
+    from kgot.aides.aide_rows import delete_aide
 
     try:
         module.on_create(store, aide)

@@ -1,7 +1,7 @@
 """An aide's cycle: poll, ingest, upkeep, program, deliver (docs/aides.md).
 
 :func:`open_aide` gives an :class:`Aide`; :meth:`Aide.run_cycle` runs one cycle and returns its
-:class:`CycleReport`. Every step's state is in the store (:mod:`kgot.aides.records`), not in
+:class:`CycleReport`. Every step's state is in the store (:mod:`kgot.aides.aide_rows`), not in
 memory, so a cycle that is killed is finished by the next one:
 
 1. **Poll** each source (:mod:`kgot.aides.sources`); its new items and cursor are recorded in
@@ -14,7 +14,7 @@ memory, so a cycle that is killed is finished by the next one:
    landed before a crash is found by that key when it is claimed again, and is marked done
    without a second ingestion.
 3. **Upkeep**: the memory's upkeep pass on the entity (expiry, pruning, promotion, merges),
-   after a cycle that ingested something, else at most once per :data:`records.UPKEEP_EVERY`
+   after a cycle that ingested something, else at most once per :data:`aide_rows.UPKEEP_EVERY`
    (a pass reads the whole graph: seconds at 10,000 nodes).
 4. **Program**: ``digest`` briefs on the facts this cycle changed, a KGoT retrieve over them
    (:mod:`kgot.aides.programs`).
@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from kgot.aides import records
+from kgot.aides import aide_rows
 from kgot.errors import (
     ConfigError,
     KgotError,
@@ -45,7 +45,7 @@ from kgot.persistence.timeutil import as_utc
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
-    from kgot.aides.records import AideRow
+    from kgot.aides.aide_rows import AideRow
     from kgot.config import Settings
     from kgot.controller.ingest import IngestReport
     from kgot.persistence import Store
@@ -177,7 +177,7 @@ class Aide:
         from kgot.aides.sources import parse_source_spec
 
         spec = parse_source_spec(kind, value, max_mb=self.settings.tools.max_download_mb)
-        return records.add_source(self.store, self.row, kind, spec)
+        return aide_rows.add_source(self.store, self.row, kind, spec)
 
     def add_output(self, kind: str, value: str | None = None, **options: Any) -> int:
         """Add an output (``stdout``, ``jsonl`` path, ``webhook`` URL with ``secret_env``); its
@@ -191,28 +191,28 @@ class Aide:
 
         spec = parse_output_spec(kind, value, **options)
         require_variables(spec)
-        return records.add_output(self.store, self.row, kind, spec)
+        return aide_rows.add_output(self.store, self.row, kind, spec)
 
     def delete(self) -> None:
         """Delete the aide and what it recorded (sources, items, cycles, outputs, deliveries);
         the entity and its graph stay."""
-        records.delete_aide(self.store, self.row)
+        aide_rows.delete_aide(self.store, self.row)
 
-    def sources(self) -> list[records.SourceInfo]:
+    def sources(self) -> list[aide_rows.SourceInfo]:
         """The aide's sources, oldest first, each with its items counted by status."""
-        return records.source_infos(self.store, self.row)
+        return aide_rows.source_infos(self.store, self.row)
 
-    def outputs(self) -> list[records.OutputInfo]:
+    def outputs(self) -> list[aide_rows.OutputInfo]:
         """The aide's outputs, oldest first, each with its delivery log counted."""
-        return records.output_infos(self.store, self.row)
+        return aide_rows.output_infos(self.store, self.row)
 
     def set_source(
         self, source_id: int, value: str, *, kind: str | None = None
-    ) -> records.SourceUpdate:
+    ) -> aide_rows.SourceUpdate:
         """Point source ``source_id`` at ``value`` (checked as :meth:`add_source` checks it);
         the source keeps its kind, id and items. A changed value is polled afresh (a new
         cursor); item ids the source has read stay known, so an entry read before is not
-        ingested twice. Returns a :class:`records.SourceUpdate` (``.changed``,
+        ingested twice. Returns a :class:`aide_rows.SourceUpdate` (``.changed``,
         ``.summary()``).
 
         Args:
@@ -224,13 +224,13 @@ class Aide:
         """
         from kgot.aides.sources import parse_source_spec
 
-        [source] = records.source_infos(self.store, self.row, source_id)
+        [source] = aide_rows.source_infos(self.store, self.row, source_id)
         # The kind is checked before the value, which is read as that kind.
-        records.keeps_kind(self.row, source_id, source.kind, kind or source.kind)
+        aide_rows.keeps_kind(self.row, source_id, source.kind, kind or source.kind)
         spec = parse_source_spec(source.kind, value, max_mb=self.settings.tools.max_download_mb)
-        return records.update_source(self.store, self.row, source_id, source.kind, spec)
+        return aide_rows.update_source(self.store, self.row, source_id, source.kind, spec)
 
-    def remove_source(self, source_id: int) -> records.SourceRemoval:
+    def remove_source(self, source_id: int) -> aide_rows.SourceRemoval:
         """Remove a source. What it brought stays in the graph (its done items' rows too, for
         ``items``); its items not ingested yet are dropped; an item being ingested is left to
         finish. Returns what was done (``.summary()`` says it in one line). A source added
@@ -239,15 +239,15 @@ class Aide:
         Raises:
             UsageError: the aide has no such source.
         """
-        return records.remove_source(self.store, self.row, source_id)
+        return aide_rows.remove_source(self.store, self.row, source_id)
 
-    def remove_output(self, output_id: int) -> records.OutputRemoval:
+    def remove_output(self, output_id: int) -> aide_rows.OutputRemoval:
         """Remove an output with its delivery log's rows; what it was sent stays where it went.
 
         Raises:
             UsageError: the aide has no such output.
         """
-        return records.remove_output(self.store, self.row, output_id)
+        return aide_rows.remove_output(self.store, self.row, output_id)
 
     # -------------------------------------------------------------------------- the cycle
 
@@ -274,7 +274,7 @@ class Aide:
         max_cost_usd: float | None = None,
         max_cost_usd_day: float | None = None,
         should_stop: Callable[[], bool] | None = None,
-        lease: timedelta = records.LEASE,
+        lease: timedelta = aide_rows.LEASE,
     ) -> CycleReport:
         """Poll, ingest, upkeep, program, deliver (module docstring).
 
@@ -298,15 +298,15 @@ class Aide:
             return now + timedelta(seconds=time.perf_counter() - started)
 
         owner = current_owner()
-        cycle_id = records.start_cycle(self.store, self.row, now, owner)
+        cycle_id = aide_rows.start_cycle(self.store, self.row, now, owner)
         report = CycleReport(aide=self.name, entity=self.entity, cycle_id=cycle_id, started_at=now)
         self.on_model_call = self._spend_writer(cycle_id, clock)
         budget = _Budget(max_cost_usd, max_cost_usd_day, lambda: self._day_cost(now, cycle_id))
         try:
-            report.reclaimed = records.reclaim_abandoned(self.store, self.row, now)
+            report.reclaimed = aide_rows.reclaim_abandoned(self.store, self.row, now)
             await self._poll(report, now)
             reports: list[IngestReport] = []
-            if records.pending_items(self.store, self.row, 1):
+            if aide_rows.pending_items(self.store, self.row, 1):
                 await self._ingest(
                     report,
                     max_items,
@@ -321,14 +321,14 @@ class Aide:
             # At most once per UPKEEP_EVERY, whatever was ingested: the cycle's own writes
             # were resolved as they were written, and a full pass over a large entity costs
             # seconds that would otherwise fall on every cycle.
-            if records.upkeep_due(self.store, self.row, now):
+            if aide_rows.upkeep_due(self.store, self.row, now):
                 report.upkeep = await asyncio.to_thread(self._upkeep, now)
             if self.row.program != "digest":
                 from kgot.aides.programs import run_program
 
                 report.program = await run_program(self, report, now, budget.exceeded)
             if report.digest is not None:  # kept before delivery: a crash does not lose it
-                records.finish_cycle(
+                aide_rows.finish_cycle(
                     self.store, cycle_id, {"report": report.to_json(), "made_digest": 1}
                 )
             await self._deliver(report, now)
@@ -346,7 +346,7 @@ class Aide:
             raise
         finally:
             self.on_model_call = None
-        report.backlog = len(records.pending_items(self.store, self.row, None))
+        report.backlog = len(aide_rows.pending_items(self.store, self.row, None))
         self._finish(report, started, status="stopped" if report.stop_reason else "finished")
         log.info("%s", report.line())
         return report
@@ -355,14 +355,14 @@ class Aide:
         """What the aide's other cycles spent since UTC midnight, read now: other workers'
         running cycles and killed ones write their spend as it happens."""
         midnight = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-        return records.cost_since(self.store, self.row, midnight, excluding=cycle_id)
+        return aide_rows.cost_since(self.store, self.row, midnight, excluding=cycle_id)
 
     def _spend_writer(self, cycle_id: int, clock: Callable[[], datetime]) -> Callable[[Any], None]:
         """A usage-ledger listener adding each model call to the cycle's row as it is made."""
 
         def write(call: Any) -> None:
             try:
-                records.add_spend(
+                aide_rows.add_spend(
                     self.store,
                     cycle_id,
                     calls=1,
@@ -379,12 +379,12 @@ class Aide:
     async def _poll(self, report: CycleReport, now: datetime) -> None:
         from kgot.aides.sources import poll_async
 
-        for source in records.sources(self.store, self.row):
+        for source in aide_rows.sources(self.store, self.row):
             report.sources += 1
             result = await poll_async(
                 source.kind, source.spec, source.cursor, settings=self.settings, now=now
             )
-            recorded = records.record_poll(
+            recorded = aide_rows.record_poll(
                 self.store,
                 self.row,
                 source.id,
@@ -396,7 +396,7 @@ class Aide:
             )
             report.new_items += recorded.added
             if recorded.error:
-                shown = f"source {source.id} ({records.part_text(source.kind, source.spec)})"
+                shown = f"source {source.id} ({aide_rows.part_text(source.kind, source.spec)})"
                 report.source_errors.append(f"{shown}: {recorded.error}")
                 log.warning("%s: %s", shown, recorded.error)
 
@@ -432,7 +432,7 @@ class Aide:
                 if over:
                     report.stop_reason = over
                     break
-                row = records.claim_next(
+                row = aide_rows.claim_next(
                     self.store, self.row, owner, clock(), report.cycle_id, lease=lease
                 )
                 if row is None:
@@ -511,14 +511,14 @@ class Aide:
         except (ModelError, ConfigError, SandboxUnavailableError, StoreError) as error:
             # Not the item's fault (the endpoint, the sandbox, the database): it waits, with
             # the attempt given back, and the cycle stops instead of failing every item.
-            records.release_item(
+            aide_rows.release_item(
                 self.store, row.id, owner=claim.owner, status=row.status, attempts=row.attempts
             )
             raise _CycleHalt(f"{type(error).__name__}: {_one_line(error)}") from error
         except (asyncio.CancelledError, KeyboardInterrupt):
             # Stopped by a signal: the item waits for the next run, this attempt not counted
             # (its result key keeps a commit that landed from being written twice).
-            records.release_item(
+            aide_rows.release_item(
                 self.store, row.id, owner=claim.owner, status=row.status, attempts=row.attempts
             )
             raise
@@ -531,10 +531,10 @@ class Aide:
                 outcome.summary = ingested.summary()
             else:
                 outcome.reason = ingested.failed
-        if outcome.status == "failed" and attempts >= records.MAX_ATTEMPTS:
-            tried = records.count_of(attempts, "ingestion attempt")
+        if outcome.status == "failed" and attempts >= aide_rows.MAX_ATTEMPTS:
+            tried = aide_rows.count_of(attempts, "ingestion attempt")
             outcome.reason = f"{outcome.reason} (the item was given up after {tried})"
-        recorded = records.finish_item(
+        recorded = aide_rows.finish_item(
             self.store,
             row.id,
             owner=claim.owner,
@@ -572,8 +572,8 @@ class Aide:
         an output has not accepted yet (it failed, or the process died before delivering)."""
         from kgot.aides.outputs import deliver_once
 
-        recent = records.recent_digests(self.store, self.row, records.REDELIVER_CYCLES)
-        for output in records.outputs(self.store, self.row):
+        recent = aide_rows.recent_digests(self.store, self.row, aide_rows.REDELIVER_CYCLES)
+        for output in aide_rows.outputs(self.store, self.row):
             added = as_utc(output.created_at)
             for cycle_id, started, digest in recent:
                 if added is not None and started is not None and started < added:
@@ -608,13 +608,13 @@ class Aide:
         report.finished_at = datetime.now(UTC)
         # The spend written call by call is the cycle's (the report's own figures are summed
         # from ledgers only at the end of each stage, which a signal may not reach).
-        spend = records.cycle_spend(self.store, report.cycle_id)
+        spend = aide_rows.cycle_spend(self.store, report.cycle_id)
         if spend is not None and spend.llm_calls >= report.llm_calls:
             report.llm_calls = spend.llm_calls
             report.input_tokens = spend.input_tokens
             report.output_tokens = spend.output_tokens
             report.cost_usd = spend.cost_usd
-        records.finish_cycle(
+        aide_rows.finish_cycle(
             self.store,
             report.cycle_id,
             {
@@ -681,7 +681,7 @@ class _LeaseKeeper:
             expires = self.claim.clock() + self.claim.lease
             try:
                 held = await asyncio.to_thread(
-                    records.renew_lease, self.store, self.row.id, self.claim.owner, expires
+                    aide_rows.renew_lease, self.store, self.row.id, self.claim.owner, expires
                 )
             except StoreError as error:
                 log.warning(
@@ -746,7 +746,7 @@ def open_aide(
     """
     from kgot.config import load_settings
 
-    return Aide(store, records.get_aide(store, name), settings or load_settings(), models)
+    return Aide(store, aide_rows.get_aide(store, name), settings or load_settings(), models)
 
 
 def create_aide(
@@ -769,7 +769,7 @@ def create_aide(
         store.get_entity(entity)
     except EntityNotFoundError:
         store.create_entity(entity)
-    row = records.create_aide(store, name, entity, program, {})
+    row = aide_rows.create_aide(store, name, entity, program, {})
     from kgot.aides.programs import on_create
 
     on_create(store, row)

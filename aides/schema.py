@@ -1,7 +1,7 @@
 """The aide tables (``kgot_aide*``): aides, their sources, items, cycles, outputs and delivery
 log, declared here and registered with the store as a table set (entry point ``aides`` of the
 group ``kgot.tables``; see :mod:`kgot.persistence.table_sets`). Their rows are read and written
-by :mod:`kgot.aides.records`.
+by :mod:`kgot.aides.aide_rows`.
 
 Every row is scoped by its entity and its aide. They were made by migration 4 and changed by
 migration 6; those steps live here, with the tables.

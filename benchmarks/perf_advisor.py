@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from kgot.aides import create_aide
-from kgot.aides.advisor import records
+from kgot.aides.advisor import advisor_rows
 from kgot.aides.advisor.alerts import AlertIndex, evaluate, evaluate_all
 from kgot.aides.advisor.api import _strength
 from kgot.aides.advisor.evidence import MarketIndex, build_pack
@@ -206,10 +206,10 @@ def measure(nodes: int = 10_000, users: int = 100) -> list[Figure]:
     ]
 
 
-def _users(store: Store, aide: Any, count: int, assets: int) -> list[records.Portfolio]:
+def _users(store: Store, aide: Any, count: int, assets: int) -> list[advisor_rows.Portfolio]:
     made = []
     for number in range(count):
-        user = records.add_user(
+        user = advisor_rows.add_user(
             store,
             aide,
             f"user{number}",
@@ -217,9 +217,9 @@ def _users(store: Store, aide: Any, count: int, assets: int) -> list[records.Por
         )
         held = [f"S{(number * 5 + k) % assets:05d}" for k in range(5)]
         watched = [f"S{(number * 11 + 3 + k) % assets:05d}" for k in range(5)]
-        records.import_positions(store, aide, user, [PositionRow(s, 10.0) for s in held])
-        records.add_watch(store, aide, user, [s for s in watched if s not in held])
-        made.append(records.portfolios(store, aide, user)[0])
+        advisor_rows.import_positions(store, aide, user, [PositionRow(s, 10.0) for s in held])
+        advisor_rows.add_watch(store, aide, user, [s for s in watched if s not in held])
+        made.append(advisor_rows.portfolios(store, aide, user)[0])
     return made
 
 
@@ -283,12 +283,12 @@ def labelled_scenario(store: Store) -> tuple[float, float, int]:
 
     people = {}
     for name, risk in (("cons", "conservative"), ("mod", "moderate"), ("aggr", "aggressive")):
-        user = records.add_user(store, aide.row, name, risk=risk)
-        records.import_positions(
+        user = advisor_rows.add_user(store, aide.row, name, risk=risk)
+        advisor_rows.import_positions(
             store, aide.row, user, [PositionRow(s, 1.0) for s in ("AAA", "BBB", "CCC", "BND")]
         )
-        records.add_watch(store, aide.row, user, ["DDD"])
-        people[name] = records.portfolios(store, aide.row, user)[0]
+        advisor_rows.add_watch(store, aide.row, user, ["DDD"])
+        people[name] = advisor_rows.portfolios(store, aide.row, user)[0]
     closes = {"AAA": (100, 94), "BBB": (100, 98)}  # -6 % and -2 % on the last day
     quotes = {
         symbol: made

@@ -306,7 +306,7 @@ def run(
     --every runs its first cycle at start-up, then each DURATION after the
     last one ended. --cron waits for the expression's next time (UTC), as
     cron does; --now runs a cycle at start-up too."""
-    from kgot.aides.records import claim_worker, release_worker
+    from kgot.aides.aide_rows import claim_worker, release_worker
     from kgot.persistence.owner import current_owner
 
     schedule = parse_schedule(once=once, every=every, cron=cron, run_now=run_now)
@@ -395,10 +395,10 @@ def status(
     ctx: typer.Context, name: NameArgument, as_json: JsonOption = False, db: DbOption = None
 ) -> None:
     """Last cycles, backlog, failures, sources, outputs and cost."""
-    from kgot.aides import records
+    from kgot.aides import aide_rows
 
     with _aide(ctx, db, name) as aide:
-        data = _status(aide, records)
+        data = _status(aide, aide_rows)
     if as_json:
         print_json(data)
         return
@@ -440,14 +440,14 @@ def items_cmd(
     db: DbOption = None,
 ) -> None:
     """What the aide read, and what became of it."""
-    from kgot.aides import records
-    from kgot.aides.records import attempts_note
+    from kgot.aides import aide_rows
+    from kgot.aides.aide_rows import attempts_note
     from kgot.aides.schema import AIDE_ITEM_STATUSES
 
     if item_status is not None and item_status not in AIDE_ITEM_STATUSES:
         raise UsageError(f"--status {item_status!r} is not one of {', '.join(AIDE_ITEM_STATUSES)}")
     with _aide(ctx, db, name) as aide:
-        rows = records.items(aide.store, aide.row, item_status, limit)
+        rows = aide_rows.items(aide.store, aide.row, item_status, limit)
     data = [_item_json(row) for row in rows]
     if as_json:
         print_json(data)
@@ -469,12 +469,12 @@ def items_cmd(
 @app.command("list")
 def list_cmd(ctx: typer.Context, as_json: JsonOption = False, db: DbOption = None) -> None:
     """List aides."""
-    from kgot.aides import records
+    from kgot.aides import aide_rows
     from kgot.persistence import StoreNotFoundError
 
     try:
         with opened_store(ctx, db) as store:
-            rows = records.list_aides(store)
+            rows = aide_rows.list_aides(store)
     except StoreNotFoundError:
         rows = []
     data = [{"name": r.name, "entity": r.entity, "program": r.program} for r in rows]
@@ -495,15 +495,15 @@ def delete(
     db: DbOption = None,
 ) -> None:
     """Delete an aide and what it recorded (asks first); its entity's graph stays."""
-    from kgot.aides import records
+    from kgot.aides import aide_rows
 
     with _aide(ctx, db, name) as aide:  # an unknown aide fails before any question
         if not yes:
-            items = sum(records.item_counts(aide.store, aide.row).values())
+            items = sum(aide_rows.item_counts(aide.store, aide.row).values())
             recorded = (
-                f"{records.count_of(len(aide.sources()), 'source')}, "
-                f"{records.count_of(items, 'item')}, "
-                f"{records.count_of(len(aide.outputs()), 'output')}"
+                f"{aide_rows.count_of(len(aide.sources()), 'source')}, "
+                f"{aide_rows.count_of(items, 'item')}, "
+                f"{aide_rows.count_of(len(aide.outputs()), 'output')}"
             )
             confirm_irreversible(
                 f"deleting aide {name!r} ({recorded})",
@@ -660,17 +660,17 @@ def _log_to_stderr(as_json: bool) -> None:
     logger.propagate = False
 
 
-def _status(aide: Aide, records: Any) -> dict[str, Any]:
+def _status(aide: Aide, aide_rows: Any) -> dict[str, Any]:
     now = datetime.now(UTC)
     midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
-    counts = records.item_counts(aide.store, aide.row)
+    counts = aide_rows.item_counts(aide.store, aide.row)
     return {
         "name": aide.name,
         "entity": aide.entity,
         "program": aide.row.program,
         "items": counts,
-        "backlog": len(records.pending_items(aide.store, aide.row, None)),
-        "cost_today_usd": records.cost_since(aide.store, aide.row, midnight),
+        "backlog": len(aide_rows.pending_items(aide.store, aide.row, None)),
+        "cost_today_usd": aide_rows.cost_since(aide.store, aide.row, midnight),
         "sources": [
             {
                 "id": row.id,
@@ -680,11 +680,11 @@ def _status(aide: Aide, records: Any) -> dict[str, Any]:
                 "failures": row.failures,
                 "polled_at": _time(row.polled_at),
             }
-            for row in records.sources(aide.store, aide.row)
+            for row in aide_rows.sources(aide.store, aide.row)
         ],
         "outputs": [
             {"id": row.id, "kind": row.kind, "spec": dict(row.spec)}
-            for row in records.outputs(aide.store, aide.row)
+            for row in aide_rows.outputs(aide.store, aide.row)
         ],
         "cycles": [
             {
@@ -702,7 +702,7 @@ def _status(aide: Aide, records: Any) -> dict[str, Any]:
                 "duration_s": row.duration_s,
                 "errors": row.errors or [],
             }
-            for row in records.cycles(aide.store, aide.row)
+            for row in aide_rows.cycles(aide.store, aide.row)
         ],
     }
 

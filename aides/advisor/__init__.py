@@ -30,7 +30,7 @@ The public API (each name is imported on first use):
   :func:`evaluate_alerts`.
 
 ``aide`` is the aide's name, the name of the entity one advisor aide is bound to, or the
-aide's :class:`kgot.aides.records.AideRow`; ``user`` the user's name. An unknown one raises
+aide's :class:`kgot.aides.aide_rows.AideRow`; ``user`` the user's name. An unknown one raises
 :class:`kgot.errors.UsageError`.
 """
 
@@ -40,6 +40,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from kgot.aides.advisor.advisor_rows import (
+        Portfolio,
+        Position,
+        StoredAlert,
+        StoredBriefing,
+        User,
+    )
     from kgot.aides.advisor.agent import agent_tools
     from kgot.aides.advisor.alerts import Alert
     from kgot.aides.advisor.alerts import evaluate as evaluate_alerts
@@ -73,7 +80,6 @@ if TYPE_CHECKING:
         watch,
     )
     from kgot.aides.advisor.evidence import EvidencePack, MarketIndex, build_pack
-    from kgot.aides.advisor.records import Portfolio, Position, StoredAlert, StoredBriefing, User
     from kgot.aides.advisor.types import install_types
     from kgot.aides.advisor.writing import check_citations
 

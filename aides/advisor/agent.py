@@ -21,7 +21,7 @@ from kgot.errors import ConfigError, UsageError
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
 
-    from kgot.aides.records import AideRow
+    from kgot.aides.aide_rows import AideRow
     from kgot.persistence import Store
 
 __all__ = ["agent_tools", "entity_advisors", "lookup_prices"]
@@ -31,9 +31,9 @@ KNOWN_HINT = 20  # symbols named when none asked for has prices
 
 def entity_advisors(store: Store, entity: str) -> list[AideRow]:
     """The advisor aides bound to ``entity`` that have a price provider, by name."""
+    from kgot.aides.advisor.advisor_rows import PROGRAM, aide_settings
     from kgot.aides.advisor.market_data import open_provider
-    from kgot.aides.advisor.records import PROGRAM, aide_settings
-    from kgot.aides.records import list_aides
+    from kgot.aides.aide_rows import list_aides
 
     return [
         row
@@ -73,9 +73,9 @@ def lookup_prices(
         UsageError: a symbol that is not a ticker (all such symbols named).
         ConfigError: no advisor of ``entity`` has a price provider any more.
     """
+    from kgot.aides.advisor.advisor_rows import price_symbols
     from kgot.aides.advisor.holdings import parse_symbol
     from kgot.aides.advisor.market_data import MarketData
-    from kgot.aides.advisor.records import price_symbols
 
     checked, bad = [], []
     for symbol in symbols:

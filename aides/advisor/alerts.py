@@ -37,9 +37,9 @@ from kgot.errors import UsageError
 from kgot.memory.scoring import parse_instant
 
 if TYPE_CHECKING:
+    from kgot.aides.advisor.advisor_rows import Portfolio
     from kgot.aides.advisor.evidence import MarketIndex
     from kgot.aides.advisor.market_data import Quote
-    from kgot.aides.advisor.records import Portfolio
 
 RULES = ("strong_signal", "negative_impact", "contradicting_insights", "price_drop")
 DEFAULTS: dict[str, dict[str, float]] = {

@@ -28,7 +28,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kgot.aides.advisor import records
+from kgot.aides.advisor import advisor_rows
+from kgot.aides.advisor.advisor_rows import Portfolio, Position, StoredAlert, StoredBriefing, User
 from kgot.aides.advisor.evidence import DEFAULT_BUDGET, EvidencePack, MarketIndex, checked_budget
 from kgot.aides.advisor.holdings import (
     PositionsFile,
@@ -37,14 +38,13 @@ from kgot.aides.advisor.holdings import (
     parse_symbol,
     read_positions_file,
 )
-from kgot.aides.advisor.records import Portfolio, Position, StoredAlert, StoredBriefing, User
 from kgot.errors import UsageError
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
     from kgot.aides.advisor.market_data import Quote
-    from kgot.aides.records import AideRow
+    from kgot.aides.aide_rows import AideRow
     from kgot.config import Settings
     from kgot.persistence import Store
 
@@ -56,9 +56,9 @@ def _aide(store: Store, aide: str | AideRow) -> AideRow:
     if not isinstance(aide, str):
         return aide
     try:
-        return records.advisor_aide(store, aide)
+        return advisor_rows.advisor_aide(store, aide)
     except UsageError as error:
-        from kgot.aides.records import list_aides
+        from kgot.aides.aide_rows import list_aides
 
         bound = [a for a in list_aides(store) if a.entity == aide and a.program == "advisor"]
         if len(bound) == 1:
@@ -72,7 +72,7 @@ def _aide(store: Store, aide: str | AideRow) -> AideRow:
 
 
 def _user(store: Store, aide: AideRow, user: str | User) -> User:
-    return records.get_user(store, aide, user) if isinstance(user, str) else user
+    return advisor_rows.get_user(store, aide, user) if isinstance(user, str) else user
 
 
 # ---------------------------------------------------------------------------- users
@@ -92,7 +92,7 @@ def add_user(
     """Add a user (profile: risk ``conservative``/``moderate``/``aggressive``, horizon such
     as ``10y``, goals, preferences such as ``dividends`` or ``esg``, alert thresholds over the
     risk profile's; :data:`kgot.aides.advisor.alerts.THRESHOLDS`)."""
-    return records.add_user(
+    return advisor_rows.add_user(
         store,
         _aide(store, aide),
         name,
@@ -105,7 +105,7 @@ def add_user(
 
 
 def users(store: Store, aide: str | AideRow) -> list[User]:
-    return records.users(store, _aide(store, aide))
+    return advisor_rows.users(store, _aide(store, aide))
 
 
 def update_user(
@@ -115,7 +115,7 @@ def update_user(
     *,
     name: str | None = None,
     risk: str | None = None,
-    horizon: str | None = records.UNSET,
+    horizon: str | None = advisor_rows.UNSET,
     goals: Sequence[str] | None = None,
     preferences: Sequence[str] | None = None,
     thresholds: Mapping[str, float | str | None] | None = None,
@@ -130,7 +130,7 @@ def update_user(
             risk level or a bad threshold; nothing changed.
     """
     row = _aide(store, aide)
-    return records.update_user(
+    return advisor_rows.update_user(
         store,
         row,
         _user(store, row, user),
@@ -143,14 +143,14 @@ def update_user(
     )
 
 
-def user_rows(store: Store, aide: str | AideRow, user: str | User) -> records.UserRows:
+def user_rows(store: Store, aide: str | AideRow, user: str | User) -> advisor_rows.UserRows:
     """How many positions, watched symbols, briefings, alerts and own outputs the user has
     (what :func:`remove_user` would remove)."""
     row = _aide(store, aide)
-    return records.user_rows(store, row, _user(store, row, user))
+    return advisor_rows.user_rows(store, row, _user(store, row, user))
 
 
-def remove_user(store: Store, aide: str | AideRow, user: str | User) -> records.UserRows:
+def remove_user(store: Store, aide: str | AideRow, user: str | User) -> advisor_rows.UserRows:
     """Remove a user with everything the advisor keeps of them: profile, positions,
     watchlist, briefings, alerts and the outputs added for them. What was delivered already
     stays where it went; the graph and the price cache never held user data. Returns the
@@ -160,7 +160,7 @@ def remove_user(store: Store, aide: str | AideRow, user: str | User) -> records.
         UsageError: no such aide or user.
     """
     row = _aide(store, aide)
-    return records.remove_user(store, row, _user(store, row, user))
+    return advisor_rows.remove_user(store, row, _user(store, row, user))
 
 
 def import_positions(
@@ -191,7 +191,7 @@ def import_positions(
         if isinstance(path, PositionsFile)
         else read_positions_file(Path(path), ignore_other_columns=ignore_other_columns)
     )
-    return records.import_positions(store, row, who, parsed.rows, replace=replace)
+    return advisor_rows.import_positions(store, row, who, parsed.rows, replace=replace)
 
 
 def add_position(
@@ -206,7 +206,7 @@ def add_position(
     """Buy ``shares`` of ``symbol`` (a held position grows, its average cost re-weighted)."""
     row = _aide(store, aide)
     who = _user(store, row, user)
-    return records.add_position(
+    return advisor_rows.add_position(
         store,
         row,
         who,
@@ -226,19 +226,19 @@ def remove_positions(
             hold; nothing removed.
     """
     row, who, wanted = _symbols(store, aide, user, symbols, "remove, e.g. AAPL")
-    return records.remove_positions(store, row, who, wanted)
+    return advisor_rows.remove_positions(store, row, who, wanted)
 
 
 def positions(store: Store, aide: str | AideRow, user: str | User) -> Portfolio:
     """The user's positions and watchlist."""
     row = _aide(store, aide)
-    return records.portfolios(store, row, _user(store, row, user))[0]
+    return advisor_rows.portfolios(store, row, _user(store, row, user))[0]
 
 
 def watch(store: Store, aide: str | AideRow, user: str | User, symbols: Sequence[str]) -> list[str]:
     """Add symbols to the user's watchlist; the ones that were new."""
     row, who, wanted = _symbols(store, aide, user, symbols, "watch, e.g. NVDA MSFT")
-    return records.add_watch(store, row, who, wanted)
+    return advisor_rows.add_watch(store, row, who, wanted)
 
 
 def unwatch(
@@ -250,7 +250,7 @@ def unwatch(
         UsageError: no symbol given, or one the user does not watch; nothing removed.
     """
     row, who, wanted = _symbols(store, aide, user, symbols, "stop watching, e.g. NVDA")
-    return records.remove_watch(store, row, who, wanted)
+    return advisor_rows.remove_watch(store, row, who, wanted)
 
 
 def _symbols(
@@ -382,7 +382,7 @@ async def write_briefing(
         planning, briefing_messages(portfolio, pack, now), pack.ids, step=BRIEFING_STEP
     )
     calls = planning.ledger.calls[calls_before:]
-    return records.save_briefing(
+    return advisor_rows.save_briefing(
         store,
         aide,
         portfolio.user,
@@ -407,7 +407,7 @@ def latest_briefing(
     store: Store, aide: AideRow, user: User, pack_key: str | None = None, budget: int | None = None
 ) -> StoredBriefing | None:
     """The user's newest briefing (made from an equal pack, when ``pack_key`` is given)."""
-    for row in records.briefings(store, aide, user, limit=20):
+    for row in advisor_rows.briefings(store, aide, user, limit=20):
         if (pack_key is None or row.pack_key == pack_key) and (
             budget is None or row.budget == budget
         ):
@@ -434,7 +434,7 @@ async def get_briefing_async(
     who = _user(store, row, user)
     budget = checked_budget(budget)
     now = now or datetime.now(UTC)
-    portfolio = records.portfolios(store, row, who)[0]
+    portfolio = advisor_rows.portfolios(store, row, who)[0]
     symbols = [*portfolio.held, *portfolio.watched]
     if not symbols:
         raise UsageError(
@@ -601,7 +601,7 @@ def user_alerts(
     """The alerts the advisor's cycles made for ``user``, newest first (``since``: made at
     or after then; ``unread``: not acknowledged yet)."""
     row = _aide(store, aide)
-    found = records.alerts(store, row, _user(store, row, user), since=since, limit=None)
+    found = advisor_rows.alerts(store, row, _user(store, row, user), since=since, limit=None)
     return [alert for alert in found if not unread or alert.acked_at is None]
 
 
@@ -658,7 +658,7 @@ def ack_alert(store: Store, aide: str | AideRow, user: str | User, alert_id: int
         UsageError: the user has no such alert.
     """
     row = _aide(store, aide)
-    return records.ack_alert(store, row, _user(store, row, user), alert_id, datetime.now(UTC))
+    return advisor_rows.ack_alert(store, row, _user(store, row, user), alert_id, datetime.now(UTC))
 
 
 # ---------------------------------------------------------------------------- questions
@@ -703,7 +703,7 @@ async def ask_async(
     who = _user(store, row, user)
     budget = checked_budget(budget)
     now = now or datetime.now(UTC)
-    portfolio = records.portfolios(store, row, who)[0]
+    portfolio = advisor_rows.portfolios(store, row, who)[0]
     symbols = [*portfolio.held, *portfolio.watched]
     context = await asyncio.to_thread(read_context, store, row, symbols, now)
     extra = await asyncio.to_thread(_search, store, row, question, now)
@@ -781,7 +781,7 @@ def set_market_data(
 
     row = _aide(store, aide)
     spec = provider_spec(file=file, yfinance=yfinance)
-    records.update_settings(store, row, {"market_data": spec})
+    advisor_rows.update_settings(store, row, {"market_data": spec})
     return spec
 
 
@@ -847,11 +847,11 @@ def add_user_output(
         UsageError: an unknown user, a bad output (as ``add_output``), or a secret or
             password variable that is not set here.
     """
-    from kgot.aides import records as aide_records
+    from kgot.aides import aide_rows
     from kgot.aides.outputs import parse_output_spec, require_variables
 
     row = _aide(store, aide)
     who = _user(store, row, user)
     spec = parse_output_spec(kind, value, **options)
     require_variables(spec)
-    return aide_records.add_output(store, row, kind, {**spec, "user": who.name})
+    return aide_rows.add_output(store, row, kind, {**spec, "user": who.name})

@@ -25,7 +25,7 @@ from kgot.cli.store_cmd import DbOption, JsonOption, opened_store
 from kgot.errors import UsageError
 
 if TYPE_CHECKING:
-    from kgot.aides.records import AideRow
+    from kgot.aides.aide_rows import AideRow
     from kgot.cli.extensions import CommandGroups
     from kgot.persistence import Store
 
@@ -65,7 +65,7 @@ def register(groups: CommandGroups) -> None:
 
 @contextmanager
 def _advisor(ctx: typer.Context, db: str | None, name: str) -> Iterator[tuple[Store, AideRow]]:
-    from kgot.aides.advisor.records import advisor_aide
+    from kgot.aides.advisor.advisor_rows import advisor_aide
     from kgot.persistence import StoreNotFoundError
 
     try:
@@ -182,8 +182,8 @@ def user_update(
     db: DbOption = None,
 ) -> None:
     """Change a user's profile: only the options given change."""
+    from kgot.aides.advisor.advisor_rows import UNSET, get_user
     from kgot.aides.advisor.api import update_user
-    from kgot.aides.advisor.records import UNSET, get_user
 
     limits = _thresholds(threshold) if threshold else None  # NAME= drops (records.py)
     with _advisor(ctx, db, name) as (store, aide):
@@ -319,7 +319,7 @@ def positions_import(
     """
     from kgot.aides.advisor.api import import_positions
     from kgot.aides.advisor.holdings import read_positions_file
-    from kgot.aides.records import count_of
+    from kgot.aides.aide_rows import count_of
 
     parsed = read_positions_file(file, ignore_other_columns=ignore_other_columns)
     with _advisor(ctx, db, name) as (store, aide):

@@ -37,7 +37,7 @@ from kgot.aides.advisor.holdings import MAX_PRICE, MAX_SHARES
 from kgot.errors import ConfigError, UsageError
 
 if TYPE_CHECKING:
-    from kgot.aides.records import AideRow
+    from kgot.aides.aide_rows import AideRow
     from kgot.persistence import Store
 
 PROVIDERS = ("file", "yfinance")
@@ -303,7 +303,7 @@ def require_provider(store: Store, aide: AideRow) -> None:
         ConfigError: the provider needs ``yfinance`` and it is not installed, saying how to
             install it or how to switch to a price file.
     """
-    from kgot.aides.advisor.records import aide_settings
+    from kgot.aides.advisor.advisor_rows import aide_settings
 
     spec = aide_settings(store, aide).get("market_data") or {}
     if spec.get("provider") == "yfinance" and not yfinance_installed():
@@ -340,7 +340,7 @@ class MarketData:
 
     @classmethod
     def of(cls, store: Store, aide: AideRow) -> MarketData:
-        from kgot.aides.advisor.records import aide_settings
+        from kgot.aides.advisor.advisor_rows import aide_settings
 
         return cls(store, aide, open_provider(aide_settings(store, aide).get("market_data")))
 
@@ -348,7 +348,7 @@ class MarketData:
         """Fetch the daily bars of ``symbols`` into the cache (an online provider at most
         every :data:`ONLINE_REFRESH` per symbol). Returns one line per symbol that failed;
         a failing provider never stops the cycle."""
-        from kgot.aides.advisor import records
+        from kgot.aides.advisor import advisor_rows
 
         if self.provider is None:
             return []
@@ -359,7 +359,7 @@ class MarketData:
         problems = []
         for symbol in dict.fromkeys(symbols):
             if self.provider.name != "file":
-                cached = records.price_series(self.store, self.aide, symbol)
+                cached = advisor_rows.price_series(self.store, self.aide, symbol)
                 fetched = max(
                     (bar["fetched_at"] for bar in cached if bar["fetched_at"]), default=None
                 )
@@ -374,16 +374,16 @@ class MarketData:
                 problems.append(f"{symbol}: {type(error).__name__}: {error}")
                 continue
             if bars:
-                records.store_prices(
+                advisor_rows.store_prices(
                     self.store, self.aide, symbol, bars, provider=self.provider.name, now=now
                 )
         return problems
 
     def history(self, symbol: str, days: int = 30) -> list[dict[str, Any]]:
         """The cached daily bars of ``symbol``: the last ``days`` of them, oldest first."""
-        from kgot.aides.advisor import records
+        from kgot.aides.advisor import advisor_rows
 
-        return records.price_series(self.store, self.aide, symbol)[-days:]
+        return advisor_rows.price_series(self.store, self.aide, symbol)[-days:]
 
     def quote(self, symbol: str) -> Quote | None:
         """The latest cached close of ``symbol`` and its moves; ``None`` without prices."""

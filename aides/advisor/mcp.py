@@ -49,7 +49,7 @@ from kgot.mcp_server.models import JsonValue
 from kgot.mcp_server.tooling import READ, WRITE, ToolSet
 
 if TYPE_CHECKING:
-    from kgot.aides.records import AideRow
+    from kgot.aides.aide_rows import AideRow
     from kgot.config import Settings
     from kgot.mcp_server.server import KgotMCP
     from kgot.persistence import Store
@@ -88,8 +88,8 @@ def advisor_of(store: "Store", entity: str, name: str | None = None) -> "AideRow
     Raises:
         UsageError: the entity has none, none of that name, or several and no name.
     """
-    from kgot.aides.advisor.records import PROGRAM
-    from kgot.aides.records import list_aides
+    from kgot.aides.advisor.advisor_rows import PROGRAM
+    from kgot.aides.aide_rows import list_aides
 
     bound = [a for a in list_aides(store) if a.entity == entity and a.program == PROGRAM]
     if not bound:

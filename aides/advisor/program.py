@@ -33,13 +33,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from kgot.aides.advisor import records
+from kgot.aides.advisor import advisor_rows
 from kgot.aides.advisor.evidence import DEFAULT_BUDGET, MarketIndex, build_pack
 
 if TYPE_CHECKING:
+    from kgot.aides.advisor.advisor_rows import Portfolio
     from kgot.aides.advisor.market_data import Quote
-    from kgot.aides.advisor.records import Portfolio
-    from kgot.aides.records import AideRow
+    from kgot.aides.aide_rows import AideRow
     from kgot.aides.runtime import Aide, CycleReport
     from kgot.persistence import Store
 
@@ -204,7 +204,7 @@ class _Cycle:
         self.done = AdvisorCycle()
         self.models = _Models(aide)
         self.base_cost = float(report.cost_usd or 0.0)
-        self.people = records.portfolios(self.store, self.row)
+        self.people = advisor_rows.portfolios(self.store, self.row)
         self.done.users = len(self.people)
         self.symbols = _symbols(self.people)
         self.session = self.store.session(aide.entity)
@@ -234,7 +234,7 @@ class _Cycle:
         from kgot.aides.advisor.market_data import MarketData
 
         quotes = MarketData.of(self.store, self.row).quotes(self.symbols)
-        state = dict(records.aide_settings(self.store, self.row).get(STATE) or {})
+        state = dict(advisor_rows.aide_settings(self.store, self.row).get(STATE) or {})
         self.version = self.session.version
         world = _world(self.version, quotes, self.people)
         if state.get("world") == world and state.get("insight_version") == self.version:
@@ -259,7 +259,7 @@ class _Cycle:
         await self.briefings(index, quotes, state)
         if self.done.stopped is None and not self.done.failures:
             state["world"] = _world(self.version, quotes, self.people)
-        records.update_settings(self.store, self.row, {STATE: state})
+        advisor_rows.update_settings(self.store, self.row, {STATE: state})
 
     async def recheck(self) -> None:
         from kgot.aides.advisor.insights import recheck
@@ -324,7 +324,7 @@ class _Cycle:
         from kgot.aides.advisor.alerts import AlertIndex, evaluate
 
         alert_index = AlertIndex(index)
-        known = records.alert_keys(self.store, self.row)
+        known = advisor_rows.alert_keys(self.store, self.row)
         for portfolio in self.people:
             found = evaluate(
                 alert_index,
@@ -333,7 +333,7 @@ class _Cycle:
                 quotes=quotes,
                 known=known.get(portfolio.user.id, set()),
             )
-            made = records.record_alerts(
+            made = advisor_rows.record_alerts(
                 self.store,
                 self.row,
                 portfolio.user,
@@ -355,7 +355,7 @@ class _Cycle:
         then the user's briefing waits until their evidence changes (``state["failed"]``:
         user id -> [pack key, tries]), so a cycle on a schedule does not pay for the same
         failure for ever. A model endpoint that fails is retried every cycle."""
-        settings = records.aide_settings(self.store, self.row)
+        settings = advisor_rows.aide_settings(self.store, self.row)
         budget = int(settings.get("briefing_budget") or DEFAULT_BUDGET)
         failed: dict[str, list[Any]] = dict(state.get("failed") or {})
         try:
@@ -435,7 +435,7 @@ def _strength(session: Any) -> Any:
 # ---------------------------------------------------------------------------- delivery
 
 
-def briefing_payload(aide: AideRow, briefing: records.StoredBriefing) -> dict[str, Any]:
+def briefing_payload(aide: AideRow, briefing: advisor_rows.StoredBriefing) -> dict[str, Any]:
     day = briefing.created_at.date().isoformat() if briefing.created_at else ""
     return {
         "kind": "briefing",
@@ -450,7 +450,7 @@ def briefing_payload(aide: AideRow, briefing: records.StoredBriefing) -> dict[st
     }
 
 
-def alert_payload(aide: AideRow, alert: records.StoredAlert) -> dict[str, Any]:
+def alert_payload(aide: AideRow, alert: advisor_rows.StoredAlert) -> dict[str, Any]:
     return {
         "kind": "alert",
         "aide": aide.name,
@@ -469,16 +469,16 @@ def alert_payload(aide: AideRow, alert: records.StoredAlert) -> dict[str, Any]:
 async def _deliver(aide: Aide, report: CycleReport, now: datetime) -> None:
     """Send new briefings and alerts, and recent ones an output has not accepted yet, to each
     output made before them (a user's output: that user's only)."""
-    from kgot.aides import records as aide_records
+    from kgot.aides import aide_rows
     from kgot.aides.outputs import deliver_once
     from kgot.persistence.timeutil import as_utc
 
     store, row = aide.store, aide.row
-    outputs = aide_records.outputs(store, row)
+    outputs = aide_rows.outputs(store, row)
     if not outputs:
         return
     pending: list[tuple[str, str, datetime | None, dict[str, Any]]] = []
-    for briefing in reversed(records.briefings(store, row, limit=REDELIVER)):
+    for briefing in reversed(advisor_rows.briefings(store, row, limit=REDELIVER)):
         pending.append(
             (
                 f"aide {row.id}/briefing {briefing.id}",
@@ -487,7 +487,7 @@ async def _deliver(aide: Aide, report: CycleReport, now: datetime) -> None:
                 briefing_payload(row, briefing),
             )
         )
-    for alert in reversed(records.alerts(store, row, limit=REDELIVER)):
+    for alert in reversed(advisor_rows.alerts(store, row, limit=REDELIVER)):
         pending.append(
             (
                 f"aide {row.id}/alert {alert.id}",

@@ -1,7 +1,7 @@
 """The advisor's tables (``kgot_advisor_*``): users, positions, watchlists, briefings, alerts and
 the price cache, declared here and registered with the store as a table set (entry point
 ``advisor`` of the group ``kgot.tables``, after the aides' whose rows they belong to). Their
-rows are read and written by :mod:`kgot.aides.advisor.records`.
+rows are read and written by :mod:`kgot.aides.advisor.advisor_rows`.
 
 Every row carries its entity and its aide (deleting either deletes the rows). Migration 5
 made them; its step lives here, with the tables.

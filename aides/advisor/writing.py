@@ -28,8 +28,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from kgot.errors import KgotError
 
 if TYPE_CHECKING:
+    from kgot.aides.advisor.advisor_rows import Portfolio
     from kgot.aides.advisor.evidence import EvidencePack
-    from kgot.aides.advisor.records import Portfolio
 
 BRIEFING_STEP = "advisor_briefing"
 ASK_STEP = "advisor_ask"

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from kgot.aides import create_aide
-from kgot.aides.advisor import records
+from kgot.aides.advisor import advisor_rows
 from kgot.aides.advisor.alerts import AlertIndex, evaluate
 from kgot.aides.advisor.evidence import MarketIndex
 from kgot.aides.advisor.holdings import PositionRow
@@ -26,9 +26,9 @@ def _setup(store: Store, now: datetime = NOW, **models: object) -> tuple[object,
 
 
 def _portfolio(store: Store, row: object, name: str, risk: str, held: list[str], **kw: object):
-    user = records.add_user(store, row, name, risk=risk, **kw)
-    records.import_positions(store, row, user, [PositionRow(s, 10.0) for s in held])
-    return records.portfolios(store, row, user)[0]
+    user = advisor_rows.add_user(store, row, name, risk=risk, **kw)
+    advisor_rows.import_positions(store, row, user, [PositionRow(s, 10.0) for s in held])
+    return advisor_rows.portfolios(store, row, user)[0]
 
 
 def _index(store: Store, now: datetime = NOW) -> AlertIndex:
@@ -53,8 +53,8 @@ def test_each_rule_names_its_facts_and_thresholds_follow_the_profile(store: Stor
     middle = _portfolio(store, row, "mia", "moderate", ["AAPL", "TLT"])
     bold = _portfolio(store, row, "bo", "aggressive", ["AAPL", "TLT"])
     watcher = _portfolio(store, row, "walt", "conservative", [])
-    records.add_watch(store, row, watcher.user, ["AAPL", "TLT"])
-    watcher = records.portfolios(store, row, watcher.user)[0]
+    advisor_rows.add_watch(store, row, watcher.user, ["AAPL", "TLT"])
+    watcher = advisor_rows.portfolios(store, row, watcher.user)[0]
     index = _index(store)
 
     def found(portfolio: object) -> dict[str, tuple[str, ...]]:
@@ -120,8 +120,10 @@ def test_an_alert_is_recorded_and_delivered_once(store: Store, tmp_path: Path) -
     now = datetime.now(UTC)  # after the output was added: it gets what is made from now on
     held = _portfolio(store, row, "mia", "moderate", ["TLT"])
     found = evaluate(_index(store, now), held, now=now)
-    assert len(records.record_alerts(store, row, held.user, found, cycle_id=None, now=now)) == 1
-    assert records.record_alerts(store, row, held.user, found, cycle_id=None, now=now) == []
+    assert (
+        len(advisor_rows.record_alerts(store, row, held.user, found, cycle_id=None, now=now)) == 1
+    )
+    assert advisor_rows.record_alerts(store, row, held.user, found, cycle_id=None, now=now) == []
 
     first = aide.run_cycle(now=now)
     second = aide.run_cycle(now=now)
@@ -131,7 +133,7 @@ def test_an_alert_is_recorded_and_delivered_once(store: Store, tmp_path: Path) -
     assert [line["kind"] for line in lines].count("briefing") == 1
     assert first.program is not None and first.program["alerts"] == 0  # recorded before
     assert second.program is not None and second.program["skipped"]
-    assert len(records.alerts(store, row, held.user)) == 1
+    assert len(advisor_rows.alerts(store, row, held.user)) == 1
     assert second.llm_calls == 0
 
     # The graph moves on (a new version, so the rules run again) and the alert still holds:
@@ -140,7 +142,7 @@ def test_an_alert_is_recorded_and_delivered_once(store: Store, tmp_path: Path) -
     third = aide.run_cycle(now=now)
     assert third.program is not None and not third.program["skipped"]
     assert third.program["alerts"] == 0 and third.deliveries == []
-    assert len(records.alerts(store, row, held.user)) == 1
+    assert len(advisor_rows.alerts(store, row, held.user)) == 1
     assert [json.loads(line)["kind"] for line in outbox.read_text().splitlines()].count(
         "alert"
     ) == 1

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from kgot.aides import create_aide
-from kgot.aides.advisor import api, records
+from kgot.aides.advisor import advisor_rows, api
 from kgot.aides.advisor.evidence import MarketIndex, build_pack
 from kgot.aides.advisor.holdings import PositionRow
 from kgot.aides.advisor.writing import (
@@ -44,10 +44,10 @@ def test_the_validator_wants_a_citation_per_statement_and_only_pack_ids() -> Non
 def advisor(store: Store) -> Store:
     create_aide(store, "adv", "markets", program="advisor")
     market(store, "markets")
-    row = records.advisor_aide(store, "adv")
-    alice = records.add_user(store, row, "alice", risk="moderate", goals=["retirement"])
-    records.import_positions(store, row, alice, [PositionRow("AAPL", 37.25, 151.17)])
-    records.add_watch(store, row, alice, ["NVDA"])
+    row = advisor_rows.advisor_aide(store, "adv")
+    alice = advisor_rows.add_user(store, row, "alice", risk="moderate", goals=["retirement"])
+    advisor_rows.import_positions(store, row, alice, [PositionRow("AAPL", 37.25, 151.17)])
+    advisor_rows.add_watch(store, row, alice, ["NVDA"])
     return store
 
 
@@ -104,7 +104,7 @@ def test_statements_that_never_cite_the_pack_are_left_out(advisor: Store) -> Non
         api.get_briefing(
             advisor, "adv", "alice", models={"planning": hopeless}, now=NOW, fresh=True
         )
-    assert len(records.briefings(advisor, records.advisor_aide(advisor, "adv"))) == 1
+    assert len(advisor_rows.briefings(advisor, advisor_rows.advisor_aide(advisor, "adv"))) == 1
 
 
 def test_ask_answers_from_the_pack_and_the_question_s_matches(advisor: Store) -> None:

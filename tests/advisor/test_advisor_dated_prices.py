@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kgot.aides import create_aide
-from kgot.aides.advisor import api, records
+from kgot.aides.advisor import advisor_rows, api
 from kgot.aides.advisor.holdings import PositionRow
 from kgot.cli.main import main
 from kgot.llm.scripted import ScriptedChatModel
@@ -67,10 +67,10 @@ def test_a_history_shorter_than_asked_says_so(
 def advisor(store: Store, tmp_path: Path) -> Store:
     create_aide(store, "adv", "markets", program="advisor")
     market(store, "markets")
-    row = records.advisor_aide(store, "adv")
-    alice = records.add_user(store, row, "alice")
-    records.import_positions(store, row, alice, [PositionRow("AAPL", 10, 150)])
-    records.add_watch(store, row, alice, ["NVDA"])
+    row = advisor_rows.advisor_aide(store, "adv")
+    alice = advisor_rows.add_user(store, row, "alice")
+    advisor_rows.import_positions(store, row, alice, [PositionRow("AAPL", 10, 150)])
+    advisor_rows.add_watch(store, row, alice, ["NVDA"])
     prices = _prices(tmp_path / "q.csv", 9)
     with prices.open("a", encoding="utf-8") as more:
         more.write("NVDA,2026-11-12,455\n")
@@ -98,7 +98,7 @@ def test_a_briefing_dates_every_price_it_quotes(advisor: Store) -> None:
         "\n\nPrices cited (daily closes): AAPL 108 as of 2026-11-18; NVDA 455 as of "
         "2026-11-12.\n\n— Not investment advice" in made.text
     )
-    stored = records.briefings(advisor, records.advisor_aide(advisor, "adv"))[0]
+    stored = advisor_rows.briefings(advisor, advisor_rows.advisor_aide(advisor, "adv"))[0]
     assert stored.text == made.text  # as stored and delivered
 
     # A text that quotes no price gets no such line.

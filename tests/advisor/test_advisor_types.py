@@ -110,7 +110,7 @@ def test_an_insight_that_breaks_its_schema_is_refused_naming_the_path(
 
 def test_deleting_the_aide_or_the_entity_deletes_its_users_rows(store: Store) -> None:
     from kgot.aides import open_aide
-    from kgot.aides.advisor import records
+    from kgot.aides.advisor import advisor_rows
     from kgot.aides.advisor.holdings import PositionRow
     from kgot.aides.advisor.schema import ADVISOR_TABLE_ORDER, ADVISOR_TABLES
 
@@ -129,9 +129,9 @@ def test_deleting_the_aide_or_the_entity_deletes_its_users_rows(store: Store) ->
 
     for name, entity in (("one", "markets"), ("two", "other")):
         aide = create_aide(store, name, entity, program="advisor")
-        user = records.add_user(store, aide.row, "alice")
-        records.import_positions(store, aide.row, user, [PositionRow("AAPL", 1.0)])
-        records.add_watch(store, aide.row, user, ["NVDA"])
+        user = advisor_rows.add_user(store, aide.row, "alice")
+        advisor_rows.import_positions(store, aide.row, user, [PositionRow("AAPL", 1.0)])
+        advisor_rows.add_watch(store, aide.row, user, ["NVDA"])
     assert rows()["advisor_positions"] == 2
     open_aide(store, "one").delete()
     assert rows() == {

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kgot.aides import create_aide, records
+from kgot.aides import aide_rows, create_aide
 from kgot.config import Settings
 from kgot.persistence import Store
 from kgot.tests.aides.aide_scripts import model
@@ -61,5 +61,5 @@ def test_feeds_good_and_bad_in_one_aide(
         assert "HTTP 500" in down and "is not a readable RSS or Atom feed" in broken
     graph = store.session("acme").load_graph(include_meta=True)
     assert graph.nodes["acme"]["_source_ref"] == "https://acme.example/news/earnings"
-    refs = sorted(row.source_ref for row in records.items(store, aide.row, "done"))
+    refs = sorted(row.source_ref for row in aide_rows.items(store, aide.row, "done"))
     assert refs == ["https://acme.example/news/cfo", "https://acme.example/news/earnings"]

@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from kgot.aides import create_aide, records
+from kgot.aides import aide_rows, create_aide
 from kgot.aides.outputs import deliver_once
 from kgot.aides.schema import AIDE_TABLES
 from kgot.config import Settings
@@ -66,15 +66,15 @@ def test_a_poll_with_unstorable_text_records_every_item_cleaned(
         _item("surrogate\ud800", "lone \ud800 surrogate"),
         _item("fine", "an ordinary entry"),
     ]
-    recorded = records.record_poll(
+    recorded = aide_rows.record_poll(
         store, aide.row, source, items, cursor={"n": 1}, error=None, now=START
     )
     assert recorded.added == 3 and recorded.error is None
-    rows = {row.item_id: row for row in records.items(store, aide.row)}
+    rows = {row.item_id: row for row in aide_rows.items(store, aide.row)}
     assert rows["nul"].text == "before\ufffdafter" and rows["nul"].title == "raw \ufffd"
     assert rows["surrogate\ufffd"].text == "lone \ufffd surrogate"
     assert rows["fine"].status == "new"
-    [kept] = records.sources(store, aide.row)
+    [kept] = aide_rows.sources(store, aide.row)
     assert kept.cursor == {"n": 1} and kept.failures == 0
 
 
@@ -86,7 +86,7 @@ def test_an_item_the_database_refuses_fails_alone_and_is_named(
     # A non-string id is refused by the database driver (PostgreSQL) or a type check: it
     # stands for any entry the database will not take.
     bad = SimpleNamespace(**{**vars(_item("x", "text")), "published_at": "not a time"})
-    recorded = records.record_poll(
+    recorded = aide_rows.record_poll(
         store,
         aide.row,
         source,
@@ -98,8 +98,8 @@ def test_an_item_the_database_refuses_fails_alone_and_is_named(
     assert recorded.added == 2
     assert recorded.error is not None and "1 item(s) could not be stored" in recorded.error
     assert "'x'" in recorded.error
-    assert sorted(row.item_id for row in records.items(store, aide.row)) == ["first", "last"]
-    [kept] = records.sources(store, aide.row)
+    assert sorted(row.item_id for row in aide_rows.items(store, aide.row)) == ["first", "last"]
+    [kept] = aide_rows.sources(store, aide.row)
     assert kept.cursor == {"n": 2} and kept.last_error == recorded.error
 
 
@@ -111,17 +111,17 @@ def test_item_ids_are_per_source_so_one_feed_cannot_suppress_another(
     hostile = aide.add_source("search", "hostile")
     guid = "urn:uuid:future-entry"
     # The hostile feed publishes the genuine feed's next GUID first.
-    first = records.record_poll(
+    first = aide_rows.record_poll(
         store, aide.row, hostile, [_item(guid, "forged text")], cursor={}, error=None, now=START
     )
-    second = records.record_poll(
+    second = aide_rows.record_poll(
         store, aide.row, genuine, [_item(guid, "the real entry")], cursor={}, error=None, now=START
     )
-    again = records.record_poll(
+    again = aide_rows.record_poll(
         store, aide.row, genuine, [_item(guid, "the real entry")], cursor={}, error=None, now=START
     )
     assert (first.added, second.added, again.added) == (1, 1, 0)
-    texts = {(row.source_id, row.text) for row in records.items(store, aide.row)}
+    texts = {(row.source_id, row.text) for row in aide_rows.items(store, aide.row)}
     assert texts == {(hostile, "forged text"), (genuine, "the real entry")}
 
 
@@ -129,9 +129,9 @@ def test_item_ids_are_per_source_so_one_feed_cannot_suppress_another(
 
 
 def _digest_cycle(store: Store, aide: Any, at: datetime) -> int:
-    cycle = records.start_cycle(store, aide.row, at)
+    cycle = aide_rows.start_cycle(store, aide.row, at)
     digest = {"aide": aide.name, "digest": f"made at {at.isoformat()}", "facts": []}
-    records.finish_cycle(
+    aide_rows.finish_cycle(
         store,
         cycle,
         {"status": "finished", "made_digest": 1, "report": {"digest": digest}},
@@ -144,10 +144,10 @@ def test_idle_cycles_do_not_push_an_undelivered_digest_out_of_the_window(
 ) -> None:
     aide = create_aide(store, "idle", "acme", settings=settings)
     made = _digest_cycle(store, aide, START)
-    for minute in range(1, 3 * records.REDELIVER_CYCLES):
-        idle = records.start_cycle(store, aide.row, START + timedelta(minutes=minute))
-        records.finish_cycle(store, idle, {"status": "finished", "report": {"digest": None}})
-    assert [cycle for cycle, _, _ in records.recent_digests(store, aide.row, 10)] == [made]
+    for minute in range(1, 3 * aide_rows.REDELIVER_CYCLES):
+        idle = aide_rows.start_cycle(store, aide.row, START + timedelta(minutes=minute))
+        aide_rows.finish_cycle(store, idle, {"status": "finished", "report": {"digest": None}})
+    assert [cycle for cycle, _, _ in aide_rows.recent_digests(store, aide.row, 10)] == [made]
 
 
 def test_a_try_is_one_call_and_failed_tries_back_off_until_ten(
@@ -157,25 +157,25 @@ def test_a_try_is_one_call_and_failed_tries_back_off_until_ten(
     output = aide.add_output("stdout")
     key, owner = "aide 1/cycle 1", "worker-a"
     now = START
-    for number in range(1, records.MAX_DELIVERIES + 1):
+    for number in range(1, aide_rows.MAX_DELIVERIES + 1):
         # Not before its backoff ran out …
-        assert records.claim_delivery(
+        assert aide_rows.claim_delivery(
             store, aide.row, output, key, 1, owner=owner, now=now, at_most_once=False
         )
-        records.record_delivery(
+        aide_rows.record_delivery(
             store, output, key, owner=owner, ok=False, error="HTTP 500", now=now
         )
-        state = records.delivery_state(store, output, key)
+        state = aide_rows.delivery_state(store, output, key)
         assert state.attempts == number  # however many HTTP requests the try made
-        delay = records.retry_delay(number)
-        assert not records.claim_delivery(
+        delay = aide_rows.retry_delay(number)
+        assert not aide_rows.claim_delivery(
             store, aide.row, output, key, 1, owner=owner, now=now + delay / 2, at_most_once=False
         )
         now += delay
-    assert records.retry_delay(1) == timedelta(minutes=1)
-    assert records.retry_delay(30) == records.RETRY_MAX
+    assert aide_rows.retry_delay(1) == timedelta(minutes=1)
+    assert aide_rows.retry_delay(30) == aide_rows.RETRY_MAX
     # … and given up after the tenth.
-    assert not records.claim_delivery(
+    assert not aide_rows.claim_delivery(
         store,
         aide.row,
         output,
@@ -199,7 +199,7 @@ def test_a_claim_left_by_a_dead_worker_is_taken_over_but_never_for_email(
     )
 
     def claim(output: int, key: str, owner: str, at: datetime) -> bool:
-        return records.claim_delivery(
+        return aide_rows.claim_delivery(
             store, aide.row, output, key, 1, owner=owner, now=at, at_most_once=output == mail
         )
 
@@ -214,9 +214,9 @@ def test_a_claim_left_by_a_dead_worker_is_taken_over_but_never_for_email(
     # de-duplicate on), an email's is given up: it may have gone out already.
     assert claim(hook, "dead", "other", soon)
     assert not claim(mail, "dead", "other", soon)
-    given_up = records.delivery_state(store, mail, "dead")
-    assert given_up.attempts == records.MAX_DELIVERIES and "not sent twice" in given_up.error
-    later = START + records.DELIVERY_CLAIM + timedelta(seconds=1)
+    given_up = aide_rows.delivery_state(store, mail, "dead")
+    assert given_up.attempts == aide_rows.MAX_DELIVERIES and "not sent twice" in given_up.error
+    later = START + aide_rows.DELIVERY_CLAIM + timedelta(seconds=1)
     assert claim(hook, "live", "other", later)
 
 
@@ -255,7 +255,7 @@ def test_three_workers_delivering_at_once_send_each_digest_once(
 
     aide = create_aide(store, "crowd", "acme", settings=settings)
     output_id = aide.add_output("webhook", hook_url)
-    [output] = records.outputs(store, aide.row)
+    [output] = aide_rows.outputs(store, aide.row)
     assert output.id == output_id
     keys = [f"aide {aide.row.id}/cycle {n}" for n in range(1, 7)]
     barrier = threading.Barrier(3)
@@ -291,7 +291,7 @@ def test_three_workers_delivering_at_once_send_each_digest_once(
     assert not errors, errors
     assert sorted(_Hook.posts) == sorted(keys)  # each once, none twice
     for key in keys:
-        state = records.delivery_state(store, output.id, key)
+        state = aide_rows.delivery_state(store, output.id, key)
         assert state.ok and state.attempts == 1 and state.claim_owner is None
 
 
@@ -302,25 +302,25 @@ def test_spend_is_written_as_it_happens_and_a_killed_cycle_is_marked_and_counted
     store: Store, settings: Settings
 ) -> None:
     aide = create_aide(store, "spender", "acme", settings=settings)
-    killed = records.start_cycle(store, aide.row, START, DEAD_OWNER)
+    killed = aide_rows.start_cycle(store, aide.row, START, DEAD_OWNER)
     for _ in range(3):
-        records.add_spend(
+        aide_rows.add_spend(
             store, killed, calls=1, input_tokens=100, output_tokens=10, cost_usd=0.5, now=START
         )
     # The worker died before its cycle ended: its spend is there, and budgets count it.
     midnight = START.replace(hour=0, minute=0)
-    assert records.cost_since(store, aide.row, midnight) == pytest.approx(1.5)
-    later = records.start_cycle(store, aide.row, START + timedelta(minutes=5), "owner")
-    assert records.cost_since(store, aide.row, midnight, excluding=later) == pytest.approx(1.5)
-    rows = {row.id: row for row in records.cycles(store, aide.row)}
+    assert aide_rows.cost_since(store, aide.row, midnight) == pytest.approx(1.5)
+    later = aide_rows.start_cycle(store, aide.row, START + timedelta(minutes=5), "owner")
+    assert aide_rows.cost_since(store, aide.row, midnight, excluding=later) == pytest.approx(1.5)
+    rows = {row.id: row for row in aide_rows.cycles(store, aide.row)}
     assert rows[killed].status == "killed" and "worker died" in rows[killed].stop_reason
     assert rows[killed].llm_calls == 3 and rows[killed].input_tokens == 300
     assert rows[later].status == "running"
     # An unknown price makes the cycle's cost unknown, as its final figures would.
-    records.add_spend(
+    aide_rows.add_spend(
         store, later, calls=1, input_tokens=1, output_tokens=1, cost_usd=None, now=START
     )
-    assert records.cycle_spend(store, later).cost_usd is None
+    assert aide_rows.cycle_spend(store, later).cost_usd is None
 
 
 def test_a_cycle_writes_each_model_calls_spend_before_it_ends(
@@ -334,19 +334,19 @@ def test_a_cycle_writes_each_model_calls_spend_before_it_ends(
     scripted = model()
     aide.models = {"planning": scripted, "execution": scripted}
     aide.add_source("dir", str(inbox(tmp_path / "inbox", ["acme.md"])))
-    original = records.add_spend
+    original = aide_rows.add_spend
 
     def spy(*args: Any, **kwargs: Any) -> None:
         original(*args, **kwargs)
-        seen.append(records.cycle_spend(store, args[1]).llm_calls)
+        seen.append(aide_rows.cycle_spend(store, args[1]).llm_calls)
 
-    records.add_spend = spy  # type: ignore[assignment]
+    aide_rows.add_spend = spy  # type: ignore[assignment]
     try:
         report = aide.run_cycle()
     finally:
-        records.add_spend = original  # type: ignore[assignment]
+        aide_rows.add_spend = original  # type: ignore[assignment]
     assert report.llm_calls >= 2 and seen == list(range(1, report.llm_calls + 1))
-    [row] = records.cycles(store, aide.row)
+    [row] = aide_rows.cycles(store, aide.row)
     assert row.llm_calls == report.llm_calls and row.status == "finished"
     assert row.owner is not None
 

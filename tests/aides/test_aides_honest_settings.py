@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from kgot.aides import open_aide, records
+from kgot.aides import aide_rows, open_aide
 from kgot.cli.aide_cmd import parse_schedule
 from kgot.config import load_settings
 from kgot.errors import UsageError
@@ -68,7 +68,7 @@ def test_items_count_ingestion_attempts_apart_from_code_attempts(
     assert ": gave up after 4 attempts at the graph code: " in out
     assert "1 attempts" not in out and "given up" not in out
 
-    for _ in range(records.MAX_ATTEMPTS - 1):
+    for _ in range(aide_rows.MAX_ATTEMPTS - 1):
         assert run_cli(capsys, *run)[0] == 0
     code, out, _ = run_cli(capsys, "aide", "items", "research", "--status", "failed", *db)
     assert out.startswith("failed (3 of 3 ingestion attempts; given up) 'acme.md' "), out
@@ -76,10 +76,10 @@ def test_items_count_ingestion_attempts_apart_from_code_attempts(
 
 
 def test_a_done_item_says_one_ingestion_attempt() -> None:
-    assert records.attempts_note("done", 1) == "1 ingestion attempt"
-    assert records.attempts_note("done", 2) == "2 ingestion attempts"
-    assert records.attempts_note("new", 0) == "not tried yet"
-    assert records.attempts_note("failed", 2) == (
+    assert aide_rows.attempts_note("done", 1) == "1 ingestion attempt"
+    assert aide_rows.attempts_note("done", 2) == "2 ingestion attempts"
+    assert aide_rows.attempts_note("new", 0) == "not tried yet"
+    assert aide_rows.attempts_note("failed", 2) == (
         "2 of 3 ingestion attempts; tried again next cycle"
     )
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from kgot.aides import create_aide, records, sources
+from kgot.aides import aide_rows, create_aide, sources
 from kgot.aides.sources import (
     SourceItem,
     parse_source_spec,
@@ -400,10 +400,10 @@ def test_hostile_feed_items_are_recorded_by_an_aide(
     os.utime(feed, (time.time() - 60, time.time() - 60))
     aide = create_aide(store, "news", "acme", settings=settings)
     aide.add_source("rss", str(feed))
-    [source] = records.sources(store, aide.row)
+    [source] = aide_rows.sources(store, aide.row)
     result = poll("rss", source.spec, None, settings=make_settings())
     assert result.error is None and len(result.items) == 3
-    records.record_poll(
+    aide_rows.record_poll(
         store,
         aide.row,
         source.id,
@@ -412,10 +412,10 @@ def test_hostile_feed_items_are_recorded_by_an_aide(
         error=result.error,
         now=datetime.now(UTC),
     )
-    stored = records.items(store, aide.row, "new")
+    stored = aide_rows.items(store, aide.row, "new")
     assert sorted(row.title for row in stored) == sorted(i.title for i in result.items)
     assert sorted(row.text for row in stored) == sorted(i.text for i in result.items)
-    [source] = records.sources(store, aide.row)
+    [source] = aide_rows.sources(store, aide.row)
     assert source.last_error is None  # no item refused by the database
 
 

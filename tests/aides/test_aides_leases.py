@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from kgot.aides import create_aide, open_aide, records
+from kgot.aides import aide_rows, create_aide, open_aide
 from kgot.config import Settings
 from kgot.persistence import Store, open_store
 from kgot.persistence.timeutil import as_utc
@@ -37,16 +37,16 @@ def test_only_the_owner_renews_and_a_renewed_lease_is_not_reclaimed(
 ) -> None:
     aide, cycle = _one_item(store, settings, tmp_path)
     start = datetime(2026, 1, 1, tzinfo=UTC)
-    row = records.claim_next(store, aide.row, "me", start, cycle, lease=timedelta(seconds=10))
+    row = aide_rows.claim_next(store, aide.row, "me", start, cycle, lease=timedelta(seconds=10))
     assert row is not None
 
-    assert not records.renew_lease(store, row.id, "someone else", start + timedelta(hours=1))
-    assert records.renew_lease(store, row.id, "me", start + timedelta(seconds=30))
+    assert not aide_rows.renew_lease(store, row.id, "someone else", start + timedelta(hours=1))
+    assert aide_rows.renew_lease(store, row.id, "me", start + timedelta(seconds=30))
 
     # At 20 s the first lease (10 s) would have run out; the renewed one (30 s) has not.
-    assert records.reclaim_abandoned(store, aide.row, start + timedelta(seconds=20)) == 0
-    assert records.reclaim_abandoned(store, aide.row, start + timedelta(seconds=31)) == 1
-    [back] = records.items(store, aide.row)
+    assert aide_rows.reclaim_abandoned(store, aide.row, start + timedelta(seconds=20)) == 0
+    assert aide_rows.reclaim_abandoned(store, aide.row, start + timedelta(seconds=31)) == 1
+    [back] = aide_rows.items(store, aide.row)
     assert (back.status, back.lease_owner) == ("new", None)
 
 
@@ -56,22 +56,22 @@ def test_a_worker_that_lost_its_item_records_nothing_over_the_new_owner(
     aide, cycle = _one_item(store, settings, tmp_path)
     start = datetime(2026, 1, 1, tzinfo=UTC)
     lease = timedelta(seconds=10)
-    first = records.claim_next(store, aide.row, "slow", start, cycle, lease=lease)
+    first = aide_rows.claim_next(store, aide.row, "slow", start, cycle, lease=lease)
     later = start + timedelta(seconds=11)
-    assert records.reclaim_abandoned(store, aide.row, later) == 1
-    other_cycle = records.start_cycle(store, aide.row, later)
-    second = records.claim_next(store, aide.row, "fast", later, other_cycle, lease=lease)
+    assert aide_rows.reclaim_abandoned(store, aide.row, later) == 1
+    other_cycle = aide_rows.start_cycle(store, aide.row, later)
+    second = aide_rows.claim_next(store, aide.row, "fast", later, other_cycle, lease=lease)
     assert first is not None and second is not None and first.id == second.id
 
-    assert not records.renew_lease(store, first.id, "slow", later + lease)
+    assert not aide_rows.renew_lease(store, first.id, "slow", later + lease)
     finish = {"version": 7, "reason": None, "report": None, "now": later}
-    assert not records.finish_item(store, first.id, owner="slow", ok=True, **finish)
-    assert not records.release_item(store, first.id, owner="slow", status="new", attempts=0)
-    [held] = records.items(store, aide.row)
+    assert not aide_rows.finish_item(store, first.id, owner="slow", ok=True, **finish)
+    assert not aide_rows.release_item(store, first.id, owner="slow", status="new", attempts=0)
+    [held] = aide_rows.items(store, aide.row)
     assert (held.status, held.lease_owner, held.attempts) == ("ingesting", "fast", 2)
 
-    assert records.finish_item(store, first.id, owner="fast", ok=True, **finish)
-    [done] = records.items(store, aide.row)
+    assert aide_rows.finish_item(store, first.id, owner="fast", ok=True, **finish)
+    [done] = aide_rows.items(store, aide.row)
     assert (done.status, done.committed_version, done.lease_owner) == ("done", 7, None)
 
 
@@ -126,7 +126,7 @@ def test_a_slow_item_is_not_taken_over_while_its_worker_renews_the_lease(
         assert len(expiries) >= 3  # the lease was pushed forward while the item was worked on
         [item] = json.loads(out)["items"]
         assert (item["status"], item["attempts"]) == ("done", 1)
-        [row] = records.items(store, aide.row)
+        [row] = aide_rows.items(store, aide.row)
         assert (row.status, row.attempts, row.lease_owner) == ("done", 1, None)
         assert _keyed_commits(store) == 1
 
@@ -147,7 +147,7 @@ def test_an_item_whose_worker_was_killed_is_taken_over(
 
         assert report.reclaimed == 1 and report.ingested == 1
         assert len(taker.calls_for("update_graph")) == 1
-        [row] = records.items(store, aide.row)
+        [row] = aide_rows.items(store, aide.row)
         assert (row.status, row.attempts) == ("done", 2)
         assert _keyed_commits(store) == 1
 
@@ -181,7 +181,7 @@ def test_an_item_whose_worker_stopped_renewing_is_taken_over_and_committed_once(
         # written, and it does not digest facts it did not write.
         assert f"already committed as version {taken.items[0].version}" in lost["reason"]
         assert stalled["digest"] is None
-        [row] = records.items(store, aide.row)
+        [row] = aide_rows.items(store, aide.row)
         assert (row.status, row.attempts) == ("done", 2)
         # Both workers ingested the item; its facts were committed once, by the one that got
         # there first (the worker that took it over), and the item records that commit.
@@ -204,8 +204,8 @@ def _one_item(store: Store, settings: Settings, tmp_path: Path) -> tuple[Any, in
     aide = create_aide(store, "leasy", "acme", settings=settings)
     source = aide.add_source("dir", str(tmp_path))
     item = SourceItem("a", "a", "Acme.", str(tmp_path / "a.md"), None, "dir")
-    records.record_poll(store, aide.row, source, [item], cursor={}, error=None, now=start)
-    return aide, records.start_cycle(store, aide.row, start)
+    aide_rows.record_poll(store, aide.row, source, [item], cursor={}, error=None, now=start)
+    return aide, aide_rows.start_cycle(store, aide.row, start)
 
 
 def _slow_aide(store: Store, tmp_path: Path, settings: Settings) -> Any:
@@ -242,7 +242,7 @@ def _worker(tmp_path: Path, url: str, *, lease: float, slow: float) -> Iterator[
 
 def _claimed(store: Store, aide: Any) -> Any:
     """The aide's one item while it is claimed (before the worker's poll it has none)."""
-    rows = records.items(store, aide.row)
+    rows = aide_rows.items(store, aide.row)
     return rows[0] if rows and rows[0].status == "ingesting" else None
 
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from kgot.aides import create_aide
+from kgot.aides.aide_rows import get_aide
 from kgot.aides.programs import AIDE_PROGRAMS, check_ready, program_names
-from kgot.aides.records import get_aide
 from kgot.errors import ConfigError, UsageError
 from kgot.persistence import Store, open_store
 

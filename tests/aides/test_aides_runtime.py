@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kgot.aides import create_aide, open_aide, records
+from kgot.aides import aide_rows, create_aide, open_aide
 from kgot.config import Settings
 from kgot.errors import UsageError
 from kgot.persistence import Store
@@ -49,7 +49,7 @@ def test_a_cycle_ingests_new_files_digests_and_delivers_once(
     assert (again.new_items, again.ingested, again.digest) == (0, 0, None)
     assert len(outbox.read_text(encoding="utf-8").splitlines()) == 1  # nothing new, nothing sent
     assert len(scripted.calls_for("update_graph")) == 2
-    done = records.items(store, aide.row, "done")
+    done = aide_rows.items(store, aide.row, "done")
     assert {row.committed_version for row in done} <= {1, 2} and len(done) == 2
 
 
@@ -91,10 +91,10 @@ def test_two_aides_on_two_entities_never_see_each_others_items_or_facts(
     first.run_cycle()
     second.run_cycle()
 
-    assert [row.item_id.split("#")[0] for row in records.items(store, first.row)] == [
+    assert [row.item_id.split("#")[0] for row in aide_rows.items(store, first.row)] == [
         str(tmp_path / "a" / "acme.md")
     ]
-    assert [row.item_id.split("#")[0] for row in records.items(store, second.row)] == [
+    assert [row.item_id.split("#")[0] for row in aide_rows.items(store, second.row)] == [
         str(tmp_path / "b" / "globex.md")
     ]
     assert "globex" not in store.session("north").load_graph()
@@ -111,11 +111,11 @@ def test_a_failing_item_is_retried_a_bounded_number_of_times_with_its_reason(
     aide = create_aide(store, "stubborn", "acme", settings=settings, models=_both(scripted))
     aide.add_source("dir", str(inbox(tmp_path / "inbox", ["acme.md"])))
 
-    reports = [aide.run_cycle() for _ in range(records.MAX_ATTEMPTS + 1)]
+    reports = [aide.run_cycle() for _ in range(aide_rows.MAX_ATTEMPTS + 1)]
 
-    assert [r.failed for r in reports] == [1] * records.MAX_ATTEMPTS + [0]
-    [row] = records.items(store, aide.row, "failed")
-    assert row.attempts == records.MAX_ATTEMPTS
+    assert [r.failed for r in reports] == [1] * aide_rows.MAX_ATTEMPTS + [0]
+    [row] = aide_rows.items(store, aide.row, "failed")
+    assert row.attempts == aide_rows.MAX_ATTEMPTS
     # The code's one attempt, then the item's three ingestions, each count named.
     assert row.reason.startswith("gave up after 1 attempt at the graph code: ")
     assert row.reason.endswith("(the item was given up after 3 ingestion attempts)")
@@ -141,7 +141,7 @@ def test_an_unreachable_model_stops_the_cycle_without_using_up_the_items_attempt
     assert (report.ingested, report.failed, report.backlog) == (0, 0, 2)
     assert "ModelError" in (report.stop_reason or "") and "waits" in (report.stop_reason or "")
     assert len(down.calls_for("update_graph")) == 1  # the second item was not tried
-    assert {(row.status, row.attempts) for row in records.items(store, aide.row)} == {("new", 0)}
+    assert {(row.status, row.attempts) for row in aide_rows.items(store, aide.row)} == {("new", 0)}
 
 
 def test_one_bad_source_never_stops_the_others(
@@ -160,7 +160,7 @@ def test_one_bad_source_never_stops_the_others(
     assert report.ingested == 1
     assert len(report.source_errors) == 1 and "does not exist" in report.source_errors[0]
     assert len(again.source_errors) == 1  # polled again next cycle
-    [bad, _good] = records.sources(store, aide.row)
+    [bad, _good] = aide_rows.sources(store, aide.row)
     assert bad.failures == 2 and "does not exist" in bad.last_error
 
 
@@ -178,7 +178,7 @@ def test_budgets_stop_the_cycle_cleanly_and_say_so(
     assert broke.backlog == 3
     assert one.ingested == 1 and one.backlog == 2 and one.stop_reason is None
     assert stopped.ingested == 0 and "asked to stop" in (stopped.stop_reason or "")
-    [last, *_] = records.cycles(store, aide.row)
+    [last, *_] = aide_rows.cycles(store, aide.row)
     assert last.status == "stopped" and last.stop_reason == stopped.stop_reason
 
 
@@ -196,15 +196,15 @@ def test_deleting_an_aide_keeps_the_graph_and_deleting_the_entity_takes_its_aide
     with pytest.raises(UsageError, match="no aide named 'temp'"):
         open_aide(store, "temp", settings=settings)
     assert store.session("acme").version == version and "acme" in store.session("acme").load_graph()
-    assert records.items(store, aide.row) == [] and records.cycles(store, aide.row) == []
+    assert aide_rows.items(store, aide.row) == [] and aide_rows.cycles(store, aide.row) == []
 
     again = create_aide(store, "again", "acme", settings=settings, models=_both(model()))
     again.add_source("dir", str(tmp_path / "inbox"))
     again.run_cycle()
     store.delete_entity("acme")
 
-    assert records.list_aides(store) == []
-    assert records.items(store, again.row) == [] and records.sources(store, again.row) == []
+    assert aide_rows.list_aides(store) == []
+    assert aide_rows.items(store, again.row) == [] and aide_rows.sources(store, again.row) == []
 
 
 def _both(scripted: object) -> dict[str, object]:
@@ -221,15 +221,15 @@ def test_one_worker_per_aide_and_a_dead_workers_claim_is_ignored(
 
     aide = create_aide(store, "solo", "acme", settings=settings)
     here = current_owner()
-    records.claim_worker(store, aide.row, here)
+    aide_rows.claim_worker(store, aide.row, here)
 
     if not store.target.is_sqlite:  # PostgreSQL serves any number of workers
-        records.claim_worker(store, aide.row, "another process")
+        aide_rows.claim_worker(store, aide.row, "another process")
         return
     with pytest.raises(UsageError, match="already being run by process"):
-        records.claim_worker(store, aide.row, "another process")
+        aide_rows.claim_worker(store, aide.row, "another process")
 
-    records.release_worker(store, aide.row, here)
+    aide_rows.release_worker(store, aide.row, here)
     dead = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"],
         check=True,
@@ -238,5 +238,5 @@ def test_one_worker_per_aide_and_a_dead_workers_claim_is_ignored(
     )
     fields = here.split()
     fields[3] = dead.stdout.strip()  # this machine, a pid whose process has ended
-    records.claim_worker(store, aide.row, " ".join(fields))
-    records.claim_worker(store, aide.row, here)  # the dead one's claim does not count
+    aide_rows.claim_worker(store, aide.row, " ".join(fields))
+    aide_rows.claim_worker(store, aide.row, here)  # the dead one's claim does not count

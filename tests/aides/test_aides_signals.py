@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from kgot.aides import create_aide, records
+from kgot.aides import aide_rows, create_aide
 from kgot.config import Settings
 from kgot.persistence import Store
 from kgot.tests.aides.aide_scripts import inbox
@@ -95,7 +95,7 @@ def test_a_signal_mid_item_stops_at_once_gives_the_item_back_and_exits_128_plus_
     # Every model call takes 60 s: only a stop that cancels the call ends the run in time.
     worker = _start(tmp_path, store_url, "busy", 60.0, "--once")
     _wait_for(
-        lambda: records.item_counts(store, aide.row).get("ingesting", 0) == 1,
+        lambda: aide_rows.item_counts(store, aide.row).get("ingesting", 0) == 1,
         worker,
         "an item being ingested",
     )
@@ -108,10 +108,10 @@ def test_a_signal_mid_item_stops_at_once_gives_the_item_back_and_exits_128_plus_
     assert took < 10, f"took {took:.1f} s to stop"
     assert f"stopped by {signal.Signals(signum).name}" in err
     assert "Traceback" not in err, err
-    counts = records.item_counts(store, aide.row)
+    counts = aide_rows.item_counts(store, aide.row)
     assert counts == {"new": 2}  # the item in flight given back; nothing half-done
-    assert {row.attempts for row in records.items(store, aide.row)} == {0}
-    [cycle] = records.cycles(store, aide.row)
+    assert {row.attempts for row in aide_rows.items(store, aide.row)} == {0}
+    [cycle] = aide_rows.cycles(store, aide.row)
     assert cycle.status == "stopped" and "stopped by a signal" in cycle.stop_reason
     assert cycle.finished_at is not None and cycle.made_digest == 0  # no program stage
     assert not (tmp_path / "outbox.jsonl").exists()
@@ -140,9 +140,9 @@ def test_sigterm_does_not_wait_for_a_webhook_that_never_answers(
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         output = aide.add_output("webhook", f"http://127.0.0.1:{server.server_address[1]}/h")
-        made = records.start_cycle(store, aide.row, datetime.now(UTC))  # after the output
+        made = aide_rows.start_cycle(store, aide.row, datetime.now(UTC))  # after the output
         digest = {"aide": "hooked", "digest": "- something happened", "facts": []}
-        records.finish_cycle(
+        aide_rows.finish_cycle(
             store, made, {"status": "finished", "made_digest": 1, "report": {"digest": digest}}
         )
         worker = _start(tmp_path, store_url, "hooked", 0.0, "--once")
@@ -157,6 +157,6 @@ def test_sigterm_does_not_wait_for_a_webhook_that_never_answers(
 
     assert worker.returncode == 143, err
     assert took < 10, f"took {took:.1f} s to stop"
-    state = records.delivery_state(store, output, f"aide {aide.row.id}/cycle {made}")
+    state = aide_rows.delivery_state(store, output, f"aide {aide.row.id}/cycle {made}")
     # Abandoned, not counted as a try, and free for the next run to send again.
     assert state.attempts == 0 and state.claim_owner is None and not state.ok

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kgot.aides import create_aide, records
+from kgot.aides import aide_rows, create_aide
 from kgot.config import Settings
 from kgot.persistence import open_store
 
@@ -75,7 +75,7 @@ def test_two_workers_share_fifty_items_without_repeating_or_losing_one(
     ingested = [int(out.strip().splitlines()[-1]) for out, _err in outputs]
     assert sum(ingested) == 50
     with open_store(postgres_url) as store:
-        done = records.items(store, aide.row, "done", limit=100)
+        done = aide_rows.items(store, aide.row, "done", limit=100)
         assert len(done) == 50 and {row.attempts for row in done} == {1}
         session = store.session("market")
         keys = [c["result_key"] for c in session.commits(limit=200) if c["result_key"]]

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from kgot.aides import create_aide, ingest_text, records
+from kgot.aides import aide_rows, create_aide, ingest_text
 from kgot.cli.main import main
 from kgot.config import Price, Settings
 from kgot.controller.ingest import TextTooLongError, part_ranges, split_text
@@ -183,7 +183,7 @@ def test_an_aide_item_over_the_cap_fails_alone_with_its_reason(
     report = aide.run_cycle()
 
     assert (report.ingested, report.failed) == (1, 1)
-    [failed] = records.items(store, aide.row, "failed") or records.items(store, aide.row, "new")
+    [failed] = aide_rows.items(store, aide.row, "failed") or aide_rows.items(store, aide.row, "new")
     assert "ingest.max_chars" in (failed.reason or "") and "1,759 characters" in failed.reason
     assert len(scripted.calls_for("update_graph")) == 1  # the small item only
 

@@ -13,10 +13,10 @@ from typing import Any
 
 from kgot.aides import create_aide
 from kgot.aides.advisor import add_user
+from kgot.aides.advisor.advisor_rows import get_user, record_alerts
 from kgot.aides.advisor.alerts import Alert
 from kgot.aides.advisor.mcp import briefing_cost_bound
-from kgot.aides.advisor.records import get_user, record_alerts
-from kgot.aides.records import get_aide
+from kgot.aides.aide_rows import get_aide
 from kgot.config import load_settings
 from kgot.persistence import open_store
 from kgot.tests.mcp_server.mcp_support import run, seed, stdio_session, text_of
@@ -142,7 +142,7 @@ def test_briefing_of_the_entitys_advisor_is_written_then_reused(tmp_path: Path) 
     """A scripted planning model (free: no cost cap in the way) writes alice's briefing from the
     market graph; the second call finds the evidence unchanged and returns it without a model
     call."""
-    from kgot.aides.advisor import records
+    from kgot.aides.advisor import advisor_rows
     from kgot.aides.advisor.holdings import PositionRow
     from kgot.tests.advisor.market import market
 
@@ -150,9 +150,9 @@ def test_briefing_of_the_entitys_advisor_is_written_then_reused(tmp_path: Path) 
     with open_store(url) as store:
         create_aide(store, "adv", "markets", program="advisor")
         market(store, "markets")
-        row = records.advisor_aide(store, "adv")
-        alice = records.add_user(store, row, "alice", risk="moderate")
-        records.import_positions(store, row, alice, [PositionRow("AAPL", 37.25, 151.17)])
+        row = advisor_rows.advisor_aide(store, "adv")
+        alice = advisor_rows.add_user(store, row, "alice", risk="moderate")
+        advisor_rows.import_positions(store, row, alice, [PositionRow("AAPL", 37.25, 151.17)])
     script = tmp_path / "model.json"
     script.write_text(
         json.dumps({"advisor_briefing": ["- Apple beat estimates [node:aapl_q4] [node:aapl]."]})

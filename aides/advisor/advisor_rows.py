@@ -28,7 +28,7 @@ from kgot.persistence.timeutil import as_utc, utc_now
 
 if TYPE_CHECKING:
     from kgot.aides.advisor.holdings import PositionRow
-    from kgot.aides.records import AideRow
+    from kgot.aides.aide_rows import AideRow
     from kgot.persistence import Store
 
 PROGRAM = "advisor"
@@ -158,7 +158,7 @@ def advisor_aide(store: Store, name: str) -> AideRow:
     Raises:
         UsageError: no such aide, or one running another program.
     """
-    from kgot.aides.records import get_aide
+    from kgot.aides.aide_rows import get_aide
 
     row = get_aide(store, name)
     if row.program != PROGRAM:
@@ -427,7 +427,7 @@ class UserRows:
 
     def describe(self) -> str:
         """``3 positions, 2 watched symbols, 4 briefings, 7 alerts and 1 output``."""
-        from kgot.aides.records import count_of
+        from kgot.aides.aide_rows import count_of
 
         parts = [
             count_of(self.positions, "position"),
@@ -780,7 +780,7 @@ def record_alerts(
     """Record the alerts ``found`` (:class:`kgot.aides.advisor.alerts.Alert`) that the user
     does not have yet (their key decides, in the database: two workers record each once);
     the ones recorded now."""
-    from kgot.aides.records import insert_new  # the aide tables' "skip what exists" insert
+    from kgot.aides.aide_rows import insert_new  # the aide tables' "skip what exists" insert
 
     table = ADVISOR_TABLES.advisor_alerts
     made: list[int] = []
