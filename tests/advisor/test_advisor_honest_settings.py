@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kgot.aides.advisor.advisor_rows import advisor_aide, update_settings
+from kgot.aides.advisor.records import advisor_aide, update_settings
 from kgot.cli.main import main
 from kgot.persistence import open_store
 from kgot.tests.advisor.conftest import positions_of
@@ -50,6 +50,7 @@ def test_yfinance_without_the_package_is_refused_and_the_file_stays(
     assert code == 0 and out == "AAPL closed at 100 on 2026-11-18\n"  # still the file's
 
 
+@pytest.mark.slow
 @without_yfinance
 def test_an_advisor_set_to_yfinance_elsewhere_is_refused_before_a_cycle(
     advisor: list[str], capsys: pytest.CaptureFixture[str]
@@ -102,6 +103,7 @@ def test_a_user_webhook_with_an_unset_secret_variable_is_refused(
 # ---------------------------------------------------------------------------- positions CSV
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("csv_text", "avg_cost"),
     [
@@ -130,6 +132,7 @@ def test_cost_columns_under_their_common_names_are_read(
     assert (position["shares"], position["avg_cost"]) == (4, avg_cost)
 
 
+@pytest.mark.slow
 def test_a_column_it_does_not_understand_is_refused_in_one_line(
     advisor: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
