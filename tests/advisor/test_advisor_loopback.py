@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from kgot.aides import create_aide
-from kgot.aides.advisor import advisor_rows, api
+from kgot.aides.advisor import api, records
 from kgot.aides.advisor.holdings import PositionRow
 from kgot.config import load_settings
 from kgot.llm.scripted import ScriptedCall, ScriptedChatModel
@@ -78,6 +78,7 @@ def _briefing(call: ScriptedCall) -> str:
     return f"- The evidence says this [{found.group(1) if found else 'node:none'}]."
 
 
+@pytest.mark.slow
 def test_a_loopback_feed_and_signed_webhooks_per_user(
     store: Store, web: FixtureServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -113,8 +114,8 @@ def test_a_loopback_feed_and_signed_webhooks_per_user(
     )
     aide.add_source("rss", feed)
     for user, symbol in (("alice", "AAPL"), ("bob", "NVDA")):
-        made = advisor_rows.add_user(store, aide.row, user, risk="moderate")
-        advisor_rows.import_positions(store, aide.row, made, [PositionRow(symbol, 10.0)])
+        made = records.add_user(store, aide.row, user, risk="moderate")
+        records.import_positions(store, aide.row, made, [PositionRow(symbol, 10.0)])
     monkeypatch.setenv("ALICE_HOOK", SECRET)
     alice_hook, every_hook = Hook(SECRET), Hook(None)
     api.add_user_output(
