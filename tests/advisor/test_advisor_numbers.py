@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from kgot.aides.advisor import advisor_rows, api
+from kgot.aides.advisor import api, records
 from kgot.aides.advisor.holdings import MAX_PRICE, MAX_SHARES, PositionRow
 from kgot.aides.advisor.market_data import quote_from, read_price_file
 from kgot.cli.main import main
@@ -27,6 +27,7 @@ def _listed(db: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, Any]
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "said"),
     [
@@ -48,6 +49,7 @@ def test_positions_add_refuses_numbers_that_are_not_finite_or_absurd(
     assert _listed(advisor, capsys) == {}
 
 
+@pytest.mark.slow
 def test_purchases_that_would_add_up_past_a_float_are_refused(
     advisor: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -111,14 +113,15 @@ def test_the_python_api_refuses_them_too(store_url: str) -> None:
         assert [u.name for u in api.users(store, "adv")] == ["alice"]
 
 
+@pytest.mark.slow
 def test_a_row_stored_before_the_limits_is_never_printed_as_infinity(
     advisor: list[str], store_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A position an older kgot let overflow: listed with what to do, never as Infinity."""
     with open_store(store_url) as store:
-        row = advisor_rows.advisor_aide(store, "adv")
-        alice = advisor_rows.get_user(store, row, "alice")
-        advisor_rows.import_positions(
+        row = records.advisor_aide(store, "adv")
+        alice = records.get_user(store, row, "alice")
+        records.import_positions(
             store, row, alice, [PositionRow("AAPL", math.inf, None), PositionRow("TLT", 2, 90)]
         )
     err = fails(["aide", "positions", "list", "adv", "alice", "--json", *advisor], capsys)
