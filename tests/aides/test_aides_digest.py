@@ -11,7 +11,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from kgot.aides import aide_rows, create_aide
+import pytest
+
+from kgot.aides import create_aide, records
 from kgot.aides.programs import Digest, DigestBudget, digest
 from kgot.config import Settings
 from kgot.controller.ingest import Ingestor, IngestReport
@@ -53,7 +55,7 @@ def test_a_cycles_digest_retrieves_the_changes_in_the_sandbox_and_cites_existing
     assert scripted.calls_for("fix_digest") == []  # every citation was right the first time
     # The digest's calls are the cycle's: 2 ingestions, 1 query, 1 digest.
     assert report.llm_calls == len(scripted.calls) == 4
-    [cycle, *_] = aide_rows.cycles(store, aide.row)
+    [cycle, *_] = records.cycles(store, aide.row)
     assert cycle.llm_calls == 4
 
 
@@ -72,6 +74,7 @@ def test_a_failing_query_is_fixed_and_what_it_finds_can_be_cited(
     assert failed.prompt != fix.prompt
 
 
+@pytest.mark.slow
 def test_a_citation_of_a_fact_the_graph_lacks_is_sent_back_once_and_fixed(
     store: Store, settings: Settings
 ) -> None:
@@ -119,6 +122,7 @@ def test_the_digest_stays_within_its_budget_of_model_calls(
     assert made.facts == ["node:acme", "node:zurich"]  # written from the changed facts
 
 
+@pytest.mark.slow
 def test_a_cycle_uses_the_default_budget(tmp_path: Path, store: Store, settings: Settings) -> None:
     scripted = model(query=[BROKEN_QUERY], fix_query=[BROKEN_QUERY])
     aide = create_aide(store, "capped", "acme", settings=settings, models=_both(scripted))
