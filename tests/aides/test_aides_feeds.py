@@ -24,6 +24,7 @@ def web() -> Iterator[FixtureServer]:
     fixture.close()
 
 
+@pytest.mark.slow
 def test_feeds_good_and_bad_in_one_aide(
     tmp_path: Path, store: Store, settings: Settings, web: FixtureServer
 ) -> None:
