@@ -323,6 +323,7 @@ def test_spend_is_written_as_it_happens_and_a_killed_cycle_is_marked_and_counted
     assert aide_rows.cycle_spend(store, later).cost_usd is None
 
 
+@pytest.mark.slow
 def test_a_cycle_writes_each_model_calls_spend_before_it_ends(
     tmp_path: Path, store: Store, settings: Settings
 ) -> None:
