@@ -50,6 +50,7 @@ def _aide(capsys: pytest.CaptureFixture[str], store_url: str, folder: Path) -> t
 # ---------------------------------------------------------------------------- item 11: grammar
 
 
+@pytest.mark.slow
 def test_items_count_ingestion_attempts_apart_from_code_attempts(
     tmp_path: Path, store_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -150,6 +151,7 @@ def _line(stream: object, wanted: str, worker: subprocess.Popen[str]) -> str:
     raise AssertionError(f"the worker never wrote {wanted!r} (exit {worker.poll()})")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("now", [False, True])
 def test_the_cron_worker_runs_at_start_up_only_with_now(
     tmp_path: Path, store_url: str, capsys: pytest.CaptureFixture[str], now: bool
@@ -222,6 +224,7 @@ def test_a_secret_variable_that_is_not_set_is_refused_when_the_output_is_added(
     assert code == 0 and out.startswith("added webhook output"), err
 
 
+@pytest.mark.slow
 def test_a_delivery_whose_secret_went_missing_fails_unsent_then_goes_out_signed(
     tmp_path: Path,
     store_url: str,
