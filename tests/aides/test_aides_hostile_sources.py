@@ -422,6 +422,7 @@ def test_hostile_feed_items_are_recorded_by_an_aide(
 # --------------------------------------------------------------------------- CLI
 
 
+@pytest.mark.slow
 def test_cli_adds_a_hostile_feed_file_without_a_traceback(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
