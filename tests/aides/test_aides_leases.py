@@ -99,6 +99,7 @@ WORKER = textwrap.dedent(
 LEASE_S = 1.5
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_a_slow_item_is_not_taken_over_while_its_worker_renews_the_lease(
     tmp_path: Path, postgres_url: str, settings: Settings
@@ -131,6 +132,7 @@ def test_a_slow_item_is_not_taken_over_while_its_worker_renews_the_lease(
         assert _keyed_commits(store) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_an_item_whose_worker_was_killed_is_taken_over(
     tmp_path: Path, postgres_url: str, settings: Settings
@@ -152,6 +154,7 @@ def test_an_item_whose_worker_was_killed_is_taken_over(
         assert _keyed_commits(store) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_an_item_whose_worker_stopped_renewing_is_taken_over_and_committed_once(
     tmp_path: Path, postgres_url: str, settings: Settings
