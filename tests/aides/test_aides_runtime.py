@@ -53,6 +53,7 @@ def test_a_cycle_ingests_new_files_digests_and_delivers_once(
     assert {row.committed_version for row in done} <= {1, 2} and len(done) == 2
 
 
+@pytest.mark.slow
 def test_a_digest_an_output_refused_is_delivered_by_a_later_cycle(
     tmp_path: Path, store: Store, settings: Settings
 ) -> None:
@@ -80,6 +81,7 @@ def test_a_digest_an_output_refused_is_delivered_by_a_later_cycle(
     assert last.deliveries == []  # delivered once
 
 
+@pytest.mark.slow
 def test_two_aides_on_two_entities_never_see_each_others_items_or_facts(
     tmp_path: Path, store: Store, settings: Settings
 ) -> None:
@@ -101,6 +103,7 @@ def test_two_aides_on_two_entities_never_see_each_others_items_or_facts(
     assert "acme" not in store.session("south").load_graph()
 
 
+@pytest.mark.slow
 def test_a_failing_item_is_retried_a_bounded_number_of_times_with_its_reason(
     tmp_path: Path, store: Store, settings: Settings
 ) -> None:
@@ -144,6 +147,7 @@ def test_an_unreachable_model_stops_the_cycle_without_using_up_the_items_attempt
     assert {(row.status, row.attempts) for row in aide_rows.items(store, aide.row)} == {("new", 0)}
 
 
+@pytest.mark.slow
 def test_one_bad_source_never_stops_the_others(
     tmp_path: Path, store: Store, settings: Settings
 ) -> None:
@@ -182,6 +186,7 @@ def test_budgets_stop_the_cycle_cleanly_and_say_so(
     assert last.status == "stopped" and last.stop_reason == stopped.stop_reason
 
 
+@pytest.mark.slow
 def test_deleting_an_aide_keeps_the_graph_and_deleting_the_entity_takes_its_aides(
     tmp_path: Path, store: Store, settings: Settings
 ) -> None:
