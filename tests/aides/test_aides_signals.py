@@ -85,6 +85,7 @@ def _wait_for(check: Any, worker: Any, what: str, timeout: float = 120) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_signal_mid_item_stops_at_once_gives_the_item_back_and_exits_128_plus_n(
     tmp_path: Path, store: Store, store_url: str, settings: Settings, signum: int, *, code: int
@@ -130,6 +131,7 @@ class _Silent(http.server.BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.slow
 def test_sigterm_does_not_wait_for_a_webhook_that_never_answers(
     tmp_path: Path, store: Store, store_url: str, settings: Settings
 ) -> None:
