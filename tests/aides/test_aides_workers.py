@@ -40,6 +40,7 @@ WORKER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_two_workers_share_fifty_items_without_repeating_or_losing_one(
     tmp_path: Path, postgres_url: str, settings: Settings
