@@ -135,6 +135,7 @@ def test_the_cost_cap_stops_between_pieces_and_a_retry_writes_only_the_rest(
     assert {"bern", "basel", "geneva"} <= set(graph.nodes)
 
 
+@pytest.mark.slow
 def test_the_settings_cost_cap_applies_and_needs_a_price(
     tmp_path: Path, settings: Settings
 ) -> None:
@@ -216,6 +217,7 @@ def test_kgot_ingest_refuses_a_long_file_in_one_line(
         assert store.session("atlas").version == 1  # nothing was written
 
 
+@pytest.mark.slow
 def test_kgot_ingest_stops_at_its_cost_cap_and_finishes_with_the_result_key(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
