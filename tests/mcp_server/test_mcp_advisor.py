@@ -11,6 +11,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from kgot.aides import create_aide
 from kgot.aides.advisor import add_user
 from kgot.aides.advisor.advisor_rows import get_user, record_alerts
@@ -22,6 +24,7 @@ from kgot.persistence import open_store
 from kgot.tests.mcp_server.mcp_support import run, seed, stdio_session, text_of
 
 
+@pytest.mark.slow
 def test_alerts_of_the_entitys_advisor(tmp_path: Path) -> None:
     url = str(tmp_path / "kgot.db")
     seed(url, "a")
@@ -56,6 +59,7 @@ def test_alerts_of_the_entitys_advisor(tmp_path: Path) -> None:
     assert none_here.is_error and "entity 'b' has no advisor" in text_of(none_here)
 
 
+@pytest.mark.slow
 def test_an_aide_named_like_the_entity_but_bound_to_another_stays_out(tmp_path: Path) -> None:
     """Entity ``a`` has its advisor ``adv``; an advisor *named* ``a`` works on entity ``b``.
     A client of ``a`` asking for alice's alerts gets ``a``'s advisor, never the aide whose name
@@ -97,6 +101,7 @@ def test_an_aide_named_like_the_entity_but_bound_to_another_stays_out(tmp_path: 
         assert "alice" in text and "adv" in text, text  # no alice at a's own advisor
 
 
+@pytest.mark.slow
 def test_a_briefing_that_could_cost_more_than_the_cap_is_refused_before_any_model_call(
     tmp_path: Path,
 ) -> None:
@@ -138,6 +143,7 @@ def test_a_briefing_that_could_cost_more_than_the_cap_is_refused_before_any_mode
     assert allowed.is_error and "cannot connect" in text_of(allowed), text_of(allowed)
 
 
+@pytest.mark.slow
 def test_briefing_of_the_entitys_advisor_is_written_then_reused(tmp_path: Path) -> None:
     """A scripted planning model (free: no cost cap in the way) writes alice's briefing from the
     market graph; the second call finds the evidence unchanged and returns it without a model
@@ -174,6 +180,7 @@ def test_briefing_of_the_entitys_advisor_is_written_then_reused(tmp_path: Path) 
     assert again["reused"] and again["id"] == made["id"]
 
 
+@pytest.mark.slow
 def test_ask_on_an_advisors_entity_offers_market_data(tmp_path: Path) -> None:
     """The ``ask`` tool's run on an entity whose advisor has a price file calls
     ``market_data`` and gets the cached close; on an entity without an advisor the same
