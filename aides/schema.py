@@ -264,7 +264,17 @@ def _runtime_tables() -> SimpleNamespace:
     return SimpleNamespace(**define_aide_tables(metadata))
 
 
-# The aide tables as this kgot uses them, by short name (``AIDE_TABLES.aide_items``).
-AIDE_TABLES = _runtime_tables()
-# Their short names, parents first.
-AIDE_TABLE_ORDER = tuple(vars(AIDE_TABLES))
+# The aide tables as this kgot uses them, by short name (``AIDE_TABLES.aide_items``), and their
+# short names, parents first. Built on first use (see __getattr__).
+AIDE_TABLES: SimpleNamespace
+AIDE_TABLE_ORDER: tuple[str, ...]
+
+
+def __getattr__(name: str) -> Any:
+    # Every store opening imports this module for TABLE_SET; only code that reads or writes
+    # aide rows needs the tables themselves, so they are defined then (a few ms of CPU).
+    if name in ("AIDE_TABLES", "AIDE_TABLE_ORDER"):
+        tables = _runtime_tables()
+        globals().update(AIDE_TABLES=tables, AIDE_TABLE_ORDER=tuple(vars(tables)))
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,6 +10,8 @@ suggestions) is the store's own.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     CheckConstraint,
     Column,
@@ -78,5 +80,14 @@ def _runtime_table() -> Table:
     return define_memory_tables(metadata)["embeddings"]
 
 
-# The embedding table as this kgot uses it.
-EMBEDDINGS = _runtime_table()
+# The embedding table as this kgot uses it. Built on first use (see __getattr__).
+EMBEDDINGS: Table
+
+
+def __getattr__(name: str) -> Any:
+    # Every store opening imports this module for TABLE_SET; only the embeddings code needs
+    # the table itself (and only when embeddings are on), so it is defined then.
+    if name == "EMBEDDINGS":
+        globals()["EMBEDDINGS"] = table = _runtime_table()
+        return table
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -196,7 +196,17 @@ def _runtime_tables() -> SimpleNamespace:
     return SimpleNamespace(**define_advisor_tables(metadata))
 
 
-# The advisor's tables as this kgot uses them, by short name (``ADVISOR_TABLES.advisor_users``).
-ADVISOR_TABLES = _runtime_tables()
-# Their short names, parents first.
-ADVISOR_TABLE_ORDER = tuple(vars(ADVISOR_TABLES))
+# The advisor's tables as this kgot uses them, by short name (``ADVISOR_TABLES.advisor_users``),
+# and their short names, parents first. Built on first use (see __getattr__).
+ADVISOR_TABLES: SimpleNamespace
+ADVISOR_TABLE_ORDER: tuple[str, ...]
+
+
+def __getattr__(name: str) -> Any:
+    # Every store opening imports this module for TABLE_SET; only code that reads or writes
+    # the advisor's rows needs the tables themselves, so they are defined then.
+    if name in ("ADVISOR_TABLES", "ADVISOR_TABLE_ORDER"):
+        tables = _runtime_tables()
+        globals().update(ADVISOR_TABLES=tables, ADVISOR_TABLE_ORDER=tuple(vars(tables)))
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
