@@ -68,6 +68,7 @@ def measure(nodes: int = 10_000, items: int = 40) -> list[Figure]:
             "update_graph": [_code],
             "query": ["```python\nresult = sorted(n for n in G.nodes if n.startswith('co'))\n```"],
             "digest": ["- new [node:co1]"],
+            "fix_digest": ["- new [node:co1]"],
         }
     )
     models = {"planning": model, "execution": model}

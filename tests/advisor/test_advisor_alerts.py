@@ -16,7 +16,7 @@ from kgot.aides.advisor.market_data import quote_from
 from kgot.graph_model import Node
 from kgot.llm.scripted import ScriptedChatModel
 from kgot.persistence import Store
-from kgot.tests.advisor.market import NOW, commit, insight, market
+from kgot.tests.advisor.market import NOW, QUERY, commit, insight, market
 
 
 def _setup(store: Store, now: datetime = NOW, **models: object) -> tuple[object, object]:
@@ -112,7 +112,11 @@ def test_price_drops_use_the_cached_prices(store: Store) -> None:
 
 def test_an_alert_is_recorded_and_delivered_once(store: Store, tmp_path: Path) -> None:
     model = ScriptedChatModel(
-        script={"advisor_insight": [{"worthy": False}], "advisor_briefing": ["- TLT [node:tlt]"]}
+        script={
+            "query": [QUERY],
+            "advisor_insight": [{"worthy": False}],
+            "advisor_briefing": ["- TLT [node:tlt]"],
+        }
     )
     outbox = tmp_path / "outbox.jsonl"
     aide, row = _setup(store, datetime.now(UTC), planning=model, execution=model)
