@@ -32,6 +32,16 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(FastTierCheck(limit), "kgot-fast-tier")
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects: "not slow" must see these marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every PostgreSQL case is slow: the fast tier runs the store on SQLite only, so it needs
+    no PostgreSQL server; the PostgreSQL cases, and the few tests only PostgreSQL can run, are
+    the full suite's (docs/testing.md)."""
+    for item in items:
+        if item.get_closest_marker("postgres") is not None:
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(autouse=True)
 def isolated_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """No test reads the developer's config, keys or database, or writes to their home."""

@@ -1,6 +1,7 @@
-"""The check that keeps the fast tier fast (tests/support/fast_tier.py): with
-KGOT_CHECK_FAST_TIER=SECONDS, an unmarked test slower than that fails and names the fix; marked,
-quick or failing tests keep their outcome; without the variable nothing is timed."""
+"""The fast tier's rules: PostgreSQL cases are slow (tests/conftest.py), and the check that
+keeps the tier fast (tests/support/fast_tier.py): with KGOT_CHECK_FAST_TIER=SECONDS, an unmarked
+test slower than that fails and names the fix; marked, quick or failing tests keep their
+outcome; without the variable nothing is timed."""
 
 from __future__ import annotations
 
@@ -105,3 +106,32 @@ def test_the_limit_is_read_from_the_variable() -> None:
     assert limit_from({"KGOT_CHECK_FAST_TIER": " "}) is None
     assert limit_from({"KGOT_CHECK_FAST_TIER": "2.5"}) == 2.5
     assert FastTierCheck(2.5).limit == 2.5
+
+
+def test_the_fast_tier_leaves_out_every_postgresql_case(pytester: pytest.Pytester) -> None:
+    pytester.makeini(
+        "[pytest]\naddopts = --strict-markers\nmarkers =\n    slow: slow\n    postgres: pg\n"
+    )
+    pytester.makeconftest(
+        "from kgot.tests.conftest import pytest_collection_modifyitems  # noqa: F401\n"
+    )
+    pytester.makepyfile(
+        test_stores="""
+import pytest
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_on_both(kind):
+    pass
+
+@pytest.mark.postgres
+def test_postgres_only():
+    pass
+"""
+    )
+    fast = pytester.runpytest_inprocess("-m", "not slow", "-p", "no:cacheprovider")
+    fast.assert_outcomes(passed=1, deselected=2)
+    slow = pytester.runpytest_inprocess("-m", "slow", "-p", "no:cacheprovider", "-v")
+    slow.assert_outcomes(passed=2, deselected=1)
+    slow.stdout.fnmatch_lines(
+        ["*::test_on_both?postgres? PASSED*", "*::test_postgres_only PASSED*"]
+    )
