@@ -108,6 +108,7 @@ def test_the_limit_is_read_from_the_variable() -> None:
     assert FastTierCheck(2.5).limit == 2.5
 
 
+@pytest.mark.slow
 def test_the_fast_tier_leaves_out_every_postgresql_case(pytester: pytest.Pytester) -> None:
     pytester.makeini(
         "[pytest]\naddopts = --strict-markers\nmarkers =\n    slow: slow\n    postgres: pg\n"
