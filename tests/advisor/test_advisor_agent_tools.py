@@ -67,6 +67,7 @@ def _script(call: dict[str, Any], written: list[str]) -> ScriptedChatModel:
     )
 
 
+@pytest.mark.slow
 def test_a_run_on_the_advisors_entity_reads_cached_prices(
     run: Callable[..., AskResult], store_settings: Settings, tmp_path: Path
 ) -> None:
