@@ -256,6 +256,7 @@ def test_user_update_changes_only_the_options_given(
     assert _rows(store_url, but=("adv", "alice")) == others
 
 
+@pytest.mark.slow
 def test_profile_texts_given_on_several_lines_are_kept_on_one(
     advisors: list[str], store_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -351,6 +352,7 @@ def test_user_remove_removes_everything_of_that_user_only(
     }
 
 
+@pytest.mark.slow
 def test_user_remove_asks_first_and_refuses_without_a_terminal(
     advisors: list[str],
     store_url: str,
