@@ -139,6 +139,7 @@ def test_model_calls_stop_at_the_cycle_budget(store: Store) -> None:
     assert model.calls == []
 
 
+@pytest.mark.slow
 def test_contradicted_signals_about_a_held_asset_raise_one_alert(store: Store) -> None:
     model = ScriptedChatModel(
         script={
