@@ -33,6 +33,7 @@ def _db_url(advisor: list[str]) -> str:
 # ---------------------------------------------------------------------------- yfinance
 
 
+@pytest.mark.slow
 @without_yfinance
 def test_yfinance_without_the_package_is_refused_and_the_file_stays(
     advisor: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -83,6 +84,7 @@ def test_an_advisor_set_to_yfinance_elsewhere_is_refused_before_a_cycle(
 # ---------------------------------------------------------------------------- user outputs
 
 
+@pytest.mark.slow
 def test_a_user_webhook_with_an_unset_secret_variable_is_refused(
     advisor: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -169,6 +171,7 @@ def test_a_column_it_does_not_understand_is_refused_in_one_line(
     assert all(p["avg_cost"] is None for p in positions_of(advisor, capsys)["positions"])
 
 
+@pytest.mark.slow
 def test_a_bare_cost_column_is_refused_as_ambiguous(
     advisor: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
