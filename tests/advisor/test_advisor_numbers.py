@@ -149,6 +149,7 @@ def test_prices_that_would_overflow_are_refused_or_give_no_move(tmp_path: Path) 
     strict_json(json.dumps(quote.to_json()))
 
 
+@pytest.mark.slow
 def test_quotes_json_is_strict(
     advisor: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -164,6 +165,7 @@ def test_quotes_json_is_strict(
     strict_json(capsys.readouterr().out)
 
 
+@pytest.mark.slow
 def test_any_json_the_advisor_prints_is_strict(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
