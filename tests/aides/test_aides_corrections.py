@@ -368,6 +368,7 @@ def test_every_needs_a_unit(store_url: str, capsys: Any) -> None:
         parse_every("1.5")
 
 
+@pytest.mark.slow
 def test_no_aide_named_says_which_database_was_looked_in(
     tmp_path: Path, store: Store, store_url: str, capsys: Any
 ) -> None:
