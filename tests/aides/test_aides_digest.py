@@ -33,6 +33,7 @@ from kgot.tests.aides.aide_scripts import (
 DIGEST_STEPS = ("query", "fix_query", "digest", "fix_digest")
 
 
+@pytest.mark.slow
 def test_a_cycles_digest_retrieves_the_changes_in_the_sandbox_and_cites_existing_facts(
     tmp_path: Path, store: Store, settings: Settings
 ) -> None:
@@ -136,6 +137,7 @@ def test_a_cycle_uses_the_default_budget(tmp_path: Path, store: Store, settings:
     assert report.digest is not None and report.llm_calls == len(scripted.calls)
 
 
+@pytest.mark.slow
 def test_without_a_retrieve_or_when_it_fails_the_digest_rests_on_the_changed_facts(
     store: Store, settings: Settings
 ) -> None:
@@ -167,6 +169,7 @@ def test_nothing_changed_means_no_digest_and_no_model_call(
     assert scripted.calls == []
 
 
+@pytest.mark.slow
 def test_the_retrieve_reads_only_the_aides_own_entity(
     tmp_path: Path, store: Store, settings: Settings
 ) -> None:
