@@ -107,6 +107,7 @@ def test_statements_that_never_cite_the_pack_are_left_out(advisor: Store) -> Non
     assert len(advisor_rows.briefings(advisor, advisor_rows.advisor_aide(advisor, "adv"))) == 1
 
 
+@pytest.mark.slow
 def test_ask_answers_from_the_pack_and_the_question_s_matches(advisor: Store) -> None:
     model = ScriptedChatModel(
         script={

@@ -26,6 +26,7 @@ def _prices(path: Path, days: int, symbol: str = "AAPL", start: str = "2026-11-1
     return path
 
 
+@pytest.mark.slow
 def test_a_history_shorter_than_asked_says_so(
     store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -78,6 +79,7 @@ def advisor(store: Store, tmp_path: Path) -> Store:
     return store
 
 
+@pytest.mark.slow
 def test_a_briefing_dates_every_price_it_quotes(advisor: Store) -> None:
     model = ScriptedChatModel(
         script={

@@ -12,6 +12,7 @@ from kgot.cli.main import main
 from kgot.tests.advisor.conftest import fails, positions_of
 
 
+@pytest.mark.slow
 def test_a_brokerage_export_is_imported(
     advisor: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -57,6 +58,7 @@ def test_bad_rows_are_named_with_their_lines_and_nothing_is_imported(
     assert [p["symbol"] for p in positions_of(advisor, capsys)["positions"]] == ["MSFT"]
 
 
+@pytest.mark.slow
 def test_positions_and_watchlist_from_the_command_line(
     advisor: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -144,6 +146,7 @@ def test_a_missing_or_headerless_file_is_refused(
     assert "line 1 must be a header" in err
 
 
+@pytest.mark.slow
 def test_a_digest_aide_is_not_an_advisor(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -79,6 +79,7 @@ def _write(store: Store, properties: dict[str, object]) -> str:
     return str(refused.value)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("change", "path"),
     [
