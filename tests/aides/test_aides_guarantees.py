@@ -139,6 +139,7 @@ def _digest_cycle(store: Store, aide: Any, at: datetime) -> int:
     return cycle
 
 
+@pytest.mark.slow
 def test_idle_cycles_do_not_push_an_undelivered_digest_out_of_the_window(
     store: Store, settings: Settings
 ) -> None:
@@ -248,6 +249,7 @@ def hook_url() -> Iterator[str]:
         server.server_close()
 
 
+@pytest.mark.slow
 def test_three_workers_delivering_at_once_send_each_digest_once(
     store: Store, store_url: str, settings: Settings, hook_url: str
 ) -> None:
@@ -378,6 +380,7 @@ class _Bomb(http.server.BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.slow
 def test_a_webhook_answering_with_a_compression_bomb_is_read_within_a_bound(
     settings: Settings,
 ) -> None:
@@ -423,6 +426,7 @@ class _Wordy(http.server.BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.slow
 def test_a_webhook_refusing_with_a_long_answer_shows_its_start(settings: Settings) -> None:
     """Only the answer's first 4 KB are read, and they are what the error line quotes."""
     from kgot.aides.outputs import deliver_async

@@ -106,6 +106,7 @@ def test_cron_starts_at_its_next_matching_time_unless_now_is_asked() -> None:
         parse_schedule(every="1h", run_now=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("schedule", "message"),
     [
@@ -186,6 +187,7 @@ def test_the_cron_worker_runs_at_start_up_only_with_now(
 # ---------------------------------------------------------------------------- item 12: secrets
 
 
+@pytest.mark.slow
 def test_a_secret_variable_that_is_not_set_is_refused_when_the_output_is_added(
     tmp_path: Path,
     store_url: str,

@@ -45,6 +45,7 @@ def _seed(store: Store) -> None:
     )
 
 
+@pytest.mark.slow
 def test_a_text_is_written_fixed_and_committed_with_its_source(
     store: Store, settings: Settings
 ) -> None:
@@ -71,6 +72,7 @@ def test_a_text_is_written_fixed_and_committed_with_its_source(
     assert sorted(graph.nodes) == ["france", "lyon", "paris"]
 
 
+@pytest.mark.slow
 def test_the_same_text_again_corroborates_and_a_result_key_is_applied_once(
     store: Store, settings: Settings
 ) -> None:
@@ -106,6 +108,7 @@ def test_the_same_text_again_corroborates_and_a_result_key_is_applied_once(
     assert len(model.calls_for("update_graph")) == 1
 
 
+@pytest.mark.slow
 def test_code_that_never_passes_is_reported_failed_and_nothing_is_written(
     store: Store, settings: Settings
 ) -> None:
@@ -171,6 +174,7 @@ def test_kgot_ingest_reads_a_file_or_stdin(
     assert code == 2 and err.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_a_long_text_is_ingested_in_pieces_each_applied_once(
     store: Store, settings: Settings
 ) -> None:

@@ -65,6 +65,7 @@ def _only_our_headers(raw: bytes) -> Message:
     return message
 
 
+@pytest.mark.slow
 def test_an_aide_named_with_an_encoded_word_sends_its_name_not_a_header(
     tmp_path: Path, store: Store, settings: Settings, mail: tuple[MailHandler, int]
 ) -> None:

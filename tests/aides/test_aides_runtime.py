@@ -18,6 +18,7 @@ from kgot.persistence import Store
 from kgot.tests.aides.aide_scripts import BROKEN, inbox, model
 
 
+@pytest.mark.slow
 def test_a_cycle_ingests_new_files_digests_and_delivers_once(
     tmp_path: Path, store: Store, settings: Settings
 ) -> None:
@@ -168,6 +169,7 @@ def test_one_bad_source_never_stops_the_others(
     assert bad.failures == 2 and "does not exist" in bad.last_error
 
 
+@pytest.mark.slow
 def test_budgets_stop_the_cycle_cleanly_and_say_so(
     tmp_path: Path, store: Store, settings: Settings
 ) -> None:

@@ -256,6 +256,7 @@ def test_a_malformed_feed_is_one_error_line_and_keeps_the_cursor(web: FixtureSer
     assert empty.items == () and empty.error is None
 
 
+@pytest.mark.slow
 def test_http_errors_and_refused_addresses_are_reported_not_raised(web: FixtureServer) -> None:
     url = web.page("/down.xml", "<h1>oops</h1>", status=500)
     result = poll_rss(url, {"seen": []}, settings=make_settings())
@@ -614,6 +615,7 @@ def test_search_results_become_items_once(
     ]
 
 
+@pytest.mark.slow
 def test_search_failures_are_errors(web: FixtureServer) -> None:
     none = poll_search("Acme", {"seen": ["x"]}, settings=make_settings())
     assert none.items == () and none.cursor == {"seen": ["x"]}

@@ -67,6 +67,7 @@ def _capped(settings: Settings, **ingest: Any) -> Settings:
     )
 
 
+@pytest.mark.slow
 def test_a_text_over_the_cap_is_refused_before_any_model_call(
     tmp_path: Path, settings: Settings
 ) -> None:
@@ -97,6 +98,7 @@ def test_a_text_over_the_cap_is_refused_before_any_model_call(
     assert (report.parts, report.parts_done, report.parts_missing) == (3, [1, 2, 3], [])
 
 
+@pytest.mark.slow
 def test_the_cost_cap_stops_between_pieces_and_a_retry_writes_only_the_rest(
     store: Store, settings: Settings
 ) -> None:
@@ -160,6 +162,7 @@ def test_the_settings_cost_cap_applies_and_needs_a_price(
             ingest_text(store, "atlas", LONG, model=priced, settings=settings, max_cost_usd=0)
 
 
+@pytest.mark.slow
 def test_an_aide_item_over_the_cap_fails_alone_with_its_reason(
     tmp_path: Path, store: Store, settings: Settings
 ) -> None:
