@@ -59,6 +59,7 @@ def test_missing_attachment_is_one_line(
     assert "task task-l1-b" in err and "attachment 'notes.txt' not found" in err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -324,6 +325,7 @@ def test_a_second_run_on_the_same_folder_is_refused(
     assert not (out / "results.jsonl").exists() and not (out / "run.json").exists()
 
 
+@pytest.mark.slow
 def test_report_and_dry_run_leave_a_record_being_written_alone(
     gaia_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -36,6 +36,7 @@ def controller_script(call: ScriptedCall) -> object:
     raise AssertionError(f"unexpected step {call.step}")
 
 
+@pytest.mark.slow
 def test_gaia_kgot_mode_runs_each_question_on_its_own(gaia_root: Path, tmp_path: Path) -> None:
     from kgot.persistence import open_store
 
@@ -71,6 +72,7 @@ def test_gaia_kgot_mode_runs_each_question_on_its_own(gaia_root: Path, tmp_path:
     assert Path(attachment) == gaia_root / "2023" / "validation" / "notes.txt"
 
 
+@pytest.mark.slow
 def test_simpleqa_kgot_mode(simpleqa_csv: Path, tmp_path: Path) -> None:
     model = ScriptedChatModel(script=controller_script)
     outcome = run_simpleqa(
@@ -85,6 +87,7 @@ def test_simpleqa_kgot_mode(simpleqa_csv: Path, tmp_path: Path) -> None:
     assert len(model.calls_for("grade")) == 2
 
 
+@pytest.mark.slow
 def test_cli_gaia_kgot_mode_with_a_scripted_model_file(
     gaia_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

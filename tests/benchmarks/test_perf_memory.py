@@ -9,6 +9,7 @@ from kgot.benchmarks import perf_memory
 from kgot.benchmarks.figures import print_figures
 
 
+@pytest.mark.slow
 def test_perf_memory_prints_every_figure_at_a_tiny_size(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
