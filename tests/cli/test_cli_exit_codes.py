@@ -52,6 +52,7 @@ def test_an_invalid_entity_name_exits_2(
     assert "invalid entity name" in err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("location", "message"),
     [

@@ -116,6 +116,7 @@ def test_an_unreachable_endpoint_is_refused_before_heavy_imports(tmp_path: Path)
     assert not (tmp_path / "kgot.db").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [["--help"], ["ask", "--help"]])
 def test_help_imports_nothing_heavy(tmp_path: Path, args: list[str]) -> None:
     code, said, loaded = _kgot(tmp_path, *args)

@@ -65,6 +65,7 @@ def test_runs_show_of_a_killed_run_says_interrupted(
         assert record is not None and record.status == "interrupted"
 
 
+@pytest.mark.slow
 def test_runs_list_of_a_killed_run_says_interrupted(
     killed_run: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

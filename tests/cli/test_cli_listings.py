@@ -33,6 +33,7 @@ def _widths_and_count(out: str) -> tuple[int, int]:
     return max(len(line) for line in lines), len(lines)
 
 
+@pytest.mark.slow
 def test_types_list_is_one_line_per_type_at_80_columns(
     db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

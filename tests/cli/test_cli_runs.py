@@ -60,6 +60,7 @@ def runs(kgot: Kgot, tmp_path: Path) -> Kgot:
     return kgot
 
 
+@pytest.mark.slow
 def test_runs_list_prints_whole_short_ids_at_80_columns(runs: Kgot) -> None:
     code, out, err = runs("runs", "list")
     assert code == 0, err
@@ -82,12 +83,14 @@ def test_runs_show_takes_a_unique_abbreviation(runs: Kgot, given: str) -> None:
     assert reason.startswith("        reason: Error: ") and "'missing.txt'" in reason
 
 
+@pytest.mark.slow
 def test_runs_show_json_keeps_the_full_id(runs: Kgot) -> None:
     code, out, err = runs("runs", "show", "7d00", "--json")
     assert code == 0, err
     assert json.loads(out)["run_id"] == LONER
 
 
+@pytest.mark.slow
 def test_an_ambiguous_abbreviation_asks_for_more(runs: Kgot) -> None:
     code, out, err = runs("runs", "show", "3f1c")
     assert code == 2 and out == ""
@@ -110,6 +113,7 @@ def test_abbreviations_like_git() -> None:
         resolve_run_id("r", ["r1", "r2"])
 
 
+@pytest.mark.slow
 def test_resume_takes_a_unique_abbreviation(runs: Kgot) -> None:
     code, out, err = runs("ask", "--resume", "3f1c0a2b-a")
     assert code == 0, err  # the finished run is reported again, under its whole id

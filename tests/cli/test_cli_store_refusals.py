@@ -55,6 +55,7 @@ def _graph_file(path: Path, value: object) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("case", "message"),
     [
@@ -134,6 +135,7 @@ def test_a_store_without_permission_exits_2(
     )
 
 
+@pytest.mark.slow
 def test_an_explicit_store_in_a_missing_folder_is_refused(
     home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
