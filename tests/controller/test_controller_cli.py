@@ -218,6 +218,7 @@ def test_a_graph_to_start_from_is_held_to_the_import_caps(
     assert not in_process.exists()  # a refused run leaves no store behind
 
 
+@pytest.mark.slow
 def test_unreachable_endpoint_names_the_url(
     in_process: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

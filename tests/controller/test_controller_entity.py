@@ -31,6 +31,7 @@ def _commit(settings: Settings, entity: str, *nodes: Node, changed: bool = False
         session.commit(change, Provenance(run_id="other-writer", step="test"))
 
 
+@pytest.mark.slow
 def test_other_writers_are_caught_up_and_conflicts_retried(
     run: Run, settings: Settings, facts_file: Path
 ) -> None:
@@ -83,6 +84,7 @@ def test_other_writers_are_caught_up_and_conflicts_retried(
     assert [version["properties"]["population"] for version in history][-3:] == [1, 2, 2102650]
 
 
+@pytest.mark.slow
 def test_a_run_on_one_entity_never_sees_another(
     run: Run, settings: Settings, facts_file: Path
 ) -> None:
@@ -129,6 +131,7 @@ result = {{"nodes": sorted(G.nodes), "leaks": leaks, "env": dict(os.environ)}}
     assert {node["id"] for node in result.graph["nodes"]} == {"home"}
 
 
+@pytest.mark.slow
 def test_a_type_violation_goes_back_to_fix_code_and_writes_nothing(
     run: Run, settings: Settings, facts_file: Path
 ) -> None:

@@ -89,6 +89,7 @@ def test_a_runs_trace_is_typed_events_and_every_step_is_bracketed(
     assert tool_calls.rejected == [] and tool_calls.dropped == 0
 
 
+@pytest.mark.slow
 def test_the_totals_are_the_sum_of_the_steps_usage(run: Run, facts_file: Path) -> None:
     scripted = ScriptedChatModel(script=paris_in_one_round(facts_file))
     result = run(scripted)
@@ -117,6 +118,7 @@ def test_a_failing_step_still_reports_what_it_used(run: Run) -> None:
     assert result.trace[-1].type == "run_finished"
 
 
+@pytest.mark.slow
 def test_usage_survives_a_resume_without_double_counting(
     settings: Settings, facts_file: Path
 ) -> None:

@@ -100,6 +100,7 @@ INSERT DATA { node:cupertino a type:Place . node:zeta rel:located_in node:cupert
 ```"""
 
 
+@pytest.mark.slow
 def test_a_text_stated_again_in_sparql_is_counted_and_reported_as_restated(
     settings: Settings,
 ) -> None:

@@ -109,6 +109,7 @@ def test_retrieve_at_the_first_vote_uses_the_existing_graph(run: Run, settings: 
     assert "paris" in scripted.calls_for("decide")[0].prompt
 
 
+@pytest.mark.slow
 def test_tied_vote_goes_to_insert(run: Run, settings: Settings, facts_file: Path) -> None:
     four_votes = settings.model_copy(
         update={"controller": settings.controller.model_copy(update={"votes": 4})}
@@ -153,6 +154,7 @@ def test_broken_code_is_fixed_with_the_error_shown(run: Run, facts_file: Path) -
     assert events(result, "graph_updated")[0]["nodes"] == 2
 
 
+@pytest.mark.slow
 def test_fix_code_exhaustion_is_recorded_and_the_loop_goes_on(
     run: Run, settings: Settings, facts_file: Path
 ) -> None:
@@ -187,6 +189,7 @@ def test_fix_code_exhaustion_is_recorded_and_the_loop_goes_on(
     assert "could not be added to the graph" in later_vote_prompt
 
 
+@pytest.mark.slow
 def test_empty_result_is_regenerated(run: Run, facts_file: Path) -> None:
     scripted = model(
         decide=[votes("IIIII", "RRRRR")],
@@ -205,6 +208,7 @@ def test_empty_result_is_regenerated(run: Run, facts_file: Path) -> None:
     assert [e["empty"] for e in events(result, "query_result")] == [True, False]
 
 
+@pytest.mark.slow
 def test_forced_solution_after_max_iterations(
     run: Run, settings: Settings, facts_file: Path
 ) -> None:
@@ -280,6 +284,7 @@ def _going_on_after_invalid_output(settings: Settings) -> Settings:
     )
 
 
+@pytest.mark.slow
 def test_malformed_votes_are_re_asked_then_count_as_no_vote(
     run: Run, settings: Settings, facts_file: Path
 ) -> None:
@@ -339,6 +344,7 @@ def test_duplicate_successful_tool_call_is_not_run_again(run: Run, facts_file: P
     assert "[done] inspect_file" in scripted.calls_for("define_tool_calls")[1].prompt
 
 
+@pytest.mark.slow
 def test_failed_tool_calls_are_not_cached(
     run: Run, settings: Settings, tmp_path: Path, facts_file: Path
 ) -> None:
@@ -377,6 +383,7 @@ def test_empty_question_is_rejected(run: Run) -> None:
         run(model(), question="   ")
 
 
+@pytest.mark.slow
 def test_the_same_loop_drives_the_rdf_backend(
     run: Run, settings: Settings, facts_file: Path
 ) -> None:
@@ -453,6 +460,7 @@ def test_gaia_format_rules_reach_the_solution_prompt(
     assert "no thousands separators" not in without_rules.calls_for("solve")[0].prompt
 
 
+@pytest.mark.slow
 def test_unparsable_tool_calls_are_shown_to_the_model(run: Run, facts_file: Path) -> None:
     from langchain_core.messages import AIMessage
 
@@ -493,6 +501,7 @@ def test_a_round_of_votes_all_unusable_alike_stops_the_run(run: Run, facts_file:
     assert not events(result, "tool_calls")
 
 
+@pytest.mark.slow
 def test_every_solution_sample_failing_fails_the_run_visibly(
     run: Run, settings: Settings, facts_file: Path
 ) -> None:
@@ -534,6 +543,7 @@ def test_an_oversized_answer_is_a_failed_sample_not_the_answer(
     assert len(str(samples)) < 10_000  # the trace does not carry the oversized text
 
 
+@pytest.mark.slow
 def test_every_sample_over_the_answer_cap_fails_the_run_naming_the_setting(
     run: Run, settings: Settings
 ) -> None:
@@ -609,6 +619,7 @@ def test_worst_case_run_stays_within_the_recursion_limit(
     assert taken < recursion_limit(limited.controller)
 
 
+@pytest.mark.slow
 def test_attachments_keep_the_name_they_were_given(
     run: Run, tmp_path: Path, facts_file: Path
 ) -> None:

@@ -111,6 +111,7 @@ def _paris_on_an_entity(facts_file: Path) -> ScriptedChatModel:
     )
 
 
+@pytest.mark.slow
 def test_per_role_models_and_an_entity_reach_the_run(tmp_path: Path, facts_file: Path) -> None:
     db = tmp_path / "kgot.db"
     with open_store(str(db)) as store:
@@ -166,6 +167,7 @@ def test_unknown_keywords_and_wrong_types_are_a_type_error(call: Callable[[], ob
         call()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
@@ -248,6 +250,7 @@ def test_ask_from_a_thread_whose_loop_is_running_returns_the_answer(tmp_path: Pa
     assert event_threads == {"kgot-ask"}  # the run had a loop of its own
 
 
+@pytest.mark.slow
 def test_resume_takes_arguments_for_the_rest_of_the_run(tmp_path: Path, facts_file: Path) -> None:
     db = tmp_path / "kgot.db"
     refusing = ScriptedChatModel(script={"*": [{"$error": "bad_request"}]})

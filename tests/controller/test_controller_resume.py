@@ -104,6 +104,7 @@ def test_interrupted_run_resumes_from_its_last_checkpoint(
     assert record.answer == "2102650"
 
 
+@pytest.mark.slow
 def test_resuming_a_finished_run_reports_it_without_model_calls(
     settings: Settings, facts_file: Path
 ) -> None:
@@ -159,6 +160,7 @@ def test_a_bug_inside_the_loop_never_leaves_the_run_recorded_as_running(
     assert record.totals["error"] == "internal error: RuntimeError"
 
 
+@pytest.mark.slow
 def test_a_run_id_cannot_be_reused(settings: Settings, facts_file: Path) -> None:
     model = ScriptedChatModel(
         script={

@@ -162,6 +162,7 @@ def test_long_texts_are_cut_in_the_stored_copy_only() -> None:
     assert isinstance(again, Code) and again.attempt == 1
 
 
+@pytest.mark.slow
 def test_a_store_that_cannot_take_the_events_does_not_end_the_run(
     run: Callable[..., AskResult],
     settings: Settings,
@@ -235,6 +236,7 @@ def test_events_are_written_in_batches_and_kept_when_a_write_fails(
     ]
 
 
+@pytest.mark.slow
 def test_a_write_waiting_for_a_locked_database_never_holds_the_caller(tmp_path: Path) -> None:
     """``add`` runs on the run's event loop: while another process holds SQLite's write lock,
     the write waits on its own thread and the caller goes on at once."""

@@ -273,6 +273,7 @@ def test_the_python_api_stops_on_sigterm_when_asked(settings: Settings) -> None:
     assert record is not None and record.status == "interrupted"
 
 
+@pytest.mark.slow
 def test_two_threads_resuming_one_run_are_refused_but_one(settings: Settings) -> None:
     import threading
 

@@ -9,6 +9,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from kgot.config import Settings, load_settings
 from kgot.controller import ask_async
 from kgot.tests.controller.scripts import ADD_PARIS, QUERY_PARIS
@@ -51,6 +53,7 @@ def _structured(request: RecordedRequest, data: dict[str, Any]) -> Reply:
     return Reply.json(data)
 
 
+@pytest.mark.slow
 def test_full_loop_over_http_falls_back_from_json_schema(tmp_path: Path, facts_file: Path) -> None:
     server = OpenAIServer(responder=_LlamaLike(facts_file), reject_json_schema=True)
     with server:
