@@ -47,6 +47,7 @@ def test_stats_prints_counts_per_label_and_relationship(graph_file, capsys):
     }
 
 
+@pytest.mark.slow
 def test_query_with_python(graph_file, capsys):
     code, out, _ = run(
         ["graph", "query", str(graph_file), "result = sorted(G.successors('ada'))"], capsys
@@ -63,6 +64,7 @@ def test_query_with_sparql_from_a_file(graph_file, tmp_path, capsys):
     assert json.loads(out) == [{"t": "Note G"}]
 
 
+@pytest.mark.slow
 def test_query_from_standard_input(graph_file, capsys, monkeypatch):
     monkeypatch.setattr("sys.stdin", io.StringIO("result = G.number_of_nodes()"))
     code, out, _ = run(["graph", "query", str(graph_file), "-"], capsys)
@@ -75,6 +77,7 @@ def test_backend_comes_from_the_environment(graph_file, capsys, monkeypatch):
     assert code == 0 and json.loads(out) is True
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "case",
     [
@@ -124,6 +127,7 @@ def test_a_failed_convert_leaves_no_output(tmp_path, capsys):
     assert not target.exists()
 
 
+@pytest.mark.slow
 def test_a_cut_result_warns_on_stderr_and_max_items_raises_the_cap(graph_file, capsys):
     code, out, err = run(
         ["graph", "query", str(graph_file), "result = list(range(200_000))"], capsys
@@ -148,6 +152,7 @@ def test_a_cut_result_warns_on_stderr_and_max_items_raises_the_cap(graph_file, c
     assert len(json.loads(out)) == 200_000
 
 
+@pytest.mark.slow
 def test_cut_objects_and_sparql_rows_are_flagged_too(graph_file, capsys):
     code, out, err = run(
         ["graph", "query", "--max-items", "3", str(graph_file), "result = {n: 1 for n in G}"],

@@ -35,6 +35,7 @@ def test_backend_reports_its_name_and_language(make_backend, backend_name):
     assert language.read_example and language.write_example
 
 
+@pytest.mark.slow
 def test_insert_then_read(make_backend, dialect):
     backend = make_backend()
     changeset = backend.propose(
@@ -72,6 +73,7 @@ def test_failing_query_is_reported_for_a_fix(make_backend, dialect):
         assert "line 1" in message and "syntax error" in message
 
 
+@pytest.mark.slow
 def test_empty_result_is_flagged(make_backend, dialect):
     backend = make_backend(people_graph())
     result = backend.query(dialect.nothing())
@@ -189,6 +191,7 @@ def test_graphs_move_between_backends_without_loss(sandbox, tmp_path: Path, suff
     assert second.stats() == first.stats()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("budget", [200, 600, 2_000, 8_000])
 def test_render_stays_within_the_budget_and_counts_what_is_left_out(make_backend, budget):
     backend = make_backend(chain_graph(3_000))

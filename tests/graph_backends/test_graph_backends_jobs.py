@@ -117,6 +117,7 @@ def _assert_one_inert_restatement(backend, changes, graph):
     assert nx.utils.graphs_equal(backend.to_networkx(), graph)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "code",
     [
@@ -159,6 +160,7 @@ def ntriples(graph: nx.MultiDiGraph) -> bytes:
 WROTE = "<urn:kgot:edge:ada.WROTE.note_g>"  # the description of the edge with a property
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "update",
     [
@@ -290,11 +292,13 @@ def networkx_backend(sandbox):
     return open_backend("networkx", sandbox, people_graph(), timeout_s=10)
 
 
+@pytest.mark.slow
 def test_code_that_kills_its_process_is_reported(networkx_backend):
     with pytest.raises(CodeExecutionError, match="ended the job early"):
         networkx_backend.propose("import os\nos._exit(0)")
 
 
+@pytest.mark.slow
 def test_code_that_forges_the_result_is_not_trusted(networkx_backend):
     forged = (
         "import json, os\n"
@@ -311,6 +315,7 @@ def test_code_that_forges_the_result_is_not_trusted(networkx_backend):
     assert networkx_backend.stats().nodes == 4
 
 
+@pytest.mark.slow
 def test_a_query_exception_names_the_library_function(networkx_backend):
     with pytest.raises(QueryError) as caught:
         networkx_backend.query("result = nx.shortest_path(G, 'ada', 'nobody')")
@@ -348,6 +353,7 @@ def test_later_records_replace_and_remove_earlier_ones():
     assert list(nodes) == ["a", "b"] and edges == {}
 
 
+@pytest.mark.slow
 def test_jobs_see_the_graph_after_many_changes(sandbox):
     """The job input is the first encoding plus appended change records; after removals,
     re-additions and a re-encoding, jobs still see exactly the host's graph."""
@@ -393,6 +399,7 @@ def test_the_value_rules_accept_exactly_what_checkpoints_serialize():
     assert nested.startswith("node 'a': property `n` at $.n[1].x is an integer of 20 digits")
 
 
+@pytest.mark.slow
 def test_many_elements_breaking_one_rule_are_one_line(networkx_backend):
     # One line per node: 80 nodes without a label were 80 lines for the model to read.
     code = "for i in range(80):\n    G.add_node(f'n{i}', name='x')\n"

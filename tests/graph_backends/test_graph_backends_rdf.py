@@ -224,6 +224,7 @@ def test_every_forbidden_construct_is_parsed_whatever_surrounds_its_keyword():
         assert may_leave_graph(query)
 
 
+@pytest.mark.slow
 def test_only_texts_that_may_leave_the_graph_import_rdflib():
     probe = (
         "import sys\n"
@@ -305,6 +306,7 @@ def test_syntax_errors_name_the_position_oxigraph_finds(sandbox):
     assert "\n" not in summary
 
 
+@pytest.mark.slow
 def test_deeply_nested_texts_are_checked_in_the_sandbox(sandbox):
     """The guard's parser recurses per bracket; the job gives it a deep stack."""
     backend = open_backend("rdf", sandbox, people_graph())

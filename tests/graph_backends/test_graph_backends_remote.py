@@ -124,11 +124,13 @@ def open_remote(sandbox, endpoint: Endpoint, graph=None, **options):
     )
 
 
+@pytest.mark.slow
 def test_a_given_graph_is_written_to_the_endpoint(sandbox, endpoint):
     open_remote(sandbox, endpoint, people_graph())
     assert endpoint.graph() == snapshot(people_graph())
 
 
+@pytest.mark.slow
 def test_an_existing_remote_graph_is_the_starting_point(sandbox, endpoint):
     graph = people_graph()
     endpoint.store.load(
@@ -153,6 +155,7 @@ def test_queries_run_at_the_endpoint(sandbox, endpoint):
         backend.query("SELECT * WHERE { SERVICE <http://x> { ?s ?p ?o } }")
 
 
+@pytest.mark.slow
 def test_the_endpoint_gets_the_text_the_guard_checked(sandbox, endpoint):
     """Escapes are decoded once, by the guard; the endpoint never sees them (an endpoint that
     decodes them itself, as Jena does, would run something else than was checked)."""
@@ -162,6 +165,7 @@ def test_the_endpoint_gets_the_text_the_guard_checked(sandbox, endpoint):
     assert endpoint.queries[-1].endswith("SELECT ?n WHERE { ?n a type:Person } ORDER BY ?n")
 
 
+@pytest.mark.slow
 def test_only_standard_sparql_is_sent_to_an_endpoint(sandbox, endpoint):
     """An endpoint may have extensions that reach out without any keyword the guard looks for
     (Virtuoso's `DEFINE input:grab-all` dereferences IRIs): text for an endpoint is always
@@ -177,6 +181,7 @@ def test_only_standard_sparql_is_sent_to_an_endpoint(sandbox, endpoint):
     assert len(endpoint.queries) == sent
 
 
+@pytest.mark.slow
 def test_applied_changes_reach_the_endpoint(sandbox, endpoint):
     backend = open_remote(sandbox, endpoint, people_graph())
     for update in (
@@ -204,6 +209,7 @@ def test_a_named_graph_keeps_kgot_apart(sandbox, endpoint):
     assert len(list(endpoint.store.quads_for_pattern(None, None, None, ox.DefaultGraph()))) == 1
 
 
+@pytest.mark.slow
 def test_a_refused_update_changes_nothing(sandbox, endpoint):
     backend = open_remote(sandbox, endpoint, people_graph())
     endpoint.refuse_updates = True
@@ -274,6 +280,7 @@ def test_the_endpoint_is_never_made_to_fetch_a_url(sandbox, endpoint):
         canary.close()
 
 
+@pytest.mark.slow
 def test_construct_returns_the_same_triples_as_locally(sandbox, endpoint):
     query = "CONSTRUCT WHERE { node:ada rel:KNEW ?x }"
     remote = open_remote(sandbox, endpoint, people_graph()).query(query)
@@ -282,6 +289,7 @@ def test_construct_returns_the_same_triples_as_locally(sandbox, endpoint):
     assert not remote.truncated
 
 
+@pytest.mark.slow
 def test_remote_rows_are_cut_at_the_cap(sandbox, endpoint):
     backend = open_remote(sandbox, endpoint, people_graph())
     result = backend.query("SELECT ?s ?p ?o WHERE { ?s ?p ?o }", max_items=3)

@@ -106,6 +106,7 @@ def test_the_held_graph_follows_every_applied_change(pool, name):
     assert backend.resident.deltas >= len(_writes(name))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["networkx", "rdf"])
 def test_changes_applied_from_elsewhere_and_a_replaced_graph_reach_the_worker(pool, name):
     backend = _backend(pool, name, chain_graph(40))
@@ -127,6 +128,7 @@ def test_changes_applied_from_elsewhere_and_a_replaced_graph_reach_the_worker(po
     assert resident.loads == 2  # a replaced graph travels whole
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["networkx", "rdf"])
 def test_rejected_and_unapplied_changes_never_reach_the_worker(pool, name):
     backend = _backend(pool, name)
@@ -142,6 +144,7 @@ def test_rejected_and_unapplied_changes_never_reach_the_worker(pool, name):
     assert _held_graph(backend) == before == _host_graph(backend)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["networkx", "rdf"])
 def test_a_job_that_writes_to_its_graph_and_fails_leaves_the_held_graph_alone(pool, name):
     backend = _backend(pool, name)
@@ -157,6 +160,7 @@ def test_a_job_that_writes_to_its_graph_and_fails_leaves_the_held_graph_alone(po
     assert _held_graph(backend) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["networkx", "rdf"])
 def test_a_killed_job_and_a_lost_worker_cost_a_reload_not_a_wrong_graph(pool, name):
     backend = _backend(pool, name)

@@ -25,6 +25,7 @@ def test_a_result_without_a_json_form_is_named(networkx_backend):
     assert "overwrote" not in message
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["query", "propose"])
 def test_a_result_larger_than_a_job_may_write_is_named(networkx_backend, method):
     """The sandbox's file size limit (64 MB by default) stops the result file."""

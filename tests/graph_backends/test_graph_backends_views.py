@@ -79,6 +79,7 @@ def test_focus_texts_pull_in_what_a_tool_result_mentions(hub_backend):
     assert '"ada" Person name="Ada Lovelace"' in view.text  # the question still counts
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("budget", [1, 5, 20, 60, 200, 1_000, 5_000, 50_000])
 def test_never_above_the_budget(hub_backend, budget):
     view = hub_backend.render(ViewRequest("Ada Lovelace Metropolis Citizen 5", budget))
@@ -176,6 +177,7 @@ def test_repeated_requests_reuse_the_view_until_the_graph_changes(hub_backend):
     assert hub_backend.render(request) is not first
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend_name", ["networkx", "rdf"])
 def test_planted_facts_are_found_in_a_thousand_node_world(sandbox, backend_name):
     """The benchmark's world at 1k nodes, its questions asked with the full name, part of it,
@@ -220,6 +222,7 @@ def test_large_graphs_are_indexed_in_the_background_while_changes_arrive(sandbox
     assert set(backend._view._terms) == set(backend.to_networkx())  # each node, once
 
 
+@pytest.mark.slow
 def test_loading_another_graph_abandons_a_running_index_build(sandbox):
     backend = NetworkXBackend(sandbox, hub_world(people=6_000))
     backend.load(hub_world(people=10))
