@@ -121,6 +121,7 @@ def examples(tmp_path: Path) -> Path:
     return copy
 
 
+@pytest.mark.slow
 def test_kgot_ask_with_a_script_that_lacks_a_step_is_one_line_and_exit_2(
     examples: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -140,6 +141,7 @@ def test_kgot_ask_with_a_script_that_lacks_a_step_is_one_line_and_exit_2(
     assert code == 0 and "status       failed" in out and "fix_code" in out
 
 
+@pytest.mark.slow
 def test_ingest_and_verify_with_a_script_that_lacks_their_step_write_nothing(
     examples: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

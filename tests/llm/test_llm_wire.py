@@ -135,6 +135,7 @@ async def test_500_then_success_is_retried(planning, openai_server: OpenAIServer
     assert records[0].error == "HTTP 500: overloaded"
 
 
+@pytest.mark.slow
 async def test_429_retry_after_is_honoured(planning, openai_server: OpenAIServer) -> None:
     openai_server.enqueue(Reply.error(429, "slow down", retry_after=0.3), Reply.text("ok"))
     llm = planning()  # backoff base is 1 ms: only Retry-After explains a longer wait
@@ -152,6 +153,7 @@ async def test_dropped_connection_is_retried(planning, openai_server: OpenAIServ
     assert "cannot connect" in (llm.ledger.calls[0].error or "")
 
 
+@pytest.mark.slow
 async def test_hanging_server_hits_the_timeout_fast(planning, openai_server: OpenAIServer) -> None:
     openai_server.enqueue(Reply.hanging())
     llm = planning(llm__timeout=0.5, llm__max_retries=0)
@@ -166,6 +168,7 @@ async def test_hanging_server_hits_the_timeout_fast(planning, openai_server: Ope
     assert "KGOT_LLM_TIMEOUT" in message
 
 
+@pytest.mark.slow
 async def test_a_timeout_is_retried(planning, openai_server: OpenAIServer) -> None:
     openai_server.enqueue(Reply.hanging(), Reply.text("second try"))
     llm = planning(llm__timeout=0.5, llm__max_retries=1)
@@ -186,6 +189,7 @@ async def test_unreachable_endpoint_fails_at_once_naming_the_url(make_settings) 
     assert llm.ledger.calls == []  # the probe refused it: no chat request was sent, or retried
 
 
+@pytest.mark.slow
 async def test_refused_api_key_fails_at_once_with_a_hint(make_settings) -> None:
     with OpenAIServer(api_key="sk-right") as server:
         wrong = make_settings(llm__model="openai:m", llm__base_url=server.url, llm__api_key="x")
@@ -292,6 +296,7 @@ async def test_missing_usage_is_estimated(planning, openai_server: OpenAIServer)
     assert record.estimated and record.output_tokens > 0
 
 
+@pytest.mark.slow
 async def test_five_votes_overlap_on_the_wire(planning, openai_server: OpenAIServer) -> None:
     openai_server.default = Reply.json(GOOD).delayed(0.4)
     llm = planning(llm__structured_output="json_schema")
@@ -472,6 +477,7 @@ async def test_a_slow_endpoint_gets_one_waiting_notice(
     assert 0.2 <= notice.elapsed_s < 0.8  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 async def test_no_waiting_notice_for_answers_within_the_threshold(
     planning, openai_server: OpenAIServer, caplog: pytest.LogCaptureFixture
 ) -> None:
