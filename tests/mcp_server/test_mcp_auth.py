@@ -52,6 +52,7 @@ def _refusal(response: httpx.Response) -> tuple[int, str, str | None]:
     return response.status_code, response.text, response.headers.get("www-authenticate")
 
 
+@pytest.mark.slow
 def test_a_revoked_token_is_refused_from_its_next_request(deployment: Deployment) -> None:
     token, _ = add_token(deployment.tokens, "short-lived", ["a"], ["read"])
     assert _post(deployment.url, token).status_code == 200

@@ -319,6 +319,7 @@ def test_a_cancelled_remember_over_stdio_stalls_neither_ping_nor_search(setup: _
     _assert_nothing_written(setup.store_url)
 
 
+@pytest.mark.slow
 def test_work_seen_through_ends_even_when_cancelled_again_and_again() -> None:
     """What a cancelled run does on its way out (close its sandbox, record itself) runs on a
     thread through ``finish_in_thread``. Under an anyio cancel scope, as in the SDK's handlers,

@@ -75,6 +75,7 @@ def test_bad_scope_and_label_are_refused(
     assert not tokens.exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("content", "expected"),
     [
@@ -94,6 +95,7 @@ def test_serve_refuses_a_malformed_or_empty_tokens_file(
     assert code == 2 and expected in line and str(tokens) in line
 
 
+@pytest.mark.slow
 def test_malformed_entries_are_grouped_in_one_line(
     db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -104,6 +106,7 @@ def test_malformed_entries_are_grouped_in_one_line(
     assert "sha256" in line and "entities" in line and "unknown scope fly" in line
 
 
+@pytest.mark.slow
 def test_serve_refuses_a_port_in_use(
     db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -163,6 +166,7 @@ def test_serve_refuses_a_tokens_file_other_users_may_read_or_change(
     assert code == 2 and f"has mode {mode:04o}" in line and f"chmod 600 {tokens}" in line
 
 
+@pytest.mark.slow
 def test_allow_query_refuses_a_sandbox_that_does_not_isolate(
     db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

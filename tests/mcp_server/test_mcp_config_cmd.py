@@ -82,6 +82,7 @@ def test_claude_desktop_config_starts_a_working_server(
     assert hits and hits[0]["id"] == "apple"
 
 
+@pytest.mark.slow
 def test_vscode_and_cursor_stdio_shapes(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = workdir / "settings.toml"
     config.write_text("")
@@ -100,6 +101,7 @@ def test_vscode_and_cursor_stdio_shapes(workdir: Path, capsys: pytest.CaptureFix
     assert cursor["mcpServers"]["memory"]["args"][-4:-2] == ["--label", "ide.1"]
 
 
+@pytest.mark.slow
 def test_http_configs_hold_placeholders_not_tokens(capsys: pytest.CaptureFixture[str]) -> None:
     vscode = _config(capsys, "vscode", "--http", "127.0.0.1:8765")
     assert vscode == {

@@ -267,6 +267,7 @@ def test_typescript_sdk_over_http_with_a_bearer_token(
     assert all("entity" in tool["properties"] for tool in found["tools"].values())
 
 
+@pytest.mark.slow
 def test_typescript_sdk_without_a_token_is_refused(
     sdk_modules: Path, deployment: Deployment, tmp_path: Path
 ) -> None:

@@ -104,6 +104,7 @@ def test_get_node_follows_aliases_and_hides_expired_facts(store: Store) -> None:
             graph_reads.get_node(session, missing)
 
 
+@pytest.mark.slow
 def test_traverse_equals_a_breadth_first_walk_of_the_whole_graph(store: Store) -> None:
     session = _seeded(store, "g")
     whole = nx.Graph(session.load_graph(include_meta=True, track=False))
@@ -125,6 +126,7 @@ def test_traverse_equals_a_breadth_first_walk_of_the_whole_graph(store: Store) -
     assert len(small.nodes) == 2 and small.truncated
 
 
+@pytest.mark.slow
 def test_reads_never_load_the_whole_graph_and_see_a_write_at_once(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -149,6 +151,7 @@ def test_reads_never_load_the_whole_graph_and_see_a_write_at_once(
     assert "f" in {n.id for n in graph_reads.traverse(session, "b").nodes}
 
 
+@pytest.mark.slow
 def test_an_entity_with_the_same_ids_stays_out(store: Store) -> None:
     mine = _seeded(store, "a")
     _seeded(store, "b", stranger=True)

@@ -126,6 +126,7 @@ def test_the_owner_of_b_sees_b(deployment: Deployment) -> None:
     assert hits and hits[0]["id"] == "quokka"
 
 
+@pytest.mark.slow
 def test_resources_across_the_boundary_name_no_entity(deployment: Deployment) -> None:
     found = _answers(deployment, "b")
     for template in RESOURCES:

@@ -23,6 +23,7 @@ def db(tmp_path: Path) -> str:
     return url
 
 
+@pytest.mark.slow
 def test_a_token_for_an_entity_that_does_not_exist_is_refused(
     db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -63,6 +64,7 @@ def test_the_store_checked_is_the_configured_one_without_db(
     assert [r.label for r in read_token_file(tokens).records] == ["claude"]
 
 
+@pytest.mark.slow
 def test_a_bad_label_or_scope_is_refused_before_the_store_is_read(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
