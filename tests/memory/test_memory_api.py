@@ -170,6 +170,7 @@ def test_unknown_and_foreign_suggestion_ids_are_refused(store: Store) -> None:
     assert [s.status for s in open_memory(store, "other").suggestions("open")] == ["open"]
 
 
+@pytest.mark.slow
 def test_commands_on_one_entity_leave_another_alone(store: Store) -> None:
     _seed(store, "fund")
     _seed(store, "twin")
@@ -385,6 +386,7 @@ def test_a_less_trusted_functional_edge_is_queued_and_accept_swaps_it(store: Sto
     assert old["closed_reason"] == "contradicted"
 
 
+@pytest.mark.slow
 def test_writes_to_a_merged_away_id_reach_the_canonical_node(store: Store) -> None:
     _seed(store)
     memory = open_memory(store, "fund")

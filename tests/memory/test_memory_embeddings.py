@@ -201,6 +201,7 @@ def test_embeddings_off_write_no_rows_and_call_nothing(store: Store) -> None:
     assert _rows(store) == []
 
 
+@pytest.mark.slow
 def test_a_failing_endpoint_does_not_fail_the_commit_and_is_retried(
     store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -566,6 +567,7 @@ def test_an_entity_run_embeds_what_its_commits_write(
         assert [r[1] for r in _rows(store, "atlas")] == ["france", "lyon"]
 
 
+@pytest.mark.slow
 def test_cli_embed_resolve_and_search_use_the_configured_embeddings(
     store_url: str,
     tmp_path: Path,

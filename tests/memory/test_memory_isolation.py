@@ -253,6 +253,7 @@ def test_python_api_calls_on_one_entity_leave_the_other_untouched(
     assert [part for part in before if after[part] != before[part]] == []
 
 
+@pytest.mark.slow
 def test_used_and_feedback_count_only_the_callers_entity(
     store_url: str, two_entities: dict[str, Any]
 ) -> None:

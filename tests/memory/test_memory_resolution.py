@@ -290,6 +290,7 @@ def test_scale_at_ten_thousand_nodes():
     assert result.merges and result.suggestions
 
 
+@pytest.mark.slow
 def test_scale_when_many_nodes_share_few_spellings():
     rng = random.Random(2)
     first = ["John", "J.", "James", "Jane", "Mary", "M.", "Robert", "R.", "Linda", "Thomas", "T."]

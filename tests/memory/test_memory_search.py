@@ -124,6 +124,7 @@ def test_relevance_comes_first_and_irrelevant_facts_are_not_hits(store: Store) -
     )
 
 
+@pytest.mark.slow
 def test_among_equally_relevant_facts_confidence_and_rank_weight_decide(store: Store) -> None:
     _seed(store)
     memory = open_memory(store, "fund")

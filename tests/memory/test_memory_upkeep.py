@@ -236,6 +236,7 @@ def _seed_everything(session: EntitySession) -> None:
         )
 
 
+@pytest.mark.slow
 def test_a_dry_run_reports_the_same_counts_and_writes_nothing(store: Store) -> None:
     session = _session(store)
     _seed_everything(session)
@@ -266,6 +267,7 @@ def test_a_dry_run_reports_the_same_counts_and_writes_nothing(store: Store) -> N
     assert store.session("fund").node_history("apple_old")[-1]["closed_reason"] == "merged"
 
 
+@pytest.mark.slow
 def test_upkeep_of_one_entity_leaves_another_alone(store: Store) -> None:
     for entity in ("fund", "other"):
         _seed_everything(_session(store, entity))

@@ -127,6 +127,7 @@ def test_a_functional_property_contradicts_and_the_old_value_is_reported(store: 
     assert any(f"held 'Steve Jobs' until {closed['superseded_at']}" in n for n in verdict.notes)
 
 
+@pytest.mark.slow
 def test_a_functional_edge_contradicts_and_a_replaced_target_is_superseded(
     store: Store,
 ) -> None:
@@ -384,6 +385,7 @@ def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]
     return code, out, err
 
 
+@pytest.mark.slow
 def test_cli_structured_and_free_text_json(
     store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

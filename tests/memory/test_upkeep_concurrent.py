@@ -257,6 +257,7 @@ def test_an_edge_re_stated_during_the_pass_does_not_expire(
     assert report.expired == 1 + EDGES  # the quote and its edges
 
 
+@pytest.mark.slow
 def test_a_lapsed_fact_written_again_during_the_pass_stays(
     seeded: tuple[Store, datetime], store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
