@@ -179,6 +179,7 @@ def test_removing_a_node_closes_its_edges_and_keeps_them_in_history(store: Store
     assert session.load_graph(as_of=1).has_edge("babbage", "engine", "created")
 
 
+@pytest.mark.slow
 def test_reserved_metadata_maps_to_columns(store: Store) -> None:
     store.create_entity("alice")
     session = store.session("alice")

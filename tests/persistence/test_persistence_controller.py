@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from kgot.config import load_settings
 from kgot.controller import ask_async
 from kgot.graph_model import Changeset, Node
@@ -41,6 +43,7 @@ def decide(call) -> dict[str, str]:
     return {"decision": decision, "reason": "need the bulletin" if decision == "INSERT" else "ok"}
 
 
+@pytest.mark.slow
 def test_an_entity_run_sees_only_its_graph_and_commits_with_provenance(tmp_path: Path) -> None:
     facts = tmp_path / "bulletin.txt"
     facts.write_text(FACTS, encoding="utf-8")

@@ -97,6 +97,7 @@ def test_graph_queries_only_see_the_loaded_entity(store: Store, sandbox: Sandbox
     assert "bob" not in text
 
 
+@pytest.mark.slow
 def test_sandboxed_code_cannot_reach_the_store(
     store: Store, store_url: str, sandbox: Sandbox
 ) -> None:

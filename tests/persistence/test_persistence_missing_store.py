@@ -80,6 +80,7 @@ def test_type_commands_on_a_missing_store(kgot, args: tuple[str, ...]) -> None:
     assert not kgot.missing.parent.exists()
 
 
+@pytest.mark.slow
 def test_creating_commands_still_create_the_store(kgot) -> None:
     kgot.missing.parent.mkdir()  # a folder named by KGOT_DB / --db must exist already
     assert kgot("entities", "create", "acme")[0] == 0

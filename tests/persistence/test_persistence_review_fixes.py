@@ -138,6 +138,7 @@ def test_checkpoints_are_owner_only(tmp_path: Path) -> None:
         assert connection.exec_driver_sql("PRAGMA secure_delete").scalar() == 1
 
 
+@pytest.mark.slow
 def test_a_delete_whose_checkpoints_cannot_be_purged_deletes_nothing(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -132,6 +132,7 @@ def test_names_must_be_new_in_the_visible_scope(store: Store) -> None:
     assert "the name is not new" in rejected(store, {**COMPANY, "name": "Person"})
 
 
+@pytest.mark.slow
 def test_entity_types_are_private_and_shadow_global_ones(store: Store) -> None:
     store.create_entity("alice")
     store.create_entity("bob")

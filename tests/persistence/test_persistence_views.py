@@ -65,6 +65,7 @@ def test_a_second_graph_commits_against_its_own_version(store: Store) -> None:
     assert store.session("e").load_graph().nodes["c"]["value"] == 3
 
 
+@pytest.mark.slow
 def test_an_edge_to_a_node_another_writer_removed_is_a_conflict(store: Store) -> None:
     store.create_entity("e")
     store.session("e").commit(
@@ -117,6 +118,7 @@ def test_an_import_racing_another_writer_starts_over_once(
     assert {n.id for n in session.refresh().added_nodes} == {"n"}
 
 
+@pytest.mark.slow
 def test_many_missing_edge_ends_are_reported_in_a_capped_list(store: Store) -> None:
     from kgot.persistence.validation import MAX_PROBLEMS
 
