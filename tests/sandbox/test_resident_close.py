@@ -101,6 +101,7 @@ def test_a_state_update_queued_behind_the_job_is_refused_at_the_close(
     assert isinstance(update_outcome["error"], SandboxUnavailableError)
 
 
+@pytest.mark.slow
 def test_closing_while_a_job_waits_for_the_worker_to_start_refuses_it_at_once(
     pool: PooledSandbox,
 ) -> None:

@@ -35,6 +35,7 @@ def small_graph() -> bytes:
     ).encode()
 
 
+@pytest.mark.slow
 def test_graph_update_round_trip(sandbox: Sandbox) -> None:
     result = sandbox.run(Job(GRAPH_UPDATE, files={"graph.json": small_graph()}))
     assert result.ok, result
@@ -61,6 +62,7 @@ os.symlink("/etc/passwd", "out/link")  # links never come back
     assert result.outputs == {"deep/er/r.txt": b"nested"}
 
 
+@pytest.mark.slow
 def test_mounts_are_read_only_under_mnt_inputs(sandbox: Sandbox, tmp_path: Path) -> None:
     attachment = tmp_path / "report.csv"
     attachment.write_text("a,b\n1,2\n")
@@ -122,6 +124,7 @@ def test_random_state_differs_between_jobs(sandbox: Sandbox) -> None:
     assert len(values) == 3
 
 
+@pytest.mark.slow
 def test_concurrent_runs_from_many_threads(sandbox: Sandbox) -> None:
     results: dict[int, str] = {}
 
@@ -155,6 +158,7 @@ def test_workers_are_recycled(sandbox_factory: object) -> None:
     assert len(set(spaces)) == 3
 
 
+@pytest.mark.slow
 def test_warm_up_in_the_background_serves_later_jobs(sandbox_factory: object) -> None:
     box = sandbox_factory("bwrap", pool_size=2)  # type: ignore[operator]
     box.warm_up(wait=False)  # type: ignore[attr-defined]
@@ -164,6 +168,7 @@ def test_warm_up_in_the_background_serves_later_jobs(sandbox_factory: object) ->
     assert all(r.ok and r.stdout == "warm\n" for r in results), results
 
 
+@pytest.mark.slow
 def test_a_closed_pool_warms_up_again_on_the_next_job(sandbox_factory: object) -> None:
     box = sandbox_factory("bwrap", pool_size=2)  # type: ignore[operator]
     assert box.run(Job("print(1)")).ok

@@ -15,6 +15,7 @@ from kgot.sandbox.base import ExecResult, run_async
 from kgot.tests.sandbox.test_sandbox_contract import GRAPH_UPDATE, IDENTITY, small_graph
 
 
+@pytest.mark.slow
 def test_a_graph_update_awaited_on_the_loop_matches_run(sandbox: Sandbox) -> None:
     job = Job(GRAPH_UPDATE, files={"graph.json": small_graph()})
     awaited = asyncio.run(run_async(sandbox, job))

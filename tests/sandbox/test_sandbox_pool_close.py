@@ -38,6 +38,7 @@ print("done")
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["bwrap", "fallback"])
 def test_closing_a_warming_pool_is_silent(kind: str) -> None:
     make_sandbox(kind).close()  # skips with the reason where this kind cannot run

@@ -163,6 +163,7 @@ def test_a_python_installation_that_is_the_whole_of_tmp_is_refused_with_the_fix(
         open_sandbox(SandboxSettings(kind="auto"))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.getuid() != 0, reason="only root runs jobs as another uid than its own")
 def test_an_environment_only_its_owner_may_read_is_refused_with_the_fix(
     tmp_dirs: list[Path],

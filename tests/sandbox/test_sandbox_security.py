@@ -56,6 +56,7 @@ def assert_still_healthy(sandbox: Sandbox) -> None:
 # ----------------------------------------------------------------------------- file system
 
 
+@pytest.mark.slow
 def test_host_secrets_and_checkout_are_unreadable(sandbox: Sandbox, tmp_path: Path) -> None:
     secret = tmp_path / "secret.txt"
     secret.write_text("host-secret-7f3a")
@@ -188,6 +189,7 @@ def fallback_without_work() -> Iterator[tuple[Sandbox, str]]:
     assert not os.path.lexists(work), "the work directory was created on the host"
 
 
+@pytest.mark.slow
 def test_fallback_without_a_host_work_dir_returns_outputs(
     fallback_without_work: tuple[Sandbox, str], tmp_path: Path
 ) -> None:
@@ -208,6 +210,7 @@ open("out/sub/r.txt", "w").write("result")
     assert not os.path.lexists(work)
 
 
+@pytest.mark.slow
 def test_fallback_without_a_host_work_dir_leaves_nothing_behind(
     fallback_without_work: tuple[Sandbox, str],
 ) -> None:
@@ -377,6 +380,7 @@ def test_a_job_cannot_forge_its_result_or_answer_the_next_job(sandbox: Sandbox) 
     assert_still_healthy(sandbox)
 
 
+@pytest.mark.slow
 def test_killing_the_worker_only_fails_that_job(sandbox: Sandbox) -> None:
     code = """
 import os, signal
@@ -400,6 +404,7 @@ print('alive')
 # ----------------------------------------------------------------------------- environment
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["bwrap", "fallback"])
 def test_host_environment_and_directory_are_not_visible(
     kind: str, sandbox_factory: object, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
@@ -463,6 +468,7 @@ def loopback_server() -> Iterator[tuple[int, list[str]]]:
     server.server_close()
 
 
+@pytest.mark.slow
 def test_network_is_unreachable(sandbox: Sandbox, loopback_server: tuple[int, list[str]]) -> None:
     port, hits = loopback_server
     code = f"""
@@ -518,6 +524,7 @@ def test_fork_bomb_is_capped(sandbox: Sandbox) -> None:
     assert_still_healthy(sandbox)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["bwrap", "fallback"])
 def test_fork_bomb_is_capped_without_cgroups(
     kind: str, sandbox_factory: object, monkeypatch: pytest.MonkeyPatch
@@ -575,6 +582,7 @@ print("wrote", total, "MB")
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", sorted(MEMORY_OUTSIDE_THE_HEAP))
 def test_memory_outside_the_heap_kills_the_job_not_the_worker(
     how: str, sandbox_factory: object

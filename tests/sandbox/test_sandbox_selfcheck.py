@@ -47,6 +47,7 @@ def _files_check(box: object) -> tuple[bool, ...]:
     return tuple(dict(CHECKS)["host files hidden"](box))  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_files_the_jobs_uid_can_read_are_probed(fallback: Sandbox) -> None:
     if not _world_readable("/etc/passwd"):
         pytest.skip("this host's /etc/passwd is not a world-readable file")
@@ -74,6 +75,7 @@ def test_the_fallback_check_names_the_host_files_it_shows(
     assert not [n for n in os.listdir("/tmp") if n.startswith(".kgot-check-")]  # probe removed
 
 
+@pytest.mark.slow
 def test_bubblewrap_hides_the_files_the_fallback_shows() -> None:
     box = make_sandbox("bwrap")
     try:
