@@ -228,6 +228,7 @@ def test_accept_encoding_names_what_kgot_decodes(server):
     assert set(sent.split(", ")) == {"gzip", "deflate"} | ({"zstd"} if HAS_ZSTD else set())
 
 
+@pytest.mark.slow
 def test_visit_page_reads_a_gzipped_page(server):
     url = encoded(server, "/gz.html", gzip.compress(PAGE), "gzip")
     runner = make_runner(ToolContext(settings=tools_settings(server)))

@@ -140,6 +140,7 @@ def test_cancelling_one_reader_of_a_shared_load_leaves_the_others_reading():
     assert document.text == "shared text" and calls["loads"] == 1
 
 
+@pytest.mark.slow
 def test_staggered_visits_of_a_slow_page_both_time_out_without_raising(server):
     arrived = threading.Event()
 
@@ -164,6 +165,7 @@ def test_staggered_visits_of_a_slow_page_both_time_out_without_raising(server):
     assert server.hits["/slow"] == 1  # the second call shared the first one's download
 
 
+@pytest.mark.slow
 def test_a_reader_that_outlives_the_first_readers_timeout_gets_the_page(server):
     arrived, proceed = threading.Event(), threading.Event()
     body = f"<html><body><article><p>{LONG_PARAGRAPH} Herons wait.</p></article></body></html>"

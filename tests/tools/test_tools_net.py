@@ -302,6 +302,7 @@ def test_exhausted_retries_say_how_many_attempts(server, monkeypatch):
     assert "(gave up after 3 attempts)" in outcome.output and server.hits["/down"] == 3
 
 
+@pytest.mark.slow
 def test_other_transient_5xx_are_retried_but_501_is_not(server):
     answers = iter([Response(522, "origin timeout"), Response(200, PUBLIC_PAGE)])
     server.route("/edge", lambda request: next(answers))

@@ -87,6 +87,7 @@ def test_workspace_is_created_even_when_nothing_is_saved(tmp_path: Path, capsys)
     assert kept.is_dir()
 
 
+@pytest.mark.slow
 def test_python_outputs_land_in_the_workspace(tmp_path: Path, capsys) -> None:
     kept = tmp_path / "ws"
     code = (

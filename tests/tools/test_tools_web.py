@@ -103,6 +103,7 @@ def test_404_is_not_found_and_not_retried(server):
     assert server.hits["/missing"] == 1
 
 
+@pytest.mark.slow
 def test_transient_503_is_retried(server):
     answers = iter([Response(503, "busy"), Response(200, ARTICLE)])
     server.route("/flaky", lambda request: next(answers))
@@ -254,6 +255,7 @@ def test_saved_workspace_is_mounted_for_python(server, samples):
     assert "tables/people.csv" in outcome.output
 
 
+@pytest.mark.slow
 def test_http_declared_charset_is_used(server):
     text = "Größe: 12 €. Straße, Café, naïve — «Zitat». Überprüfung der Maße."
     page = f"<html><head><title>Preise</title></head><body><article><p>{text}</p></article>"
@@ -263,6 +265,7 @@ def test_http_declared_charset_is_used(server):
     assert text in outcome.output
 
 
+@pytest.mark.slow
 def test_meta_charset_is_used_when_the_server_declares_none(server):
     text = "Łódź, Kraków i Gdańsk leżą w Polsce; żółw śpi."
     page = (
