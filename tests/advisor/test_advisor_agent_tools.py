@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from kgot.aides import create_aide
-from kgot.aides.advisor import agent_tools, api, records
+from kgot.aides.advisor import advisor_rows, agent_tools, api
 from kgot.config import Settings
 from kgot.controller import AskResult
 from kgot.llm.scripted import ScriptedCall, ScriptedChatModel
@@ -102,8 +102,11 @@ def test_a_run_on_the_advisors_entity_reads_cached_prices(
         # The tool's result is what the graph-writing step was given.
         assert written and '"close":103.25' in written[0], written
         # The prices are in the advisor's cache table ...
-        row = records.advisor_aide(store, "adv")
-        assert [b["close"] for b in records.price_series(store, row, "AAPL")] == [100.0, 103.25]
+        row = advisor_rows.advisor_aide(store, "adv")
+        assert [b["close"] for b in advisor_rows.price_series(store, row, "AAPL")] == [
+            100.0,
+            103.25,
+        ]
         # ... and the graph holds only what the model's code wrote: no price from kgot.
         graph = store.session("markets").load_graph()
         assert set(graph.nodes) == {"aapl"}
@@ -209,8 +212,12 @@ def test_another_entitys_advisor_is_never_read(store: Store, tmp_path: Path) -> 
     mixed = json.loads(_call(tools, symbols=["AAPL", "ZQH"]).output)
     assert [q["symbol"] for q in mixed["quotes"]] == ["AAPL"] and mixed["unknown"] == ["ZQH"]
     for other in ("adv-b", "a"):  # nothing refreshed into (or read from) b's advisors
-        assert records.price_series(store, records.advisor_aide(store, other), "AAPL") == []
-        assert records.price_series(store, records.advisor_aide(store, other), "ZQH") == []
+        assert (
+            advisor_rows.price_series(store, advisor_rows.advisor_aide(store, other), "AAPL") == []
+        )
+        assert (
+            advisor_rows.price_series(store, advisor_rows.advisor_aide(store, other), "ZQH") == []
+        )
 
 
 def test_bad_arguments_and_a_missing_provider_are_clear_tool_errors(
@@ -233,7 +240,9 @@ def test_bad_arguments_and_a_missing_provider_are_clear_tool_errors(
     many = _call(tools, symbols=[f"S{n}" for n in range(25)])
     assert not many.ok and "at most 20 items" in many.output, many.output
     # The provider removed during a run: the tool says prices are unavailable.
-    records.update_settings(store, records.advisor_aide(store, "adv"), {"market_data": None})
+    advisor_rows.update_settings(
+        store, advisor_rows.advisor_aide(store, "adv"), {"market_data": None}
+    )
     gone = _call(tools, symbols=["AAPL"])
     assert not gone.ok and gone.error_kind == "unavailable", gone.output
     assert "has no advisor with a price provider now" in gone.output

@@ -13,9 +13,8 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from kgot.aides import create_aide
-from kgot.aides import records as aide_records
-from kgot.aides.advisor import api, records
+from kgot.aides import aide_rows, create_aide
+from kgot.aides.advisor import advisor_rows, api
 from kgot.aides.advisor.alerts import Alert
 from kgot.aides.advisor.holdings import PositionRow
 from kgot.aides.advisor.schema import ADVISOR_TABLES as ADVISOR
@@ -40,13 +39,13 @@ AIDE_TABLES = ("aide_outputs", "aide_deliveries")
 def _fill(store: Store, aide: str, user: str, symbol: str) -> None:
     """A user with everything the advisor keeps of a user: positions, a watchlist, a
     briefing, an alert, an output of their own with a delivery logged."""
-    row = records.advisor_aide(store, aide)
-    who = records.add_user(store, row, user, risk="moderate", horizon="10y", goals=["house"])
-    records.import_positions(
+    row = advisor_rows.advisor_aide(store, aide)
+    who = advisor_rows.add_user(store, row, user, risk="moderate", horizon="10y", goals=["house"])
+    advisor_rows.import_positions(
         store, row, who, [PositionRow(symbol, 10.0, 150.0), PositionRow("TLT", 4.0, 90.5)]
     )
-    records.add_watch(store, row, who, ["NVDA", "MSFT"])
-    made = records.save_briefing(
+    advisor_rows.add_watch(store, row, who, ["NVDA", "MSFT"])
+    made = advisor_rows.save_briefing(
         store,
         row,
         who,
@@ -59,7 +58,7 @@ def _fill(store: Store, aide: str, user: str, symbol: str) -> None:
         usage={},
         now=NOW,
     )
-    [alert] = records.record_alerts(
+    [alert] = advisor_rows.record_alerts(
         store,
         row,
         who,
@@ -70,12 +69,10 @@ def _fill(store: Store, aide: str, user: str, symbol: str) -> None:
     output = api.add_user_output(store, row, who, "jsonl", f"/tmp/{aide}-{user}.jsonl")
     # The delivery log's rows, as a worker logs a delivery: claimed, then its try recorded.
     for key in (f"aide {row.id}/briefing {made.id}", f"aide {row.id}/alert {alert.id}"):
-        assert aide_records.claim_delivery(
+        assert aide_rows.claim_delivery(
             store, row, output, key, 1, owner="worker", now=NOW, at_most_once=False
         )
-        aide_records.record_delivery(
-            store, output, key, owner="worker", ok=True, error=None, now=NOW
-        )
+        aide_rows.record_delivery(store, output, key, owner="worker", ok=True, error=None, now=NOW)
 
 
 @pytest.fixture
@@ -96,10 +93,10 @@ def _rows(store_url: str, *, but: tuple[str, str] | None = None) -> dict[str, li
     with open_store(store_url) as store:
         skip_user, skip_outputs = None, set()
         if but is not None:
-            row = records.advisor_aide(store, but[0])
-            skip_user = records.get_user(store, row, but[1]).id
+            row = advisor_rows.advisor_aide(store, but[0])
+            skip_user = advisor_rows.get_user(store, row, but[1]).id
             skip_outputs = {
-                o.id for o in aide_records.outputs(store, row) if o.spec.get("user") == but[1]
+                o.id for o in aide_rows.outputs(store, row) if o.spec.get("user") == but[1]
             }
         found: dict[str, list[tuple]] = {}
         with store.read() as connection:
@@ -294,7 +291,7 @@ def test_a_user_with_nothing_but_a_profile_is_removed(advisors: list[str], store
     with open_store(store_url) as store:
         api.add_user(store, "adv", "carol")
         before = _rows(store_url)
-        assert api.remove_user(store, "adv", "carol") == records.UserRows()
+        assert api.remove_user(store, "adv", "carol") == advisor_rows.UserRows()
     assert _rows(store_url) == {
         **before,
         "advisor_users": [r for r in before["advisor_users"] if "carol" not in r],
@@ -303,19 +300,19 @@ def test_a_user_with_nothing_but_a_profile_is_removed(advisors: list[str], store
 
 def test_a_renamed_user_keeps_their_own_output(advisors: list[str], store_url: str) -> None:
     with open_store(store_url) as store:
-        row = records.advisor_aide(store, "adv")
+        row = advisor_rows.advisor_aide(store, "adv")
         others = _rows(store_url, but=("adv", "alice"))
         renamed = api.update_user(store, "adv", "alice", name="alicia")
         assert renamed.name == "alicia" and renamed.goals == ("house",)
-        specs = [o.spec for o in aide_records.outputs(store, row)]
+        specs = [o.spec for o in aide_rows.outputs(store, row)]
         assert [s["user"] for s in specs] == ["alicia", "bob"]  # it follows her
         with pytest.raises(UsageError, match="has no user 'alice'"):
             api.positions(store, "adv", "alice")
         assert len(api.positions(store, "adv", "alicia").positions) == 2
         # Another advisor's alice is another person: untouched.
-        other = records.advisor_aide(store, "other")
-        assert [o.spec["user"] for o in aide_records.outputs(store, other)] == ["alice"]
-        assert records.get_user(store, other, "alice").name == "alice"
+        other = advisor_rows.advisor_aide(store, "other")
+        assert [o.spec["user"] for o in aide_rows.outputs(store, other)] == ["alice"]
+        assert advisor_rows.get_user(store, other, "alice").name == "alice"
     # Every other row is byte for byte what it was (her own rows keep their user id).
     assert _rows(store_url, but=("adv", "alicia")) == others
 
@@ -333,9 +330,9 @@ def test_user_remove_removes_everything_of_that_user_only(
         "1 briefing, 1 alert and 1 output. Kept: what outputs delivered already"
     )
     with open_store(store_url) as store:
-        row = records.advisor_aide(store, "adv")
-        assert [u.name for u in records.users(store, row)] == ["bob"]
-        assert [o.spec["user"] for o in aide_records.outputs(store, row)] == ["bob"]
+        row = advisor_rows.advisor_aide(store, "adv")
+        assert [u.name for u in advisor_rows.users(store, row)] == ["bob"]
+        assert [o.spec["user"] for o in aide_rows.outputs(store, row)] == ["bob"]
     after = _rows(store_url)
     # Every row left is one that was not alice's of adv, byte for byte; none of hers is.
     assert after == others

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import pytest
 
 from kgot.aides import create_aide
-from kgot.aides.advisor import records
+from kgot.aides.advisor import advisor_rows
 from kgot.aides.advisor.holdings import PositionRow
 from kgot.graph_model import Node
 from kgot.llm.scripted import ScriptedChatModel
@@ -64,8 +64,8 @@ def _advisor(store: Store, model: ScriptedChatModel, now: datetime) -> object:
         store, "adv", "markets", program="advisor", models={"planning": model, "execution": model}
     )
     market(store, "markets", now)
-    user = records.add_user(store, aide.row, "mia", risk="moderate")
-    records.import_positions(store, aide.row, user, [PositionRow("AAPL", 5.0)])
+    user = advisor_rows.add_user(store, aide.row, "mia", risk="moderate")
+    advisor_rows.import_positions(store, aide.row, user, [PositionRow("AAPL", 5.0)])
     return aide
 
 
@@ -154,7 +154,7 @@ def test_contradicted_signals_about_a_held_asset_raise_one_alert(store: Store) -
     sell, sell_about = insight("ins_s", "aapl", action="sell", strength=0.5, now=now)
     commit(store, "markets", [buy, sell], [buy_about, sell_about])
     aide.run_cycle(now=now)
-    found = records.alerts(store, aide.row)
+    found = advisor_rows.alerts(store, aide.row)
     assert [(a.rule, a.facts) for a in found] == [
         ("contradicting_insights", ("node:ins_b", "node:ins_s"))
     ]

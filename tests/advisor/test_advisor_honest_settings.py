@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kgot.aides.advisor.records import advisor_aide, update_settings
+from kgot.aides.advisor.advisor_rows import advisor_aide, update_settings
 from kgot.cli.main import main
 from kgot.persistence import open_store
 from kgot.tests.advisor.conftest import positions_of

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from kgot.aides import create_aide
-from kgot.aides.advisor import api, records
+from kgot.aides.advisor import advisor_rows, api
 from kgot.aides.advisor.holdings import PositionRow
 from kgot.config import Settings
 from kgot.errors import UsageError
@@ -62,8 +62,10 @@ def _model() -> ScriptedChatModel:
 
 def _add(store: Store, aide: Any, user: str, held: list[tuple[str, float, float]]) -> None:
     goal, _shares, _cost, horizon = MARKERS[user]
-    made = records.add_user(store, aide.row, user, risk="moderate", horizon=horizon, goals=[goal])
-    records.import_positions(store, aide.row, made, [PositionRow(*p) for p in held])
+    made = advisor_rows.add_user(
+        store, aide.row, user, risk="moderate", horizon=horizon, goals=[goal]
+    )
+    advisor_rows.import_positions(store, aide.row, made, [PositionRow(*p) for p in held])
 
 
 @pytest.fixture
@@ -151,7 +153,9 @@ def test_user_data_never_leaves_its_user(
         api.get_briefing(store, "fund_b", "alice", models=models)
     # Two users of one advisor: each reads only their own briefings and alerts.
     for user in ("alice", "bob"):
-        mine = records.briefings(store, first.row, records.get_user(store, first.row, user))
+        mine = advisor_rows.briefings(
+            store, first.row, advisor_rows.get_user(store, first.row, user)
+        )
         assert mine and {b.user for b in mine} == {user}
         assert all(a["user"] == user for a in api.alerts(store, "fund_a", user)["alerts"])
     # An output of alice's gets alice's briefing only; the aide's own output gets both.

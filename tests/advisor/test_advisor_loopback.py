@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from kgot.aides import create_aide
-from kgot.aides.advisor import api, records
+from kgot.aides.advisor import advisor_rows, api
 from kgot.aides.advisor.holdings import PositionRow
 from kgot.config import load_settings
 from kgot.llm.scripted import ScriptedCall, ScriptedChatModel
@@ -114,8 +114,8 @@ def test_a_loopback_feed_and_signed_webhooks_per_user(
     )
     aide.add_source("rss", feed)
     for user, symbol in (("alice", "AAPL"), ("bob", "NVDA")):
-        made = records.add_user(store, aide.row, user, risk="moderate")
-        records.import_positions(store, aide.row, made, [PositionRow(symbol, 10.0)])
+        made = advisor_rows.add_user(store, aide.row, user, risk="moderate")
+        advisor_rows.import_positions(store, aide.row, made, [PositionRow(symbol, 10.0)])
     monkeypatch.setenv("ALICE_HOOK", SECRET)
     alice_hook, every_hook = Hook(SECRET), Hook(None)
     api.add_user_output(

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kgot.aides import create_aide
-from kgot.aides.advisor import api, records
+from kgot.aides.advisor import advisor_rows, api
 from kgot.aides.advisor.market_data import (
     FileProvider,
     MarketData,
@@ -65,9 +65,9 @@ def test_prices_are_cached_per_aide_and_quoted(store: Store, tmp_path: Path) -> 
     found = api.quotes(store, "a", ["nvda"])
     assert found["NVDA"].change_pct == -9.0 and found["NVDA"].day == "2026-11-18"
     assert found["NVDA"].fact_id == "price:NVDA"
-    row_a, row_b = records.advisor_aide(store, "a"), records.advisor_aide(store, "b")
-    assert len(records.price_series(store, row_a, "NVDA")) == 2
-    assert records.price_series(store, row_b, "NVDA") == []  # another aide's cache
+    row_a, row_b = advisor_rows.advisor_aide(store, "a"), advisor_rows.advisor_aide(store, "b")
+    assert len(advisor_rows.price_series(store, row_a, "NVDA")) == 2
+    assert advisor_rows.price_series(store, row_b, "NVDA") == []  # another aide's cache
     with pytest.raises(UsageError, match="has no price provider"):
         api.quotes(store, "b", ["NVDA"])
     assert [(b["day"], b["close"]) for b in api.history(store, "a", "nvda", days=5)] == [

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from kgot.aides.advisor import api, records
+from kgot.aides.advisor import advisor_rows, api
 from kgot.aides.advisor.holdings import MAX_PRICE, MAX_SHARES, PositionRow
 from kgot.aides.advisor.market_data import quote_from, read_price_file
 from kgot.cli.main import main
@@ -119,9 +119,9 @@ def test_a_row_stored_before_the_limits_is_never_printed_as_infinity(
 ) -> None:
     """A position an older kgot let overflow: listed with what to do, never as Infinity."""
     with open_store(store_url) as store:
-        row = records.advisor_aide(store, "adv")
-        alice = records.get_user(store, row, "alice")
-        records.import_positions(
+        row = advisor_rows.advisor_aide(store, "adv")
+        alice = advisor_rows.get_user(store, row, "alice")
+        advisor_rows.import_positions(
             store, row, alice, [PositionRow("AAPL", math.inf, None), PositionRow("TLT", 2, 90)]
         )
     err = fails(["aide", "positions", "list", "adv", "alice", "--json", *advisor], capsys)

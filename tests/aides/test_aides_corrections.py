@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from kgot.aides import Aide, create_aide, records
+from kgot.aides import Aide, aide_rows, create_aide
 from kgot.aides.schema import AIDE_TABLE_ORDER, AIDE_TABLES
 from kgot.aides.sources import SourceItem
 from kgot.cli.aide_cmd import parse_every
@@ -62,11 +62,11 @@ def _seed(store: Store, settings: Settings, name: str, folder: Path) -> tuple[Ai
         SourceItem(f"{name}/{n}", n, f"Text {n}.", str(folder / n), None, "dir")
         for n in ("done1", "done2", "failed", "busy", "new")
     ]
-    records.record_poll(store, aide.row, source, made, cursor={}, error=None, now=NOW)
-    cycle = records.start_cycle(store, aide.row, NOW)
+    aide_rows.record_poll(store, aide.row, source, made, cursor={}, error=None, now=NOW)
+    cycle = aide_rows.start_cycle(store, aide.row, NOW)
     for ok in (True, True, False):
-        row = records.claim_next(store, aide.row, "worker", NOW, cycle)
-        records.finish_item(
+        row = aide_rows.claim_next(store, aide.row, "worker", NOW, cycle)
+        aide_rows.finish_item(
             store,
             row.id,
             owner="worker",
@@ -76,12 +76,12 @@ def _seed(store: Store, settings: Settings, name: str, folder: Path) -> tuple[Ai
             report=None,
             now=NOW,
         )
-    records.claim_next(store, aide.row, "worker", NOW, cycle)  # "busy": being ingested
+    aide_rows.claim_next(store, aide.row, "worker", NOW, cycle)  # "busy": being ingested
     for key, ok in (("first", True), ("second", False)):
-        assert records.claim_delivery(
+        assert aide_rows.claim_delivery(
             store, aide.row, output, key, cycle, owner="worker", now=NOW, at_most_once=False
         )
-        records.record_delivery(store, output, key, owner="worker", ok=ok, error=None, now=NOW)
+        aide_rows.record_delivery(store, output, key, owner="worker", ok=ok, error=None, now=NOW)
     return aide, source, search, output
 
 
@@ -126,31 +126,31 @@ def test_sources_and_outputs_are_listed_edited_and_removed_for_one_aide_only(
         f"removed source {source} (dir {folder}); 2 items it brought stay in the graph; "
         "2 pending or failed items dropped; 1 item being ingested is left to finish"
     )
-    left = {row.item_id: row for row in records.items(store, aide.row, limit=100)}
+    left = {row.item_id: row for row in aide_rows.items(store, aide.row, limit=100)}
     assert sorted((i, r.status, r.source_id) for i, r in left.items()) == [
         ("research/busy", "ingesting", None),
         ("research/done1", "done", None),
         ("research/done2", "done", None),
     ]
-    assert records.pending_items(store, aide.row, None) == []
+    assert aide_rows.pending_items(store, aide.row, None) == []
     # The item being ingested, its worker gone: it ends failed, never retried.
-    assert records.reclaim_abandoned(store, aide.row, NOW + timedelta(days=1)) == 1
-    [busy] = records.items(store, aide.row, "failed")
+    assert aide_rows.reclaim_abandoned(store, aide.row, NOW + timedelta(days=1)) == 1
+    [busy] = aide_rows.items(store, aide.row, "failed")
     assert busy.item_id == "research/busy" and "its source was removed" in busy.reason
-    assert records.pending_items(store, aide.row, None) == []
+    assert aide_rows.pending_items(store, aide.row, None) == []
     # A poll of the removed source that ends after the removal records nothing.
     late = SourceItem("research/late", "late", "Late.", "x", None, "dir")
     polled = {"path": folder}
-    recorded = records.record_poll(
+    recorded = aide_rows.record_poll(
         store, aide.row, source, [late], cursor={}, error=None, now=NOW, spec=polled
     )
-    assert recorded.added == 0 and records.items(store, aide.row, "new") == []
+    assert recorded.added == 0 and aide_rows.items(store, aide.row, "new") == []
 
     # source set
     found = SourceItem(
         "https://acme.example/a", "a", "A.", "https://acme.example/a", None, "search"
     )
-    records.record_poll(
+    aide_rows.record_poll(
         store, aide.row, search, [found], cursor={"seen": ["a"]}, error="HTTP 500", now=NOW
     )
     code, out, err = _run(
@@ -161,7 +161,7 @@ def test_sources_and_outputs_are_listed_edited_and_removed_for_one_aide_only(
         f"source {search} now reads search acme earnings (was search research news); "
         "it is polled afresh, and the 1 item it has read is not ingested again"
     )
-    [row] = [r for r in records.sources(store, aide.row) if r.id == search]
+    [row] = [r for r in aide_rows.sources(store, aide.row) if r.id == search]
     assert (dict(row.spec), row.cursor, row.last_error, row.failures, row.polled_at) == (
         {"query": "acme earnings"},
         {},
@@ -176,14 +176,14 @@ def test_sources_and_outputs_are_listed_edited_and_removed_for_one_aide_only(
     # A poll of the old query that ends after the edit records nothing; one of the new
     # query finding the item the source read before records nothing new either.
     polled = {"query": "research news"}
-    recorded = records.record_poll(
+    recorded = aide_rows.record_poll(
         store, aide.row, search, [late], cursor={}, error=None, now=NOW, spec=polled
     )
     assert recorded.added == 0
-    recorded = records.record_poll(
+    recorded = aide_rows.record_poll(
         store, aide.row, search, [found], cursor={}, error=None, now=NOW, spec=row.spec
     )
-    assert recorded.added == 0 and len(records.items(store, aide.row, "new")) == 1
+    assert recorded.added == 0 and len(aide_rows.items(store, aide.row, "new")) == 1
     _refused(
         _run(capsys, "aide", "source", "set", "research", str(search), "--dir", folder, *db),
         f"source {search} of aide 'research' is a search source and keeps its kind; give "

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kgot.aides import create_aide, open_aide, records
+from kgot.aides import aide_rows, create_aide, open_aide
 from kgot.config import Settings
 from kgot.persistence import Store
 from kgot.tests.aides.aide_scripts import inbox, model
@@ -21,7 +21,7 @@ from kgot.tests.aides.aide_scripts import inbox, model
 WORKER = textwrap.dedent(
     """
     import os, signal, sys
-    from kgot.aides import open_aide, records
+    from kgot.aides import open_aide, aide_rows
     from kgot.config import load_settings
     from kgot.persistence import open_store
     from kgot.tests.aides.aide_scripts import model
@@ -29,7 +29,7 @@ WORKER = textwrap.dedent(
     def killed(*args, **kwargs):  # the commit landed; the process dies before marking it done
         os.kill(os.getpid(), signal.SIGKILL)
 
-    records.finish_item = killed
+    aide_rows.finish_item = killed
     scripted = model()
     settings = load_settings({"llm.model": "scripted", "store.db": sys.argv[1]})
     with open_store(sys.argv[1]) as store:
@@ -59,7 +59,7 @@ def test_an_item_committed_before_a_kill_is_not_ingested_again(
     )
 
     assert died.returncode == -signal.SIGKILL, died.stderr
-    [claimed] = records.items(store, aide.row, "ingesting")
+    [claimed] = aide_rows.items(store, aide.row, "ingesting")
     first_key = f"aide {aide.row.id}/item {claimed.id}"
     assert store.session("acme").committed(first_key) is not None  # its facts landed
 
@@ -71,7 +71,7 @@ def test_an_item_committed_before_a_kill_is_not_ingested_again(
     assert report.reclaimed == 1
     assert (report.ingested, report.failed, report.backlog) == (2, 0, 0)
     assert len(scripted.calls_for("update_graph")) == 1  # only the item that never ran
-    done = records.items(store, aide.row, "done")
+    done = aide_rows.items(store, aide.row, "done")
     assert len(done) == 2
     commits = store.session("acme").commits()
     keys = [c["result_key"] for c in commits if c["result_key"]]

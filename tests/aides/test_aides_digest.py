@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from kgot.aides import create_aide, records
+from kgot.aides import aide_rows, create_aide
 from kgot.aides.programs import Digest, DigestBudget, digest
 from kgot.config import Settings
 from kgot.controller.ingest import Ingestor, IngestReport
@@ -56,7 +56,7 @@ def test_a_cycles_digest_retrieves_the_changes_in_the_sandbox_and_cites_existing
     assert scripted.calls_for("fix_digest") == []  # every citation was right the first time
     # The digest's calls are the cycle's: 2 ingestions, 1 query, 1 digest.
     assert report.llm_calls == len(scripted.calls) == 4
-    [cycle, *_] = records.cycles(store, aide.row)
+    [cycle, *_] = aide_rows.cycles(store, aide.row)
     assert cycle.llm_calls == 4
 
 
