@@ -201,11 +201,6 @@ def _number(value: str | float) -> float | None:
         return None
 
 
-def read_positions_csv(path: Path) -> list[PositionRow]:
-    """The positions of a brokerage-style CSV file (:func:`read_positions_file`'s rows)."""
-    return read_positions_file(path).rows
-
-
 def read_positions_file(path: Path, *, ignore_other_columns: bool = False) -> PositionsFile:
     """A brokerage-style CSV file of positions: a header row naming at least the symbol and
     share columns (``symbol,shares,avg_cost``, ``Ticker,Quantity,Average Cost``, …) in the
@@ -229,11 +224,6 @@ def read_positions_file(path: Path, *, ignore_other_columns: bool = False) -> Po
     except UnicodeDecodeError:
         text = raw.decode("latin-1")
     return parse_positions_file(text, str(path), ignore_other_columns=ignore_other_columns)
-
-
-def parse_positions_csv(text: str, name: str = "the CSV") -> list[PositionRow]:
-    """:func:`read_positions_csv` on text already read."""
-    return parse_positions_file(text, name).rows
 
 
 def parse_positions_file(
