@@ -28,7 +28,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from kgot.errors import ConfigError
 
@@ -46,6 +46,19 @@ CLI_COMMANDS = "kgot.cli"
 MCP_TOOLS = "kgot.mcp_tools"
 
 T = TypeVar("T")
+
+
+def function_check(shape: str) -> Callable[[object], Any]:
+    """A :class:`Registry` ``check`` for extensions that are functions: the loaded object when
+    it is callable, else a ``TypeError`` naming ``shape``, how kgot calls it
+    (``"register(groups)"``)."""
+
+    def check(found: object) -> Any:
+        if not callable(found):
+            raise TypeError(f"expected a function {shape}, found {found!r}")
+        return found  # its signature is the extension's promise
+
+    return check
 
 
 class Registry(Generic[T]):

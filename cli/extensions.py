@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import typer
 
 from kgot.errors import ConfigError, KgotError
-from kgot.extension_points import CLI_COMMANDS, Registry
+from kgot.extension_points import CLI_COMMANDS, Registry, function_check
 
 __all__ = ["COMMAND_EXTENSIONS", "CommandGroups", "CommandRegistration", "add_extension_commands"]
 
@@ -49,14 +49,8 @@ class CommandGroups:
 CommandRegistration = Callable[[CommandGroups], None]
 
 
-def _callable(found: object) -> CommandRegistration:
-    if not callable(found):
-        raise TypeError(f"expected a function register(groups), found {found!r}")
-    return found  # type: ignore[return-value]  # its signature is the extension's promise
-
-
 COMMAND_EXTENSIONS: Registry[CommandRegistration] = Registry(
-    CLI_COMMANDS, "command extension", _callable
+    CLI_COMMANDS, "command extension", function_check("register(groups)")
 )
 
 

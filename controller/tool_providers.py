@@ -20,7 +20,7 @@ from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING
 
 from kgot.errors import ConfigError
-from kgot.extension_points import ENTITY_TOOLS, Registry
+from kgot.extension_points import ENTITY_TOOLS, Registry, function_check
 
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
@@ -32,14 +32,8 @@ __all__ = ["ENTITY_TOOL_PROVIDERS", "EntityToolProvider", "entity_tools"]
 EntityToolProvider = Callable[["Store", str], Sequence["BaseTool"]]
 
 
-def _callable(found: object) -> EntityToolProvider:
-    if not callable(found):
-        raise TypeError(f"expected a function (store, entity) -> tools, found {found!r}")
-    return found  # type: ignore[return-value]  # its signature is the provider's promise
-
-
 ENTITY_TOOL_PROVIDERS: Registry[EntityToolProvider] = Registry(
-    ENTITY_TOOLS, "entity tool provider", _callable
+    ENTITY_TOOLS, "entity tool provider", function_check("(store, entity) -> tools")
 )
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from kgot.errors import ConfigError
-from kgot.extension_points import MCP_TOOLS, Registry
+from kgot.extension_points import MCP_TOOLS, Registry, function_check
 
 if TYPE_CHECKING:
     from kgot.mcp_server.server import KgotMCP
@@ -24,13 +24,9 @@ __all__ = ["MCP_TOOL_PROVIDERS", "McpToolProvider", "add_extension_tools"]
 McpToolProvider = Callable[["ToolSet", "KgotMCP"], Sequence[str]]
 
 
-def _callable(found: object) -> McpToolProvider:
-    if not callable(found):
-        raise TypeError(f"expected a function register(tools, app), found {found!r}")
-    return found  # type: ignore[return-value]  # its signature is the provider's promise
-
-
-MCP_TOOL_PROVIDERS: Registry[McpToolProvider] = Registry(MCP_TOOLS, "MCP tool provider", _callable)
+MCP_TOOL_PROVIDERS: Registry[McpToolProvider] = Registry(
+    MCP_TOOLS, "MCP tool provider", function_check("register(tools, app)")
+)
 
 
 def add_extension_tools(tools: ToolSet, app: KgotMCP) -> list[str]:
