@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
 import sys
 import tempfile
 import textwrap
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from kgot.cli.common import print_json, settings_from
+from kgot.cli.layout import terminal_width
 from kgot.errors import KgotError, UsageError
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ def list_tools(
     if as_json:
         print_json([info.to_dict() for info in infos])
         return
-    width = shutil.get_terminal_size((80, 24)).columns
+    width = terminal_width()
     for number, info in enumerate(infos):
         if number:
             typer.echo("")
