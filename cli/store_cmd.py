@@ -537,7 +537,7 @@ def _version_or_time(text: str) -> int | datetime:
     Raises:
         UsageError: neither.
     """
-    from datetime import UTC
+    from kgot.persistence.timeutil import as_utc
 
     plain = text.strip()
     digits = plain[1:] if plain[:1] in ("v", "V") else plain
@@ -547,7 +547,7 @@ def _version_or_time(text: str) -> int | datetime:
         moment = datetime.fromisoformat(plain[:-1] + "+00:00" if plain[-1:] in "Zz" else plain)
     except ValueError:
         raise UsageError(f"--as-of takes {_AS_OF_FORMS}, not {text!r}") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return as_utc(moment)
 
 
 def _past_version(store: Store, session: Any, entity: str, wanted: int | datetime) -> int:
