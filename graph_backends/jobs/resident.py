@@ -242,13 +242,14 @@ def _update_graph(
     from .tracked import TOUCHED, TrackedDict
 
     graph, nodes, owners = state.graph, state.nodes, state.owners
+    node_map = node_table(graph)  # the graph's own dict: add_node and remove_node keep it
     for node_id in touched_nodes:
         if node_id in nodes:
-            if node_id not in node_table(graph):
+            if node_id not in node_map:
                 graph.add_node(node_id)
-            dict.__setitem__(node_table(graph), node_id, TrackedDict(private_copy(nodes[node_id])))
+            dict.__setitem__(node_map, node_id, TrackedDict(private_copy(nodes[node_id])))
             owners.learn_node(graph, node_id)
-        elif node_id in node_table(graph):
+        elif node_id in node_map:
             graph.remove_node(node_id)  # its edges were removed by records of their own
             owners.deep.discard(node_id)
     for source, target in touched_pairs:
@@ -261,7 +262,8 @@ def _update_pair(state: Resident, source: str, target: str) -> None:
     from .tracked import TrackedDict
 
     graph, owners = state.graph, state.owners
-    keyed = successor_table(graph).get(source, {}).get(target)
+    succ, pred = successor_table(graph), predecessor_table(graph)
+    keyed = succ.get(source, {}).get(target)
     if keyed is not None:
         for key in list(keyed):
             owners.deep.discard((source, target, key))
@@ -269,15 +271,15 @@ def _update_pair(state: Resident, source: str, target: str) -> None:
     keys = state.pairs.get((source, target), {})
     if keys and keyed is None:
         keyed = TrackedDict()
-        dict.__setitem__(successor_table(graph)[source], target, keyed)
-        dict.__setitem__(predecessor_table(graph)[target], source, keyed)
+        dict.__setitem__(succ[source], target, keyed)
+        dict.__setitem__(pred[target], source, keyed)
     for key in keys:
         attrs = state.edges[(source, target, key)]
         assert keyed is not None  # made above whenever there are keys
         dict.__setitem__(keyed, key, TrackedDict(private_copy(attrs)))
     if keyed is not None and not keys:
-        dict.__delitem__(successor_table(graph)[source], target)
-        dict.__delitem__(predecessor_table(graph)[target], source)
+        dict.__delitem__(succ[source], target)
+        dict.__delitem__(pred[target], source)
     elif keyed is not None:
         owners.learn_pair(graph, source, target, keyed)
     for end in (source, target):
