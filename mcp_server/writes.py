@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from kgot.errors import ChangesetError, UsageError, WriteConflictError
 from kgot.graph_model import Changeset, Edge, Node
 from kgot.mcp_server.models import EdgeIn, Landing, NodeIn, SaveOut, TypeOut
+from kgot.persistence.facts import fact_id
 from kgot.retrying import RetriesExhausted, RetryPolicy, retry_async
 
 if TYPE_CHECKING:
@@ -216,7 +217,7 @@ def _report(session: EntitySession, version: int, prepared: Any) -> SaveOut:
         Landing(id=given, into=into) for given, into in prepared.redirects.items() if given != into
     ]
     report.superseded = [
-        _fact_id(key) for key, reason in prepared.close_reasons.items() if reason == "contradicted"
+        fact_id(key) for key, reason in prepared.close_reasons.items() if reason == "contradicted"
     ]
     report.queued = len(prepared.suggestions)
     report.notes = list(prepared.notes)
@@ -228,12 +229,6 @@ def _written_at(rows: Sequence[Mapping[str, Any]], version: int) -> bool:
     commit only counted it as stated again)."""
     current = [row for row in rows if row.get("valid_to_version") is None]
     return bool(current) and int(current[-1]["valid_from_version"]) == version
-
-
-def _fact_id(key: Sequence[str]) -> str:
-    if key[0] == "node":
-        return key[1]
-    return f"{key[1]} -[{key[3]}]-> {key[2]}"
 
 
 def propose_type(session: EntitySession, spec: Mapping[str, Any], *, label: str) -> TypeOut:

@@ -106,7 +106,7 @@ def forget(
             its type requires it); nothing was written.
         EntityNotFoundError: the entity was deleted.
     """
-    from kgot.persistence import Provenance
+    from kgot.persistence import Provenance, fact_id
 
     provenance = Provenance(run_id=by, step=FORGET_STEP)
     if not isinstance(fact, str):
@@ -127,7 +127,7 @@ def forget(
     done = session.close_facts_as_read({("node", fact): None}, FORGOTTEN, provenance)
     if ("node", fact) not in done.closed:  # retired by another writer since the read
         raise _unknown_node(session, fact)
-    closed = [fact, *sorted(_fact_id(key) for key in done.closed if key[0] == "edge")]
+    closed = [fact, *sorted(fact_id(key) for key in done.closed if key[0] == "edge")]
     return Forgotten(session.entity, "node", fact, done.version, tuple(closed))
 
 
@@ -163,9 +163,11 @@ def _edge_key(session: EntitySession, text: str) -> FactKey | None:
 
 
 def _forget_edge(session: EntitySession, key: FactKey, provenance: Any) -> Forgotten:
+    from kgot.persistence import fact_id
+
     source, target, edge = key[1], key[2], key[3]
     graph = session.facts_around([source])
-    shown = _fact_id(key)
+    shown = fact_id(key)
     if not graph.has_edge(source, target, edge):
         raise UsageError(
             f"entity {session.entity!r} has no current edge {shown!r}; find edge ids with "
@@ -253,9 +255,3 @@ def _unknown_node(session: EntitySession, node_id: str) -> UsageError:
         f"entity {session.entity!r} has no current node {node_id!r}; find ids with "
         "`kgot memory search` (a node's id, or an edge as 'source -[key]-> target')"
     )
-
-
-def _fact_id(key: FactKey) -> str:
-    if key[0] == "node":
-        return key[1]
-    return f"{key[1]} -[{key[3]}]-> {key[2]}"

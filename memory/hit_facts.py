@@ -126,6 +126,8 @@ def _matched_edges(
 ) -> list[RelatedEdge]:
     """The node's current edges the query matched, best match first (then the more trusted,
     then by id)."""
+    from kgot.persistence import fact_id  # here: search stays importable without the store
+
     found: list[tuple[float, RelatedEdge]] = []
     for edge_position in index.incident.get(position, ()):
         if not index.alive(edge_position, clock):
@@ -142,7 +144,7 @@ def _matched_edges(
         if strength <= 0.0:
             continue
         related = RelatedEdge(
-            id=_edge_id(edge.key),
+            id=fact_id(edge.key),
             relationship=edge.label,
             direction="out" if source == position else "in",
             other=index.facts[other].key[1],
@@ -153,10 +155,6 @@ def _matched_edges(
         found.append((strength, related))
     found.sort(key=lambda item: (-item[0], -item[1].confidence, item[1].id))
     return [related for _, related in found]
-
-
-def _edge_id(key: Sequence[str]) -> str:
-    return f"{key[1]} -[{key[3]}]-> {key[2]}"
 
 
 class _Matcher:

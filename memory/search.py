@@ -151,9 +151,9 @@ class SearchHit:
     @property
     def id(self) -> str:
         """The node's id, or the edge as ``source -[key]-> target``."""
-        if self.key[0] == "node":
-            return self.key[1]
-        return edge_id(self.key[1], self.key[2], self.key[3])
+        from kgot.persistence import fact_id
+
+        return fact_id(self.key)
 
     @property
     def score(self) -> float:

@@ -64,6 +64,7 @@ from kgot.memory.scoring import (
 )
 from kgot.memory.writes import _Upkeep
 from kgot.persistence.context import CommitConflictError
+from kgot.persistence.facts import fact_id
 from kgot.persistence.upkeep_store import ClosedFacts, FactAsRead
 
 if TYPE_CHECKING:
@@ -116,9 +117,7 @@ class UpkeepChange:
     def fact(self) -> str:
         """The fact's id as search and history name it: a node id or
         ``source -[key]-> target``."""
-        if self.key[0] == "node":
-            return self.key[1]
-        return f"{self.key[1]} -[{self.key[3]}]-> {self.key[2]}"
+        return fact_id(self.key)
 
     def to_json(self) -> dict[str, str]:
         return {

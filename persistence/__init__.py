@@ -26,7 +26,7 @@ from kgot.persistence.catalog import (
 )
 from kgot.persistence.checkpoints import open_checkpointer, purge_checkpoints
 from kgot.persistence.engine import StoreBusyError
-from kgot.persistence.facts import FactKey
+from kgot.persistence.facts import FactKey, fact_id
 from kgot.persistence.graph_diff import diff_graphs
 from kgot.persistence.schema import (
     CLOSE_REASONS,
@@ -84,6 +84,7 @@ __all__ = [
     "define_tables",
     "diff_graphs",
     "export_graph",
+    "fact_id",
     "import_graph",
     "load_type_file",
     "open_checkpointer",

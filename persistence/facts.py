@@ -27,6 +27,14 @@ def edge_key(source: str, target: str, key: str) -> FactKey:
     return ("edge", source, target, key)
 
 
+def fact_id(key: FactKey) -> str:
+    """How a fact is named to people and clients (search, history, forget, MCP): a node's id,
+    or an edge as ``source -[key]-> target``."""
+    if key[0] == "node":
+        return key[1]
+    return f"{key[1]} -[{key[3]}]-> {key[2]}"
+
+
 def checked_key(key: Any) -> FactKey:
     """``key`` as a :data:`FactKey`.
 
