@@ -13,6 +13,8 @@ group                 an entry point names                   asked by
 ``kgot.cli``          ``register(groups)``, adding commands  the ``kgot`` command as it starts
 ``kgot.mcp_tools``    ``register(tools, app) -> names``      ``kgot mcp serve`` as it builds
                                                              the server
+``kgot.perf_areas``   ``run(quick=False) -> figures``        ``kgot bench perf`` and
+                                                             :mod:`kgot.benchmarks.run_all`
 ===================== ====================================== =================================
 
 A distribution declares its entry points in its own metadata (``[project.entry-points."kgot.cli"]``
@@ -37,13 +39,16 @@ __all__ = [
     "CLI_COMMANDS",
     "ENTITY_TOOLS",
     "MCP_TOOLS",
+    "PERF_AREAS",
     "Registry",
+    "function_check",
 ]
 
 ENTITY_TOOLS = "kgot.entity_tools"
 AIDE_PROGRAMS = "kgot.aide_programs"
 CLI_COMMANDS = "kgot.cli"
 MCP_TOOLS = "kgot.mcp_tools"
+PERF_AREAS = "kgot.perf_areas"
 
 T = TypeVar("T")
 

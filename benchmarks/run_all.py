@@ -1,14 +1,18 @@
 """Every performance figure kgot tracks, from one command.
 
-Runs each ``kgot.benchmarks.perf_<area>`` module present (controller overhead, views, sandbox,
-store, …) and prints all their figures with :func:`~kgot.benchmarks.figures.print_figures`,
-marking each target met or missed::
+Runs every perf area and prints all their figures with
+:func:`~kgot.benchmarks.figures.print_figures`, marking each target met or missed. The areas are
+kgot's own, one ``kgot.benchmarks.perf_<area>`` module each (controller overhead, views,
+sandbox, store, …), then those other packages declare in the ``kgot.perf_areas`` entry-point
+group (:data:`PERF_AREAS`; the advisor's is ``kgot.aides.advisor.perf``)::
 
     python -m kgot.benchmarks.run_all [--quick] [--json] [--only AREA ...] [--sandbox KIND]
 
-Scripts that run sandbox jobs take the sandbox kind (a ``sandbox`` parameter of their ``run``):
+An area's script is a function ``run(quick=False) -> list[Figure]``; scripts that run
+sandbox jobs take the sandbox kind (a ``sandbox`` parameter of their ``run``):
 ``--sandbox``, else ``sandbox.kind`` from the settings (``KGOT_SANDBOX``, the config file).
-A script that fails is reported on stderr and the others still run. The exit status is 0 when
+A script that fails (or an area that cannot be loaded) is reported on stderr and the others
+still run. The exit status is 0 when
 every script ran and every target was met, 1 when a target was missed, 2 when a script failed.
 """
 
@@ -22,14 +26,22 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from kgot.benchmarks.figures import Figure, print_figures
-from kgot.errors import KgotError
+from kgot.errors import ConfigError, KgotError, UsageError
+from kgot.extension_points import PERF_AREAS as PERF_AREA_GROUP
+from kgot.extension_points import Registry, function_check
 
-__all__ = ["PerfReport", "discover", "main", "run_all"]
+__all__ = ["PERF_AREAS", "PerfReport", "PerfScript", "discover", "main", "run_all"]
 
-PREFIX = "perf_"
+PREFIX = "perf_"  # kgot's own areas: kgot.benchmarks.perf_<area>
+
+# run(quick=False[, sandbox="auto"]) -> figures
+PerfScript = Callable[..., Sequence[Figure]]
+
+PERF_AREAS: Registry[PerfScript] = Registry(
+    PERF_AREA_GROUP, "perf area", function_check("run(quick=False) -> list[Figure]")
+)
 
 
 @dataclass
@@ -37,9 +49,9 @@ class PerfReport:
     """What :func:`run_all` measured.
 
     Attributes:
-        figures: every figure, in script order.
-        failures: script name → one line saying why it produced no figures.
-        seconds: script name → how long it took.
+        figures: every figure, in area order.
+        failures: area → one line saying why it produced no figures.
+        seconds: area → how long its script took.
     """
 
     figures: list[Figure] = field(default_factory=list)
@@ -52,14 +64,41 @@ class PerfReport:
 
 
 def discover() -> list[str]:
-    """Names of the ``perf_*`` modules in this package, sorted."""
+    """Every area, sorted: kgot's own (the ``perf_<area>`` modules of this package) and the
+    installed ones (:data:`PERF_AREAS`), none imported.
+
+    Raises:
+        ConfigError: an installed area has the name of one of kgot's (its figures would hide
+            or be hidden by kgot's).
+    """
+    clash = sorted(set(_own_areas()) & set(PERF_AREAS.names()))
+    if clash:
+        raise ConfigError(
+            f"an installed package declares the perf area {clash[0]!r} (entry-point group "
+            f"{PERF_AREA_GROUP}), which is one of kgot's own; that package must rename it"
+        )
+    return sorted({*_own_areas(), *PERF_AREAS.names()})
+
+
+def _own_areas() -> list[str]:
     import kgot.benchmarks as package
 
-    return sorted(
-        info.name
+    return [
+        info.name.removeprefix(PREFIX)
         for info in pkgutil.iter_modules(package.__path__)
         if info.name.startswith(PREFIX) and not info.ispkg
-    )
+    ]
+
+
+def _script(area: str) -> PerfScript:
+    """The ``run`` of ``area`` (imported now)."""
+    if area in _own_areas():
+        run: PerfScript = importlib.import_module(f"kgot.benchmarks.{PREFIX}{area}").run
+        return run
+    found = PERF_AREAS.get(area)
+    if found is None:  # discover() listed it, so it was unregistered since
+        raise ConfigError(f"the perf area {area!r} is no longer installed")
+    return found
 
 
 def run_all(
@@ -69,48 +108,45 @@ def run_all(
     on_start: Callable[[str], object] | None = None,
     sandbox: str = "auto",
 ) -> PerfReport:
-    """Import and run every perf script (or those whose area is in ``only``).
+    """Run every area's script (or those of the areas in ``only``).
 
     Args:
         quick: ask each script for its short version.
-        only: areas (``controller``, ``sandbox``, …) or module names to run.
-        on_start: called with each module name before it runs.
+        only: areas (``controller``, ``sandbox``, …) to run.
+        on_start: called with each area before its script runs.
         sandbox: the sandbox kind for scripts that run sandbox jobs.
 
     Raises:
-        UsageError: an area in ``only`` has no script.
+        UsageError: an area in ``only`` is not installed.
+        ConfigError: an installed area has the name of one of kgot's.
     """
     available = discover()
-    wanted = {name.removeprefix(PREFIX) for name in only}
-    unknown = sorted(wanted - {name.removeprefix(PREFIX) for name in available})
+    unknown = sorted(set(only) - set(available))
     if unknown:
-        from kgot.errors import UsageError
-
-        listed = ", ".join(name.removeprefix(PREFIX) for name in available) or "none"
-        raise UsageError(f"no perf script for area {unknown[0]!r} (available: {listed})")
+        listed = ", ".join(available) or "none"
+        raise UsageError(f"no perf area {unknown[0]!r} is installed (areas: {listed})")
     report = PerfReport()
-    for name in available:
-        if wanted and name.removeprefix(PREFIX) not in wanted:
+    for area in available:
+        if only and area not in only:
             continue
         if on_start is not None:
-            on_start(name)
+            on_start(area)
         started = time.perf_counter()
         try:
-            module = importlib.import_module(f"kgot.benchmarks.{name}")
-            figures = list(_run_script(module, quick=quick, sandbox=sandbox))
+            figures = list(_run_script(_script(area), quick=quick, sandbox=sandbox))
         except Exception as error:  # one broken script must not hide the others' figures
-            report.failures[name] = f"{type(error).__name__}: {' '.join(str(error).split())}"
+            report.failures[area] = f"{type(error).__name__}: {' '.join(str(error).split())}"
         else:
             report.figures += figures
-        report.seconds[name] = time.perf_counter() - started
+        report.seconds[area] = time.perf_counter() - started
     return report
 
 
-def _run_script(module: Any, *, quick: bool, sandbox: str) -> Any:
+def _run_script(run: PerfScript, *, quick: bool, sandbox: str) -> Sequence[Figure]:
     """The script's figures; a script whose ``run`` takes ``sandbox`` runs jobs in that kind."""
-    if "sandbox" in inspect.signature(module.run).parameters:
-        return module.run(quick=quick, sandbox=sandbox)
-    return module.run(quick=quick)
+    if "sandbox" in inspect.signature(run).parameters:
+        return run(quick=quick, sandbox=sandbox)
+    return run(quick=quick)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -144,7 +180,8 @@ def execute(
     """Run the scripts, printing figures to stdout and progress and failures to stderr.
 
     Raises:
-        UsageError: an area in ``only`` has no script.
+        UsageError: an area in ``only`` is not installed.
+        ConfigError: an installed area has the name of one of kgot's.
     """
     report = run_all(
         quick=quick,
@@ -153,13 +190,13 @@ def execute(
         sandbox=sandbox,
     )
     print_figures(report.figures, as_json=as_json)
-    for name, reason in report.failures.items():
-        sys.stderr.write(f"{name} failed: {reason}\n")
+    for area, reason in report.failures.items():
+        sys.stderr.write(f"{area} failed: {reason}\n")
     if report.seconds:
-        timings = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in report.seconds.items())
-        sys.stderr.write(f"time per script: {timings}\n")
+        timings = ", ".join(f"{area} {seconds:.1f} s" for area, seconds in report.seconds.items())
+        sys.stderr.write(f"time per area: {timings}\n")
     else:
-        sys.stderr.write("no perf_* scripts are installed in kgot.benchmarks\n")
+        sys.stderr.write("no perf areas are installed\n")
     return report
 
 

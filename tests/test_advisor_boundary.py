@@ -27,18 +27,12 @@ PACKAGE = ROOT / "aides" / "advisor"
 WORD = "advisor"
 DOTTED = "kgot.aides.advisor"
 SKIPPED = {"tests", "docs", "build", "examples", ".git", ".venv", "__pycache__"}
-# The advisor's benchmark stays with the others: `kgot bench perf` finds an area by its module
-# name, kgot.benchmarks.perf_<area>, and benchmarks may read the advisor's internals to time
-# them. It is the one module outside the package allowed to import it.
-ALLOWED = {"benchmarks/perf_advisor.py"}
 
 
 def _modules() -> Iterator[Path]:
     for path in sorted(ROOT.rglob("*.py")):
         relative = path.relative_to(ROOT)
-        if SKIPPED.intersection(relative.parts) or path.is_relative_to(PACKAGE):
-            continue
-        if relative.as_posix() not in ALLOWED:
+        if not SKIPPED.intersection(relative.parts) and not path.is_relative_to(PACKAGE):
             yield path
 
 
@@ -139,6 +133,6 @@ def test_the_entry_points_name_only_the_package() -> None:
         for name, value in points.items()
         if WORD in name or WORD in value
     }
-    assert len(declared) == 5, declared  # tools, program, commands, MCP tools and tables
+    assert len(declared) == 6, declared  # tools, program, commands, MCP tools, perf, tables
     outside = {key: value for key, value in declared.items() if not value.startswith(DOTTED)}
     assert outside == {}, outside

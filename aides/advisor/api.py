@@ -30,7 +30,13 @@ from typing import TYPE_CHECKING, Any
 
 from kgot.aides.advisor import advisor_rows
 from kgot.aides.advisor.advisor_rows import Portfolio, Position, StoredAlert, StoredBriefing, User
-from kgot.aides.advisor.evidence import DEFAULT_BUDGET, EvidencePack, MarketIndex, checked_budget
+from kgot.aides.advisor.evidence import (
+    DEFAULT_BUDGET,
+    EvidencePack,
+    MarketIndex,
+    checked_budget,
+    fact_strength,
+)
 from kgot.aides.advisor.holdings import (
     PositionsFile,
     parse_cost,
@@ -345,15 +351,8 @@ def read_context(
     market = MarketData.of(store, aide)
     if refresh:
         market.refresh(symbols, now)
-    index = MarketIndex(graph, session.type_catalog(), now=now, strength=_strength(session))
+    index = MarketIndex(graph, session.type_catalog(), now=now, strength=fact_strength(session))
     return Context(index, market.quotes(symbols), int(graph.graph.get("kgot_version", 0)))
-
-
-def _strength(session: Any) -> Any:
-    def read(keys: Sequence[tuple[str, ...]]) -> dict[tuple[str, ...], float]:
-        return {key: use.strength for key, use in session.fact_use(keys).items()}
-
-    return read
 
 
 def pack_for(context: Context, portfolio: Portfolio, budget: int) -> EvidencePack:

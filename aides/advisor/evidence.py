@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     import networkx as nx
 
     from kgot.aides.advisor.market_data import Quote
-    from kgot.persistence import TypeCatalog
+    from kgot.persistence import EntitySession, TypeCatalog
 
 HOP_RELEVANCE = (1.0, 0.7, 0.4)
 MAX_HOPS = 2
@@ -150,6 +150,19 @@ def checked_budget(budget: int) -> int:
     return budget
 
 
+FactStrength = Callable[[Sequence[FactKey]], Mapping[FactKey, float]]
+
+
+def fact_strength(session: EntitySession) -> FactStrength:
+    """A :class:`MarketIndex` ``strength`` reading the entity's fact use from the store, as a
+    cycle and a briefing do (:meth:`EntitySession.fact_use`, for the keys asked only)."""
+
+    def read(keys: Sequence[FactKey]) -> dict[FactKey, float]:
+        return {key: use.strength for key, use in session.fact_use(keys).items()}
+
+    return read
+
+
 class MarketIndex:
     """One graph prepared for packs: symbol lookups, fact lines and base scores, computed
     once and shared by every user's pack (a cycle builds one index, then a pack per user).
@@ -167,7 +180,7 @@ class MarketIndex:
         catalog: TypeCatalog,
         *,
         now: datetime | None = None,
-        strength: Callable[[Sequence[FactKey]], Mapping[FactKey, float]] | None = None,
+        strength: FactStrength | None = None,
     ) -> None:
         self.graph = graph
         self.now = now or datetime.now(UTC)

@@ -34,7 +34,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from kgot.aides.advisor import advisor_rows
-from kgot.aides.advisor.evidence import DEFAULT_BUDGET, MarketIndex, build_pack
+from kgot.aides.advisor.evidence import DEFAULT_BUDGET, MarketIndex, build_pack, fact_strength
 
 if TYPE_CHECKING:
     from kgot.aides.advisor.advisor_rows import Portfolio
@@ -253,7 +253,10 @@ class _Cycle:
                     state["checked_version"] = self.version  # its basis was verified just now
                 state["insight_version"] = self.version
         index = MarketIndex(
-            self.graph, self.session.type_catalog(), now=self.now, strength=_strength(self.session)
+            self.graph,
+            self.session.type_catalog(),
+            now=self.now,
+            strength=fact_strength(self.session),
         )
         self.alerts(index, quotes)
         await self.briefings(index, quotes, state)
@@ -423,13 +426,6 @@ class _Cycle:
             failed.pop(key, None)
             self.done.briefings.append(made.id)
             log.info("%s: briefing %s for %s", self.aide.name, made.id, portfolio.user.name)
-
-
-def _strength(session: Any) -> Any:
-    def read(keys: Sequence[tuple[str, ...]]) -> dict[tuple[str, ...], float]:
-        return {key: use.strength for key, use in session.fact_use(keys).items()}
-
-    return read
 
 
 # ---------------------------------------------------------------------------- delivery

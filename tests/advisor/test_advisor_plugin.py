@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 
 from kgot.aides.programs import AIDE_PROGRAMS, program_names
+from kgot.benchmarks.run_all import PERF_AREAS, discover
 from kgot.cli.extensions import COMMAND_EXTENSIONS
 from kgot.controller.tool_providers import ENTITY_TOOL_PROVIDERS
 from kgot.extension_points import AIDE_PROGRAMS as AIDE_PROGRAM_GROUP
 from kgot.extension_points import CLI_COMMANDS, ENTITY_TOOLS, MCP_TOOLS
+from kgot.extension_points import PERF_AREAS as PERF_AREA_GROUP
 from kgot.mcp_server.extensions import MCP_TOOL_PROVIDERS
 
 DECLARED = {
@@ -25,6 +27,7 @@ DECLARED = {
     AIDE_PROGRAM_GROUP: "kgot.aides.advisor.program",
     CLI_COMMANDS: "kgot.aides.advisor.cli:register",
     MCP_TOOLS: "kgot.aides.advisor.mcp:register",
+    PERF_AREA_GROUP: "kgot.aides.advisor.perf:run",
 }
 
 
@@ -37,13 +40,14 @@ def test_the_installed_metadata_declares_the_advisor_in_each_group() -> None:
 
 
 def test_each_registry_hands_out_the_advisors_part() -> None:
-    from kgot.aides.advisor import agent, cli, mcp, program
+    from kgot.aides.advisor import agent, cli, mcp, perf, program
 
     assert ENTITY_TOOL_PROVIDERS.get("advisor") is agent.agent_tools
     assert AIDE_PROGRAMS.get("advisor") is program
     assert program_names()[:1] == ["digest"] and "advisor" in program_names()
     assert COMMAND_EXTENSIONS.get("advisor") is cli.register
     assert MCP_TOOL_PROVIDERS.get("advisor") is mcp.register
+    assert PERF_AREAS.get("advisor") is perf.run and "advisor" in discover()
 
 
 # `kgot ARGS…` through the entry point, then the advisor's modules it imported, on stderr.

@@ -462,21 +462,6 @@ def test_a_refused_api_key_stops_the_run_after_a_few_questions(
     assert json.loads((out / "summary.json").read_text())["errors"] == 3
 
 
-# ---------------------------------------------------------------- perf runner areas
-
-
-def test_perf_areas_are_the_script_names(capsys: pytest.CaptureFixture[str]) -> None:
-    from kgot.benchmarks import perf_harness
-    from kgot.benchmarks.run_all import PREFIX, discover
-
-    assert perf_harness.AREA == "harness"
-    code = main(["bench", "perf", "--help"])
-    help_text = " ".join(capsys.readouterr().out.split())
-    assert code == 0
-    for name in discover():
-        assert name.removeprefix(PREFIX) in help_text, name
-
-
 # Every question: decide to retrieve, run a query that takes a moment in the sandbox, answer.
 KGOT_SCRIPT = {
     "decide": [{"decision": "RETRIEVE", "reason": "known"}],

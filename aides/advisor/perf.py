@@ -1,6 +1,6 @@
 """The investment advisor's own cost and the precision of its alert rules (issue 17).
 
-Run: ``python -m kgot.benchmarks.perf_advisor`` (``--quick`` for 1,000 nodes and 20 users,
+Run: ``python -m kgot.aides.advisor.perf`` (``--quick`` for 1,000 nodes and 20 users,
 ``--json`` for JSON lines). On a real SQLite store, an advisor entity of 10,000 nodes (assets,
 companies, sectors, asset classes, events, news, insights and their edges) and 100 users of 5
 holdings and 5 watched symbols each, it prints:
@@ -34,8 +34,7 @@ from typing import Any
 from kgot.aides import create_aide
 from kgot.aides.advisor import advisor_rows
 from kgot.aides.advisor.alerts import AlertIndex, evaluate, evaluate_all
-from kgot.aides.advisor.api import _strength
-from kgot.aides.advisor.evidence import MarketIndex, build_pack
+from kgot.aides.advisor.evidence import MarketIndex, build_pack, fact_strength
 from kgot.aides.advisor.holdings import PositionRow
 from kgot.aides.advisor.market_data import quote_from
 from kgot.benchmarks.figures import Figure, perf_main
@@ -143,7 +142,7 @@ def measure(nodes: int = 10_000, users: int = 100) -> list[Figure]:
         load = time.perf_counter() - started
         catalog = session.type_catalog()
 
-        strength = _strength(session)  # fact use, read from the store as a cycle does
+        strength = fact_strength(session)  # fact use, read from the store as a cycle does
         cold = []
         for portfolio in people[:5]:  # a fresh index each time: nothing cached
             started = time.perf_counter()
@@ -332,7 +331,7 @@ def run(quick: bool = False) -> list[Figure]:
 def main(argv: Sequence[str] | None = None) -> int:
     return perf_main(
         run,
-        prog="python -m kgot.benchmarks.perf_advisor",
+        prog="python -m kgot.aides.advisor.perf",
         quick_help="1,000 nodes, 20 users",
         argv=argv,
     )
