@@ -37,8 +37,8 @@ from kgot.controller.events import (
     TraceEvent,
 )
 from kgot.controller.result import AskResult
-from kgot.controller.state import Usage
 from kgot.errors import StructuredOutputError
+from kgot.tracing import Usage, emit, span
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -173,38 +173,35 @@ def direct_answerer(
         prompt = task.question
         if task.attachment is not None:
             prompt += "\n\n" + await _attachment_text(task.attachment, settings)
-        span_id = uuid.uuid4().hex[:16]
-        opened = StepStarted(
-            iteration=0, step="direct_answer", span_id=span_id, started_at=time.time()
-        )
-        step_started = time.perf_counter()
-        reply = await planning.text(
-            [SystemMessage(system), HumanMessage(prompt)], step="direct_answer"
-        )
-        totals = ledger.totals()
-        usage = Usage(
-            llm_calls=totals.calls,
-            failed_llm_calls=totals.failed_calls,
-            input_tokens=totals.input_tokens,
-            output_tokens=totals.output_tokens,
-            cost_usd=totals.cost_usd,
-            tool_calls=0,
-            duration_s=time.perf_counter() - started,
-            by_step=ledger.by_step(),
-        )
-        # The same record a KGoT run keeps: one step, bracketed, and its answer.
-        trace: list[TraceEvent] = [
-            opened,
-            Solutions(iteration=0, samples=[Sample(answer=reply, reasoning="")], answer=reply),
-            StepFinished(
-                iteration=0,
-                step="direct_answer",
-                span_id=span_id,
-                duration_s=time.perf_counter() - step_started,
-                ok=True,
-                usage=usage,
-            ),
-        ]
+        # The same record a KGoT run keeps: a run span with one step, bracketed, the model
+        # request inside it (the client raises it into the span) and the answer.
+        trace: list[TraceEvent] = []
+        with span(sink=trace.append), span():
+            emit(StepStarted(step="direct_answer"))
+            step_started = time.perf_counter()
+            reply = await planning.text(
+                [SystemMessage(system), HumanMessage(prompt)], step="direct_answer"
+            )
+            totals = ledger.totals()
+            usage = Usage(
+                llm_calls=totals.calls,
+                failed_llm_calls=totals.failed_calls,
+                input_tokens=totals.input_tokens,
+                output_tokens=totals.output_tokens,
+                cost_usd=totals.cost_usd,
+                tool_calls=0,
+                duration_s=time.perf_counter() - started,
+                by_step=ledger.by_step(),
+            )
+            emit(Solutions(samples=[Sample(answer=reply, reasoning="")], answer=reply))
+            emit(
+                StepFinished(
+                    step="direct_answer",
+                    duration_s=time.perf_counter() - step_started,
+                    ok=True,
+                    usage=usage,
+                )
+            )
         return AskResult(
             answer=reply,
             run_id=f"direct-{uuid.uuid4()}",

@@ -243,12 +243,17 @@ def _submission_line(record: Mapping[str, Any]) -> str:
     return json.dumps(entry, ensure_ascii=False) + "\n"
 
 
+# What an event line leaves out: where and when it happened, not what was reasoned.
+_NOT_REASONING = {"type", "iteration", "span_id", "parent_span_id", "timestamp"}
+
+
 def _reasoning_trace(record: Mapping[str, Any]) -> str:
     """The run's steps as short text lines (the leaderboard shows it beside the answer): each
     step's name, then what it did (a step's usage is in the record's totals already)."""
     from pydantic import ValidationError
 
     from kgot.controller.events import EVENT_ADAPTER, StepFinished, StepStarted
+    from kgot.tracing import ModelCall, ToolCall
 
     lines = []
     for stored in record.get("trace") or []:
@@ -260,12 +265,12 @@ def _reasoning_trace(record: Mapping[str, Any]) -> str:
             text = json.dumps(stored, ensure_ascii=False, default=str)
             lines.append(text if len(text) <= 300 else text[:299] + "…")
             continue
-        if isinstance(event, StepFinished):
-            continue
+        if isinstance(event, StepFinished | ModelCall | ToolCall):
+            continue  # figures, in the record's totals already
         if isinstance(event, StepStarted):
             lines.append(f"[{event.iteration}] step {event.step}")
             continue
-        details = event.model_dump(mode="json", exclude={"type", "iteration"})
+        details = event.model_dump(mode="json", exclude=_NOT_REASONING)
         text = json.dumps(details, ensure_ascii=False, default=str)
         if len(text) > 300:
             text = text[:299] + "…"

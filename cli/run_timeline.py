@@ -19,7 +19,6 @@ from kgot.controller.events import (
     CodeFailed,
     GraphRefreshed,
     GraphUpdated,
-    LlmRetry,
     Math,
     QueryResult,
     RunFinished,
@@ -34,6 +33,7 @@ from kgot.controller.events import (
     Votes,
 )
 from kgot.errors import StoreError
+from kgot.tracing import ModelCall
 
 WIDTH = 80
 _HEADER = f"  {'iter':>4}  {'step':<12} {'time':>8} {'tokens in/out':>13} {'cost':>8}  outcome"
@@ -140,7 +140,7 @@ class _Notes:
                 self.tools_failed += 1
         elif isinstance(event, CodeFailed):
             self.code_failures += 1
-        elif isinstance(event, LlmRetry):
+        elif isinstance(event, ModelCall) and not event.ok:
             self.retries += 1
         elif isinstance(event, GraphUpdated | GraphRefreshed):
             verb = "graph" if isinstance(event, GraphUpdated) else "refreshed"

@@ -29,7 +29,6 @@ from kgot.controller.events import (
     FailedVote,
     GraphRefreshed,
     GraphUpdated,
-    LlmRetry,
     Math,
     QueryResult,
     RunFinished,
@@ -42,8 +41,11 @@ from kgot.controller.events import (
     Votes,
     excerpt,
 )
+from kgot.tracing import ModelCall
+from kgot.tracing import ToolCall as ToolCallEvent
 
 _RESULT_CHARS = 400
+_RUN_KINDS = {"ask": "Run", "ingest": "Ingestion", "aide_cycle": "Aide cycle"}
 
 
 def _safe(value: Any, limit: int | None = None) -> str:
@@ -79,7 +81,7 @@ class TraceRenderer:
             self._line(f"── {markup} ──")
 
     def _on_run_started(self, event: RunStarted) -> None:
-        verb = "Resuming" if event.resumed else "Run"
+        verb = "Resuming" if event.resumed else _RUN_KINDS[event.kind]
         where = f" · entity [bold]{_safe(event.entity)}[/]" if event.entity else ""
         self._rule(f"{verb} {_safe(event.run_id)} · {_safe(event.backend)}{where}")
         self._line(f"[bold]Question:[/] {_safe(event.question)}")
@@ -154,11 +156,17 @@ class TraceRenderer:
             else:
                 self._line(f"  • {_safe(sample.answer)}")
 
-    def _on_llm_retry(self, event: LlmRetry) -> None:
-        self._line(
-            f"  [yellow]⟳ {_safe(event.role)} model, {_safe(event.step)}:[/] "
-            f"{_safe(event.error, 300)}"
-        )
+    def _on_model_call(self, event: ModelCall) -> None:
+        # A request that worked is in the step's usage; one that failed is retried or
+        # re-asked (or ends the step), which the reader should see as it happens.
+        if not event.ok:
+            self._line(
+                f"  [yellow]⟳ {_safe(event.role)} model, {_safe(event.step)}:[/] "
+                f"{_safe(event.error or 'failed', 300)}"
+            )
+
+    def _on_tool_call(self, event: ToolCallEvent) -> None:
+        """Shown by the tool_result that follows it (with the output the model saw)."""
 
     def _on_step_failed(self, event: StepFailed) -> None:
         self._line(f"  [red]step {_safe(event.step)} failed:[/] {_safe(event.error)}")

@@ -9,9 +9,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kgot.controller.events import LlmRetry, ToolResult, TraceEvent
-from kgot.controller.state import Usage, empty_usage
+from kgot.controller.events import ToolResult, TraceEvent
 from kgot.llm.usage import empty_step_figures
+from kgot.tracing.step_usage import Usage, empty_usage
 
 log = logging.getLogger(__name__)
 
@@ -66,19 +66,6 @@ class RunContext:
         if isinstance(event, ToolResult) and not event.skipped:
             self.step_tool_calls += 1
         self.write(event)
-
-    def report_failed_requests(self, call: LLMCall) -> None:
-        """Ledger listener: a failed or re-asked model request becomes a visible trace event."""
-        if not call.ok:
-            self.emit(
-                LlmRetry(
-                    iteration=self.iteration,
-                    role=call.role,
-                    step=call.step,
-                    attempt=call.attempt,
-                    error=call.error or "failed",
-                )
-            )
 
     def step_usage(self, calls: Sequence[LLMCall], tool_calls: int, ended: float) -> Usage:
         """A step's delta: the model requests recorded during it, the tool calls it ran and the

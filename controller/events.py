@@ -3,11 +3,14 @@
 
 One Pydantic model per kind of event, told apart by ``type``; :data:`TraceEvent` is their
 union and :data:`TRACE_ADAPTER` reads a stored trace (a list of event dicts) back into models.
-Every event names the ``iteration`` (decision round) it belongs to.
+Every event names its span, that span's parent, its time and its ``iteration`` (decision
+round; see :mod:`kgot.tracing.event_base`).
 
 Every node's work is bracketed by :class:`StepStarted` and :class:`StepFinished` (same
-``span_id``), the shape of an OpenTelemetry span: an exporter can turn each pair into a span
-and the events between them into span events without touching the nodes. The step's
+``span_id``, a child of the run's), the shape of an OpenTelemetry span: the exporter
+(:mod:`kgot.tracing.otel`) turns each pair into a span, model and tool calls
+(:class:`~kgot.tracing.calls.ModelCall`, :class:`~kgot.tracing.calls.ToolCall`) into child
+spans and the events between them into span events, without touching the nodes. The step's
 :class:`StepFinished` also carries its usage delta; the run's totals are the sum of those.
 """
 
@@ -16,54 +19,38 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import Field, TypeAdapter
 
-from kgot.controller.state import Usage
+from kgot.tracing.calls import ModelCall
+from kgot.tracing.calls import ToolCall as ToolCallEvent
+from kgot.tracing.event_base import EventBase, EventPart, excerpt
+from kgot.tracing.step_usage import Usage
 
-EXCERPT_CHARS = 600
-
-
-def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
-    """The first ``limit`` characters of ``text``, with a note of how much was cut."""
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}… [{len(text) - limit} more characters]"
-
-
-class _Record(BaseModel):
-    # Frozen: an event handed to ``on_event`` is the same object the trace keeps.
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class _Event(_Record):
-    iteration: int = Field(
-        description="The decision round the event belongs to (0 before the first)."
-    )
-
+__all__ = ["excerpt"]
 
 # ----------------------------------------------------------------- parts of events
 
 
-class Vote(_Record):
+class Vote(EventPart):
     decision: str = Field(description="``INSERT`` or ``RETRIEVE``.")
     reason: str = Field(description="Why: for INSERT, what the graph is missing.")
 
 
-class FailedVote(_Record):
+class FailedVote(EventPart):
     failed: str = Field(description="Why the vote produced no usable decision.")
 
 
-class ToolCall(_Record):
+class ToolCall(EventPart):
     name: str = Field(description="The tool's name.")
     args: dict[str, object] = Field(description="Its arguments as the model gave them.")
 
 
-class Sample(_Record):
+class Sample(EventPart):
     answer: str = Field(description="The sample's answer.")
     reasoning: str = Field(description="Its reasoning (an excerpt).")
 
 
-class FailedSample(_Record):
+class FailedSample(EventPart):
     failed: str = Field(description="Why the sample is not an answer.")
     answer: str | None = Field(
         default=None, description="An excerpt of an answer that was refused (too long)."
@@ -73,18 +60,21 @@ class FailedSample(_Record):
 # ----------------------------------------------------------------- the events
 
 
-class RunStarted(_Event):
+class RunStarted(EventBase):
     """The run started or was resumed."""
 
     type: Literal["run_started"] = "run_started"
-    question: str = Field(description="The question.")
+    kind: Literal["ask", "ingest", "aide_cycle"] = Field(
+        description="What kind of run: a question (``ask``), an ingestion or an aide's cycle."
+    )
+    question: str = Field(description="The question (what an ingestion or cycle is of).")
     run_id: str = Field(description="The run's id (its checkpoint thread).")
     resumed: bool = Field(description="This invocation continues an interrupted run.")
     backend: str = Field(description="The graph backend (``networkx``, ``rdflib``, …).")
     entity: str | None = Field(description="The entity whose graph the run works on, if any.")
 
 
-class Votes(_Event):
+class Votes(EventBase):
     """The vote of one round (none when the iteration limit forced retrieval)."""
 
     type: Literal["votes"] = "votes"
@@ -93,7 +83,7 @@ class Votes(_Event):
     forced: bool = Field(description="Retrieval was forced by the iteration limit (no vote).")
 
 
-class ToolCalls(_Event):
+class ToolCalls(EventBase):
     """The tool calls the execution model chose for what is missing."""
 
     type: Literal["tool_calls"] = "tool_calls"
@@ -107,7 +97,7 @@ class ToolCalls(_Event):
     )
 
 
-class ToolResult(_Event):
+class ToolResult(EventBase):
     """One tool call's outcome."""
 
     type: Literal["tool_result"] = "tool_result"
@@ -121,7 +111,7 @@ class ToolResult(_Event):
     output: str = Field(description="The output or error (an excerpt).")
 
 
-class Code(_Event):
+class Code(EventBase):
     """Code the planning model wrote."""
 
     type: Literal["code"] = "code"
@@ -132,7 +122,7 @@ class Code(_Event):
     code: str = Field(description="The code.")
 
 
-class CodeFailed(_Event):
+class CodeFailed(EventBase):
     """Code that failed (the model is asked to fix it while attempts remain)."""
 
     type: Literal["code_failed"] = "code_failed"
@@ -141,7 +131,7 @@ class CodeFailed(_Event):
     error: str = Field(description="What went wrong.")
 
 
-class GraphUpdated(_Event):
+class GraphUpdated(EventBase):
     """A tool result's changes were applied to the graph."""
 
     type: Literal["graph_updated"] = "graph_updated"
@@ -155,7 +145,7 @@ class GraphUpdated(_Event):
     )
 
 
-class GraphRefreshed(_Event):
+class GraphRefreshed(EventBase):
     """Other writers' commits to the entity were applied to the run's graph."""
 
     type: Literal["graph_refreshed"] = "graph_refreshed"
@@ -165,7 +155,7 @@ class GraphRefreshed(_Event):
     edges: int = Field(description="Edges in the graph afterwards.")
 
 
-class QueryResult(_Event):
+class QueryResult(EventBase):
     """What a read query returned."""
 
     type: Literal["query_result"] = "query_result"
@@ -174,7 +164,7 @@ class QueryResult(_Event):
     result: str = Field(description="The result (an excerpt).")
 
 
-class Math(_Event):
+class Math(EventBase):
     """Whether a calculation was needed, and its output."""
 
     type: Literal["math"] = "math"
@@ -182,7 +172,7 @@ class Math(_Event):
     output: str = Field(description="The calculation's printout (an excerpt), ``(failed)``, or ''.")
 
 
-class Solutions(_Event):
+class Solutions(EventBase):
     """The solution samples and the majority answer."""
 
     type: Literal["solutions"] = "solutions"
@@ -192,7 +182,7 @@ class Solutions(_Event):
     )
 
 
-class StepFailed(_Event):
+class StepFailed(EventBase):
     """Part of a step gave up; the run goes on."""
 
     type: Literal["step_failed"] = "step_failed"
@@ -200,17 +190,7 @@ class StepFailed(_Event):
     error: str = Field(description="What failed.")
 
 
-class LlmRetry(_Event):
-    """A model request failed or its output was unusable; it is retried or re-asked."""
-
-    type: Literal["llm_retry"] = "llm_retry"
-    role: str = Field(description="``planning`` or ``execution``.")
-    step: str = Field(description="What the request was for (``decide``, ``fix_code``, …).")
-    attempt: int = Field(description="The request's number within its call (1-based).")
-    error: str = Field(description="What went wrong.")
-
-
-class RunFinished(_Event):
+class RunFinished(EventBase):
     """The run ended (answered, forced, failed or stopped)."""
 
     type: Literal["run_finished"] = "run_finished"
@@ -219,21 +199,18 @@ class RunFinished(_Event):
     error: str | None = Field(description="Why the run failed, if it did.")
 
 
-class StepStarted(_Event):
+class StepStarted(EventBase):
     """A LangGraph node began (the start of a span)."""
 
     type: Literal["step_started"] = "step_started"
     step: str = Field(description="The node: ``decide``, ``update_graph``, ``retrieve``, …")
-    span_id: str = Field(description="Shared with the step's :class:`StepFinished`.")
-    started_at: float = Field(description="UNIX time the step began.")
 
 
-class StepFinished(_Event):
+class StepFinished(EventBase):
     """A LangGraph node ended (the end of its span), with what it used."""
 
     type: Literal["step_finished"] = "step_finished"
     step: str = Field(description="The node, as in its :class:`StepStarted`.")
-    span_id: str = Field(description="Shared with the step's :class:`StepStarted`.")
     duration_s: float = Field(description="Wall time of the step's own work.")
     ok: bool = Field(description="The step ended normally (its update was checkpointed).")
     error: str | None = Field(default=None, description="What stopped the step, when not ok.")
@@ -257,7 +234,8 @@ TraceEvent = Annotated[
     | Math
     | Solutions
     | StepFailed
-    | LlmRetry
+    | ModelCall
+    | ToolCallEvent
     | RunFinished
     | StepStarted
     | StepFinished,

@@ -24,7 +24,6 @@ runnable per step, with its own callbacks and a fresh read of the state.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -50,6 +49,7 @@ from kgot.controller.retrieve import (
 )
 from kgot.controller.solve import solve
 from kgot.controller.state import RunState
+from kgot.tracing.spans import span
 
 # Supersteps one INSERT round can take: decide (with the tools), update_graph.
 _STEPS_PER_ROUND = 2
@@ -124,38 +124,32 @@ def _spanned(name: str, node: _Node) -> Callable[..., Awaitable[Any]]:
         ctx = runtime.context
         ctx.write = runtime.stream_writer
         ctx.step_tool_calls = 0
-        span_id = os.urandom(8).hex()  # an OpenTelemetry span id is 8 bytes
-        ctx.emit(
-            StepStarted(
-                iteration=state.get("iteration", 0),
-                step=name,
-                span_id=span_id,
-                started_at=time.time(),
-            )
-        )
-        calls_before = len(ctx.ledger)
-        started = time.perf_counter()
-        error: BaseException | None = None
-        try:
-            outcome = await node(state, runtime)
-        except BaseException as raised:
-            error = raised
-            raise
-        finally:
-            ended = time.perf_counter()
-            usage = ctx.step_usage(ctx.ledger.calls[calls_before:], ctx.step_tool_calls, ended)
-            ctx.emit(
-                StepFinished(
-                    iteration=ctx.iteration,
-                    step=name,
-                    span_id=span_id,
-                    duration_s=ended - started,
-                    ok=error is None,
-                    error=None if error is None else (str(error) or type(error).__name__),
-                    usage=usage,
+        # The step's span: its events (and the model and tool calls made in it, which find
+        # it through the context) go through ctx.emit to the stream writer set above.
+        with span(sink=ctx.emit, iteration=lambda: ctx.iteration):
+            ctx.emit(StepStarted(step=name))
+            calls_before = len(ctx.ledger)
+            started = time.perf_counter()
+            error: BaseException | None = None
+            try:
+                outcome = await node(state, runtime)
+            except BaseException as raised:
+                error = raised
+                raise
+            finally:
+                ended = time.perf_counter()
+                usage = ctx.step_usage(ctx.ledger.calls[calls_before:], ctx.step_tool_calls, ended)
+                ctx.emit(
+                    StepFinished(
+                        iteration=ctx.iteration,
+                        step=name,
+                        duration_s=ended - started,
+                        ok=error is None,
+                        error=None if error is None else (str(error) or type(error).__name__),
+                        usage=usage,
+                    )
                 )
-            )
-            ctx.write = ctx.collect
+                ctx.write = ctx.collect
         if isinstance(outcome, Command):
             return Command(update={**(outcome.update or {}), "usage": usage}, goto=outcome.goto)
         return {**outcome, "usage": usage}

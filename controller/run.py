@@ -26,11 +26,13 @@ from kgot.controller.graph import build_controller_graph, run_config
 from kgot.controller.result import AskResult
 from kgot.controller.run_record import EventRecorder
 from kgot.controller.signals import RunTerminated, stopped_by_termination
-from kgot.controller.state import RunState, Usage, add_usage, empty_usage
+from kgot.controller.state import RunState
 from kgot.errors import GraphFileError, KgotError, UsageError
 from kgot.graph_model import Changeset, apply_to_networkx
 from kgot.llm.scripted import NoScriptedReplyError
 from kgot.persistence.storable import storable_text
+from kgot.tracing.spans import span
+from kgot.tracing.step_usage import Usage, add_usage, empty_usage
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +62,7 @@ class _RunSpec:
     def described(self) -> dict[str, Any]:
         """What a run_started event says of the run."""
         return {
+            "kind": "ask",
             "question": self.question,
             "run_id": self.run_id,
             "backend": self.backend,
@@ -275,8 +278,10 @@ async def _execute(
             collect=trace,
         )
         ctx.unsaved_commits_possible = resume and "update_graph" in snapshot.next
-        stack.callback(ledger.subscribe(ctx.report_failed_requests))
         ctx.iteration = values.get("iteration", 0)
+        # The run's root span, open until the run ends: its steps are its children (every
+        # invocation of a resumed run is a root span of its own, under the same run id).
+        stack.enter_context(span(sink=trace, iteration=lambda: ctx.iteration))
         # What the checkpoint held when this invocation began: with the steps' usage in the
         # trace, the totals at any moment, also when no checkpoint follows a step.
         carried: Usage = values.get("usage") or empty_usage()

@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from kgot.controller.events import RunFinished, StepFinished, TraceEvent, excerpt
@@ -63,9 +62,8 @@ class EventRecorder:
     def __init__(self, store: Store, run_id: str) -> None:
         self.store = store
         self.run_id = run_id
-        # Each event with the UNIX time it came; one list, so an event added from another
-        # thread (a model client's retry) during a write is neither lost nor mistimed.
-        self._pending: list[tuple[TraceEvent, float]] = []
+        # One list, so an event added from another thread during a write is not lost.
+        self._pending: list[TraceEvent] = []
         self._flushed_at = time.monotonic()
         self._writing = threading.Lock()  # one write at a time, batches in order
         self._writer: threading.Thread | None = None
@@ -78,7 +76,7 @@ class EventRecorder:
         and a write may wait for the database's lock (SQLite: up to its busy timeout while
         another process writes), which would stall every other call an MCP server serves.
         """
-        self._pending.append((event, time.time()))
+        self._pending.append(event)
         if isinstance(event, RunFinished) or (
             isinstance(event, StepFinished)
             and time.monotonic() - self._flushed_at >= FLUSH_INTERVAL_S
@@ -111,8 +109,8 @@ class EventRecorder:
         batch = self._pending[:]
         if not batch:
             return
-        events = [stored_event(event) for event, _ in batch]
-        times = [datetime.fromtimestamp(moment, UTC) for _, moment in batch]
+        events = [stored_event(event) for event in batch]
+        times = [event.timestamp for event in batch]
         try:
             self.store.append_run_events(self.run_id, events, recorded_at=times)
         except Exception as error:  # any failure: the run matters more than its record

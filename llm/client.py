@@ -6,7 +6,9 @@ One client wraps one LangChain chat model and adds what kgot needs around every 
 * kgot's own deadline (``asyncio.wait_for``) and bounded retries with backoff on transient
   errors, ending in one :class:`~kgot.errors.ModelError` that names the endpoint;
 * structured output with method fallback (``auto``) and Pydantic validation with re-asks;
-* a :class:`~kgot.llm.usage.LLMCall` in the ledger for every request, failed or not;
+* a :class:`~kgot.llm.usage.LLMCall` in the ledger for every request, failed or not, and the
+  same request as a :class:`~kgot.tracing.calls.ModelCall` trace event, a child of the span in
+  progress (the step that asked; nothing when no span is open);
 * one ``INFO`` record on the ``kgot.llm.waiting`` logger when requests go unanswered for
   ``notice_after`` seconds (the CLI prints it: a hung endpoint is not ten silent minutes).
 
@@ -51,6 +53,8 @@ from kgot.llm.structured import (
 )
 from kgot.llm.usage import LLMCall, UsageLedger
 from kgot.retrying import RetriesExhausted, retry_async
+from kgot.tracing.calls import ModelCall
+from kgot.tracing.spans import child_span_ids, emit
 
 M = TypeVar("M", bound=BaseModel)
 _BINDING_CACHE_SIZE = 64
@@ -606,6 +610,24 @@ class LLMClient:
 
     def _record(self, call: LLMCall) -> None:
         self.ledger.record(call)
+        # A child of the step that asked (found through the context), failed tries included.
+        emit(
+            ModelCall(
+                **child_span_ids(),
+                role=call.role,
+                step=call.step,
+                model=call.model,
+                attempt=call.attempt,
+                input_tokens=call.input_tokens,
+                output_tokens=call.output_tokens,
+                estimated=call.estimated,
+                cost_usd=call.cost_usd,
+                duration_s=call.duration_ms / 1000,
+                ok=call.ok,
+                error=call.error,
+                method=call.method,
+            )
+        )
 
     def _model_error(self, failure: Failure, retries: int, method: Method | None) -> ModelError:
         where = f"model endpoint {self.endpoint} ({self.model_name})"

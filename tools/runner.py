@@ -26,6 +26,9 @@ from kgot.errors import ToolError
 from kgot.tools.base import MORE_HINT_KEY, NATIVE_KEY, ToolFailure, ToolOutcome
 from kgot.tools.flight import SingleFlight, interrupted_from_outside
 from kgot.tools.schema import explain_validation, signature
+from kgot.tracing.calls import ARGS_EXCERPT_CHARS, ToolCall
+from kgot.tracing.event_base import excerpt
+from kgot.tracing.spans import child_span_ids, emit
 
 _NOTICE_ROOM = 300  # characters kept free for the truncation notice
 
@@ -56,7 +59,8 @@ class ToolRunner:
             self._cache.clear()
 
     async def run(self, name: str, args: dict[str, Any] | None = None) -> ToolOutcome:
-        """Run one call and describe what happened.
+        """Run one call and describe what happened; the call is traced as a
+        :class:`~kgot.tracing.calls.ToolCall` event, a child of the span in progress.
 
         Args:
             name: the tool's name.
@@ -69,6 +73,22 @@ class ToolRunner:
             asyncio.CancelledError: only when the caller itself is cancelled; an identical call
                 it shared keeps running for its other callers.
         """
+        started = time.perf_counter()
+        outcome = await self._run(name, args)
+        emit(
+            ToolCall(
+                **child_span_ids(),
+                name=name,
+                args=excerpt(_args_text(args), ARGS_EXCERPT_CHARS),
+                duration_s=time.perf_counter() - started,
+                ok=outcome.ok,
+                cached=outcome.cached,
+                error_kind=outcome.error_kind,
+            )
+        )
+        return outcome
+
+    async def _run(self, name: str, args: dict[str, Any] | None) -> ToolOutcome:
         given = dict(args or {})
         tool = self.tools.get(name)
         if tool is None:
@@ -293,6 +313,11 @@ def describe_signature(tool: BaseTool) -> str:
     if isinstance(schema, type) and issubclass(schema, BaseModel):
         return signature(schema.model_json_schema())
     return signature(dict(schema) if isinstance(schema, dict) else {})
+
+
+def _args_text(args: dict[str, Any] | None) -> str:
+    """The arguments as the trace shows them: JSON, anything else by its text."""
+    return json.dumps(args or {}, ensure_ascii=False, default=str)
 
 
 def _key(name: str, canonical: dict[str, Any]) -> str:

@@ -46,6 +46,7 @@ def test_terminal_trace_fits_the_width() -> None:
     renderer(
         RunStarted(
             iteration=0,
+            kind="ask",
             run_id="r1",
             backend="networkx",
             question=QUESTION,

@@ -19,7 +19,6 @@ from kgot.controller.events import (
     ToolCalls,
     TraceEvent,
 )
-from kgot.controller.state import Usage, add_usage, empty_usage
 from kgot.llm.scripted import ScriptedChatModel
 from kgot.persistence import open_store
 from kgot.tests.controller.scripts import (
@@ -30,6 +29,7 @@ from kgot.tests.controller.scripts import (
     solution,
     votes,
 )
+from kgot.tracing import Usage, add_usage, empty_usage
 
 Run = Callable[..., AskResult]
 NO_MATH = {"needs_math": False, "reason": "stated"}

@@ -313,7 +313,8 @@ def test_malformed_votes_are_re_asked_then_count_as_no_vote(
     result = run(scripted, settings=_going_on_after_invalid_output(settings))
 
     rounds = events(result, "votes")
-    retries = [e for e in events(result, "llm_retry") if e["step"] == "decide"]
+    calls = events(result, "model_call")
+    retries = [e for e in calls if e["step"] == "decide" and not e["ok"]]
     assert len(retries) == 5 + 10  # round 1: one bad reply per vote; round 2: two per vote
     assert all("invalid output" in e["error"] for e in retries)
     assert result.usage_by_step["decide"]["failed"] == 15

@@ -186,8 +186,8 @@ def test_a_store_that_cannot_take_the_events_does_not_end_the_run(
 
 def _step(kind: type[StepStarted] | type[StepFinished], span: str) -> TraceEvent:
     if kind is StepStarted:
-        return StepStarted(iteration=1, step="decide", span_id=span, started_at=0.0)
-    from kgot.controller.state import empty_usage
+        return StepStarted(iteration=1, step="decide", span_id=span)
+    from kgot.tracing import empty_usage
 
     return StepFinished(
         iteration=1, step="decide", span_id=span, duration_s=0.1, ok=True, usage=empty_usage()
@@ -224,15 +224,17 @@ def test_events_are_written_in_batches_and_kept_when_a_write_fails(
         recorder.wait()
         assert store.run_events("batched") == []
         monkeypatch.setattr(run_record, "FLUSH_INTERVAL_S", 3600.0)
-        recorder.add(RunFinished(iteration=1, status="answered", answer="x", error=None))
+        recorder.add(
+            RunFinished(iteration=1, status="answered", answer="x", error=None, span_id="run")
+        )
         recorder.wait()
         recorded = TRACE_ADAPTER.validate_python(store.run_events("batched"))
-    assert [(e.type, getattr(e, "span_id", None)) for e in recorded] == [
+    assert [(e.type, e.span_id) for e in recorded] == [
         ("step_started", "a"),
         ("step_finished", "a"),
         ("step_started", "b"),
         ("step_finished", "b"),
-        ("run_finished", None),
+        ("run_finished", "run"),
     ]
 
 
