@@ -37,6 +37,7 @@ from kgot.persistence import (
     Timestamp,
     define_tables,
     sql_list,
+    tables_on_first_use,
 )
 
 AIDE_ITEM_STATUSES = ("new", "ingesting", "done", "failed")
@@ -258,23 +259,12 @@ if TABLE_SET.version != AIDES_VERSION:  # a migration added without moving the v
     raise RuntimeError("AIDES_VERSION must be the aide tables' last migration's version")
 
 
-def _runtime_tables() -> SimpleNamespace:
-    metadata = MetaData()
-    define_tables(metadata)
-    return SimpleNamespace(**define_aide_tables(metadata))
-
-
 # The aide tables as this kgot uses them, by short name (``AIDE_TABLES.aide_items``), and their
-# short names, parents first. Built on first use (see __getattr__).
+# short names, parents first; defined when first read.
 AIDE_TABLES: SimpleNamespace
 AIDE_TABLE_ORDER: tuple[str, ...]
-
-
-def __getattr__(name: str) -> Any:
-    # Every store opening imports this module for TABLE_SET; only code that reads or writes
-    # aide rows needs the tables themselves, so they are defined then (a few ms of CPU).
-    if name in ("AIDE_TABLES", "AIDE_TABLE_ORDER"):
-        tables = _runtime_tables()
-        globals().update(AIDE_TABLES=tables, AIDE_TABLE_ORDER=tuple(vars(tables)))
-        return globals()[name]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = tables_on_first_use(
+    globals(),
+    TABLE_SET,
+    {"AIDE_TABLES": lambda tables: SimpleNamespace(**tables), "AIDE_TABLE_ORDER": tuple},
+)

@@ -10,8 +10,6 @@ suggestions) is the store's own.
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlalchemy import (
     CheckConstraint,
     Column,
@@ -24,7 +22,14 @@ from sqlalchemy import (
     Table,
 )
 
-from kgot.persistence import PREFIX, Migration, TableSet, Timestamp, define_tables
+from kgot.persistence import (
+    PREFIX,
+    Migration,
+    TableSet,
+    Timestamp,
+    define_tables,
+    tables_on_first_use,
+)
 
 # The schema version the memory's table last changed at (its last migration's).
 MEMORY_VERSION = 2
@@ -74,20 +79,8 @@ TABLE_SET = TableSet(
 )
 
 
-def _runtime_table() -> Table:
-    metadata = MetaData()
-    define_tables(metadata)
-    return define_memory_tables(metadata)["embeddings"]
-
-
-# The embedding table as this kgot uses it. Built on first use (see __getattr__).
+# The embedding table as this kgot uses it; defined when first read.
 EMBEDDINGS: Table
-
-
-def __getattr__(name: str) -> Any:
-    # Every store opening imports this module for TABLE_SET; only the embeddings code needs
-    # the table itself (and only when embeddings are on), so it is defined then.
-    if name == "EMBEDDINGS":
-        globals()["EMBEDDINGS"] = table = _runtime_table()
-        return table
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = tables_on_first_use(
+    globals(), TABLE_SET, {"EMBEDDINGS": lambda tables: tables["embeddings"]}
+)

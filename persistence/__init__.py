@@ -38,7 +38,7 @@ from kgot.persistence.schema import (
 )
 from kgot.persistence.session import CommitConflictError, EntitySession, Provenance
 from kgot.persistence.store import EntityInfo, RunRecord, Store, open_store
-from kgot.persistence.table_sets import Migration, TableSet
+from kgot.persistence.table_sets import Migration, TableSet, tables_on_first_use
 from kgot.persistence.target import StoreNotFoundError, StoreUnusableError
 from kgot.persistence.transfer import ImportResult, export_graph, import_graph
 from kgot.persistence.upkeep_store import (
@@ -91,4 +91,5 @@ __all__ = [
     "open_store",
     "purge_checkpoints",
     "sql_list",
+    "tables_on_first_use",
 ]

@@ -27,13 +27,15 @@ installation (an entry point missing from stale metadata), never skipped.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
+from typing import Any
 
 from sqlalchemy import Connection, MetaData, Table
 
 from kgot.errors import ConfigError
+from kgot.persistence.schema import define_tables
 
 ENTRY_POINT_GROUP = "kgot.tables"
 CORE_OWNER = "kgot.persistence"
@@ -73,6 +75,53 @@ class TableSet:
     def version(self) -> int:
         """The last version this set has a migration for (0: none)."""
         return max((m.version for m in self.migrations), default=0)
+
+
+def tables_on_first_use(
+    namespace: dict[str, Any],
+    table_set: TableSet,
+    published: Mapping[str, Callable[[dict[str, Table]], object]],
+    *,
+    required: Sequence[TableSet] = (),
+) -> Callable[[str], object]:
+    """A module ``__getattr__`` (PEP 562) that gives the module of ``table_set`` its tables as
+    this kgot reads and writes them, defined the first time one of ``published`` is read.
+
+    Every store opening imports each set's module for its ``TABLE_SET``; only code that reads
+    or writes the rows needs the tables themselves, so they are defined then (a few ms of CPU),
+    once. The tables are ``table_set``'s at its last version, by short name, on a ``MetaData``
+    of their own that also holds the store's tables and those of ``required``: the sets
+    ``table_set`` requires, passed in by its module (looking them up among the installed sets
+    would import every package that keeps tables from inside the import of one of them).
+
+    Args:
+        namespace: the module's ``globals()``; each published value is stored there, so the
+            hook runs once.
+        published: global name → how to make it from the tables
+            (``{"AIDE_TABLES": lambda t: SimpleNamespace(**t)}``).
+
+    Raises:
+        ValueError: ``required`` is not the sets ``table_set`` requires.
+    """
+    if sorted(s.owner for s in required) != sorted(table_set.requires):
+        raise ValueError(
+            f"{table_set.owner} requires the tables of {list(table_set.requires)}; pass those "
+            "table sets as required"
+        )
+    module = namespace["__name__"]
+
+    def module_getattr(name: str) -> object:
+        if name not in published:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        metadata = MetaData()
+        define_tables(metadata)
+        for other in required:
+            other.define(metadata, other.version)
+        tables = dict(table_set.define(metadata, table_set.version))
+        namespace.update({key: make(tables) for key, make in published.items()})
+        return namespace[name]
+
+    return module_getattr
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from sqlalchemy import (
     Text,
 )
 
+from kgot.aides.schema import TABLE_SET as AIDE_TABLE_SET
 from kgot.aides.schema import define_aide_tables
 from kgot.persistence import (
     PREFIX,
@@ -35,6 +36,7 @@ from kgot.persistence import (
     Timestamp,
     define_tables,
     sql_list,
+    tables_on_first_use,
 )
 
 # The schema version the advisor's tables last changed at (their last migration's).
@@ -189,24 +191,13 @@ if TABLE_SET.version != ADVISOR_VERSION:  # a migration added without moving the
     raise RuntimeError("ADVISOR_VERSION must be the advisor tables' last migration's version")
 
 
-def _runtime_tables() -> SimpleNamespace:
-    metadata = MetaData()
-    define_tables(metadata)
-    define_aide_tables(metadata)
-    return SimpleNamespace(**define_advisor_tables(metadata))
-
-
 # The advisor's tables as this kgot uses them, by short name (``ADVISOR_TABLES.advisor_users``),
-# and their short names, parents first. Built on first use (see __getattr__).
+# and their short names, parents first; defined when first read.
 ADVISOR_TABLES: SimpleNamespace
 ADVISOR_TABLE_ORDER: tuple[str, ...]
-
-
-def __getattr__(name: str) -> Any:
-    # Every store opening imports this module for TABLE_SET; only code that reads or writes
-    # the advisor's rows needs the tables themselves, so they are defined then.
-    if name in ("ADVISOR_TABLES", "ADVISOR_TABLE_ORDER"):
-        tables = _runtime_tables()
-        globals().update(ADVISOR_TABLES=tables, ADVISOR_TABLE_ORDER=tuple(vars(tables)))
-        return globals()[name]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = tables_on_first_use(
+    globals(),
+    TABLE_SET,
+    {"ADVISOR_TABLES": lambda tables: SimpleNamespace(**tables), "ADVISOR_TABLE_ORDER": tuple},
+    required=(AIDE_TABLE_SET,),
+)

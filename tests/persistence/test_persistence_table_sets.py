@@ -13,10 +13,21 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Connection, MetaData, create_engine, func, select, text
+from sqlalchemy import (
+    Column,
+    Connection,
+    ForeignKey,
+    Integer,
+    MetaData,
+    Table,
+    create_engine,
+    func,
+    select,
+    text,
+)
 
 from kgot.errors import ConfigError, EntityNotFoundError
-from kgot.persistence import Migration, TableSet, open_store
+from kgot.persistence import Migration, TableSet, open_store, tables_on_first_use
 from kgot.persistence.engine import create_store_engine
 from kgot.persistence.migrations import (
     CORE_TABLE_SET,
@@ -254,3 +265,72 @@ def test_table_sets_are_ordered_by_what_they_require_and_checked() -> None:
         order_table_sets(core, [_set("a", 2, requires=("z",))])
     with pytest.raises(ConfigError, match="two table sets are registered for a"):
         order_table_sets(core, [_set("a", 2), _set("a", 3)])
+
+
+def _widgets(metadata: MetaData, version: int) -> dict[str, Table]:
+    if version < 9:
+        return {}
+    entities = metadata.tables["kgot_entities"]
+    gadgets = metadata.tables["kgot_gadgets"]
+    widget = Table(
+        "kgot_widgets",
+        metadata,
+        Column("id", Integer, primary_key=True),
+        Column("entity_id", ForeignKey(entities.c.id)),
+        Column("gadget_id", ForeignKey(gadgets.c.id)),
+    )
+    return {"widgets": widget}
+
+
+def _gadgets(metadata: MetaData, version: int) -> dict[str, Table]:
+    gadget = Table("kgot_gadgets", metadata, Column("id", Integer, primary_key=True))
+    return {"gadgets": gadget} if version >= 8 else {}
+
+
+GADGETS = TableSet("gadgets", _gadgets, (Migration(8, "gadgets", lambda _: None),))
+WIDGETS = TableSet(
+    "widgets", _widgets, (Migration(9, "widgets", lambda _: None),), requires=("gadgets",)
+)
+
+
+def test_a_package_s_tables_are_defined_when_first_read_and_once() -> None:
+    namespace: dict[str, object] = {"__name__": "widget_schema"}
+    built: list[int] = []
+
+    def order(tables: dict[str, Table]) -> tuple[str, ...]:
+        built.append(1)
+        return tuple(tables)
+
+    hook = tables_on_first_use(
+        namespace,
+        WIDGETS,
+        {"WIDGETS": lambda tables: tables["widgets"], "ORDER": order},
+        required=(GADGETS,),
+    )
+    assert "WIDGETS" not in namespace and built == []  # nothing defined before it is read
+    widgets = hook("WIDGETS")
+    assert isinstance(widgets, Table) and namespace["WIDGETS"] is widgets
+    assert namespace["ORDER"] == ("widgets",) and built == [1]  # every name at once
+    # Its foreign keys resolve: the store's tables and the required set's are on its MetaData.
+    assert {fk.column.table.name for fk in widgets.foreign_keys} == {
+        "kgot_entities",
+        "kgot_gadgets",
+    }
+    with pytest.raises(AttributeError, match="'widget_schema' has no attribute '__path__'"):
+        hook("__path__")  # what a module does not publish is still missing
+
+
+def test_a_package_s_lazy_tables_need_the_sets_it_requires() -> None:
+    with pytest.raises(ValueError, match="requires the tables of \\['gadgets'\\]"):
+        tables_on_first_use({"__name__": "widget_schema"}, WIDGETS, {})
+
+
+def test_the_packages_publish_their_tables_from_one_metadata_each() -> None:
+    from kgot.aides.advisor.schema import ADVISOR_TABLE_ORDER, ADVISOR_TABLES
+    from kgot.aides.schema import AIDE_TABLE_ORDER, AIDE_TABLES
+    from kgot.memory.schema import EMBEDDINGS
+
+    assert AIDE_TABLE_ORDER[0] == "aides" and AIDE_TABLES.aides.name == "kgot_aides"
+    assert ADVISOR_TABLE_ORDER[0] == "advisor_users"
+    assert ADVISOR_TABLES.advisor_users.metadata.tables["kgot_aides"] is not AIDE_TABLES.aides
+    assert EMBEDDINGS.name == "kgot_embeddings" and "kgot_entities" in EMBEDDINGS.metadata.tables
