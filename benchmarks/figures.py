@@ -103,6 +103,12 @@ def _verdict(figure: Figure) -> str:
     return f"{verdict} ({sign} {figure.target:g})"  # the unit is the value's, just before
 
 
+def p95(values: Sequence[float]) -> float:
+    """The 95th percentile of ``values`` (nearest rank: a value that was measured)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
 def perf_main(
     run: Callable[..., Sequence[Figure]],
     *,

@@ -30,8 +30,8 @@ from typing import Any
 
 import anyio
 
-from kgot.benchmarks.figures import Figure, perf_main
-from kgot.benchmarks.perf_memory import SEED, _ingest, _p95, _queries
+from kgot.benchmarks.figures import Figure, p95, perf_main
+from kgot.benchmarks.perf_memory import SEED, commit_population, user_queries
 from kgot.memory.evaluation import synthetic_nodes
 from kgot.persistence import open_store
 
@@ -131,7 +131,7 @@ def run(quick: bool = False) -> list[Figure]:
 
     size, count = (2_000, 120) if quick else (10_000, 400)
     population = synthetic_nodes(size, seed=SEED, label=LABEL)
-    asked = _queries(population, count, SEED + 2)
+    asked = user_queries(population, count, SEED + 2)
     picked = random.Random(SEED + 3).sample([node.id for node in population], count // 4)
     new_node = {"id": "bench_new", "label": LABEL, "properties": {"name": "Benchmark New Org"}}
     after_write: list[Call] = [
@@ -143,7 +143,7 @@ def run(quick: bool = False) -> list[Figure]:
         store_url = str(Path(folder) / "kgot.db")
         with open_store(store_url) as store:
             store.create_entity("bench")
-            _ingest(store.session("bench"), population, size, SEED)
+            commit_population(store.session("bench"), population, size, SEED)
         tokens = Path(folder) / "tokens.toml"
         token, _ = add_token(tokens, "bench", ["bench"], ["read", "write"])
         port = _free_port()
@@ -166,14 +166,14 @@ def run(quick: bool = False) -> list[Figure]:
     return [
         Figure(AREA, f"{search}, first call (index build)", first[0], "ms"),
         Figure(AREA, f"{search}, warm p50", statistics.median(warm), "ms"),
-        Figure(AREA, f"{search}, warm p95", _p95(warm), "ms", 150.0),
+        Figure(AREA, f"{search}, warm p95", p95(warm), "ms", 150.0),
         Figure(AREA, f"{search}, {CLIENTS} concurrent clients", rate, "requests/s"),
-        Figure(AREA, f"{search}, {CLIENTS} concurrent clients, p95", _p95(loaded), "ms"),
+        Figure(AREA, f"{search}, {CLIENTS} concurrent clients, p95", p95(loaded), "ms"),
         Figure(AREA, f"{label}: get_node, first call after a write", node_after, "ms"),
         Figure(AREA, f"{search}, first call after a write (index rebuild)", search_after, "ms"),
         Figure(AREA, f"{label}: get_node p50", statistics.median(nodes), "ms"),
-        Figure(AREA, f"{label}: get_node p95", _p95(nodes), "ms"),
-        Figure(AREA, f"{label}: traverse depth 2 p95", _p95(walks), "ms"),
+        Figure(AREA, f"{label}: get_node p95", p95(nodes), "ms"),
+        Figure(AREA, f"{label}: traverse depth 2 p95", p95(walks), "ms"),
     ]
 
 

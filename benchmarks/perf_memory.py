@@ -31,7 +31,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from kgot.benchmarks.figures import Figure, perf_main
+from kgot.benchmarks.figures import Figure, p95, perf_main
 from kgot.graph_model import Changeset, Edge, Node
 from kgot.memory import open_memory
 from kgot.memory.evaluation import evaluate, synthetic_nodes
@@ -44,12 +44,9 @@ RELATIONSHIP = "related_to"
 NEW_NODES = 10  # per measured commit, with as many edges
 
 
-def _p95(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-
-
-def _ingest(session: EntitySession, nodes: Sequence[Node], edges: int, seed: int) -> None:
+def commit_population(session: EntitySession, nodes: Sequence[Node], edges: int, seed: int) -> None:
+    """Commit ``nodes`` and ``edges`` random edges between them (``seed`` picks them) in one
+    commit."""
     rng = random.Random(seed)
     taken: set[tuple[int, int]] = set()
     links: list[Edge] = []
@@ -65,7 +62,7 @@ def _ingest(session: EntitySession, nodes: Sequence[Node], edges: int, seed: int
     )
 
 
-def _queries(nodes: Sequence[Node], count: int, seed: int) -> list[str]:
+def user_queries(nodes: Sequence[Node], count: int, seed: int) -> list[str]:
     """Queries a user would type: whole names, one word, a prefix, a typo, two names' words."""
     rng = random.Random(seed)
     queries: list[str] = []
@@ -122,7 +119,7 @@ def _search(store: Store, entity: str, nodes: Sequence[Node], queries: int) -> l
         loads.append((time.perf_counter() - started) * 1000)
     warm: list[float] = []
     warm_cpu: list[float] = []
-    for query in _queries(nodes, queries, SEED + 1):
+    for query in user_queries(nodes, queries, SEED + 1):
         started, cpu = time.perf_counter(), time.process_time()
         memory.search(query)
         warm.append((time.perf_counter() - started) * 1000)
@@ -148,8 +145,8 @@ def _search(store: Store, entity: str, nodes: Sequence[Node], queries: int) -> l
             "ms",
         ),
         Figure(AREA, f"{label}, warm p50", statistics.median(warm), "ms"),
-        Figure(AREA, f"{label}, warm p95", _p95(warm), "ms", 50.0),
-        Figure(AREA, f"{label}, warm p95, CPU time", _p95(warm_cpu), "ms"),
+        Figure(AREA, f"{label}, warm p95", p95(warm), "ms", 50.0),
+        Figure(AREA, f"{label}, warm p95, CPU time", p95(warm_cpu), "ms"),
     ]
 
 
@@ -229,11 +226,11 @@ def measure(nodes: int = 10_000, *, queries: int = 300, commits: int = 30) -> li
         try:
             for entity in ("bench", "hooked", "plain"):
                 store.create_entity(entity)
-            _ingest(store.session("bench"), population, nodes, SEED)
+            commit_population(store.session("bench"), population, nodes, SEED)
             figures.append(_resolve(store, "bench", f"{nodes:,}"))
             figures += _search(store, "bench", population, queries)
-            _ingest(store.session("hooked"), population, nodes, SEED)
-            _ingest(store.session("plain"), population, nodes, SEED)
+            commit_population(store.session("hooked"), population, nodes, SEED)
+            commit_population(store.session("plain"), population, nodes, SEED)
             figures += _write_time(store, population, commits)
         finally:
             store.close()

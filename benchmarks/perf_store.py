@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from kgot.benchmarks.figures import Figure, print_figures
+from kgot.benchmarks.figures import Figure, p95, print_figures
 from kgot.graph_model import Changeset, Edge, Node
 from kgot.persistence import EntitySession, Provenance, open_store
 
@@ -157,13 +157,8 @@ def _measure(url: str, label: str, nodes: int, edges: int, *, targets: bool) -> 
             "ms",
             target=50.0 if targets else None,
         ),
-        Figure(AREA, f"{label}: commit 100 changes p95", _p95(commits), "ms"),
+        Figure(AREA, f"{label}: commit 100 changes p95", p95(commits), "ms"),
     ]
-
-
-def _p95(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
 
 
 def _postgres_schema_url(base: str) -> tuple[str, str] | None:
