@@ -3,7 +3,7 @@
 Harnesses: :func:`run_gaia` and :func:`run_simpleqa` (``kgot bench gaia|simpleqa``) ask every
 selected question, score it, append one JSONL record per task and write a summary, a markdown
 report and a chart; an interrupted run resumes by ``task_id``. Scorers live in
-:mod:`kgot.benchmarks.scoring`.
+:mod:`kgot.benchmarks.answer_scoring`.
 
 Performance scripts are modules ``kgot.benchmarks.perf_<area>`` runnable with
 ``python -m kgot.benchmarks.perf_<area>``; each exposes ``run(quick: bool = False) ->

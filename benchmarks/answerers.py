@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+from kgot.benchmarks.answer_scoring import Grade, parse_grade
 from kgot.benchmarks.datasets import BenchTask
 from kgot.benchmarks.harness import AnswerFn
 from kgot.benchmarks.prompts import DIRECT_SYSTEM, GAIA_ANSWER_RULES, render_grader_prompt
-from kgot.benchmarks.scoring import Grade, parse_grade
 from kgot.config import ModelSettings, Settings
 from kgot.controller.events import (
     Sample,
@@ -287,7 +287,7 @@ class GradeResult:
         grade: the grade read from the reply (``NOT_ATTEMPTED`` when none could be read, as in
             the reference implementation; then ``parsed`` is false).
         reply: the grader's reply that decided the grade (the JSON of a structured answer, or
-            the text read by :func:`~kgot.benchmarks.scoring.parse_grade`), kept for audit.
+            the text read by :func:`~kgot.benchmarks.answer_scoring.parse_grade`), kept for audit.
         parsed: whether the reply named a grade.
         input_tokens, output_tokens, cost_usd: what grading cost (``None``: unknown price).
     """
@@ -306,7 +306,7 @@ class Grader:
     The grade is requested as ``{"grade": "A" | "B" | "C"}`` through the LLM layer's structured
     output (JSON schema, a forced tool call, JSON mode or the prompt, whichever the endpoint
     supports). A reply that is not that JSON is read as plain text with
-    :func:`~kgot.benchmarks.scoring.parse_grade`; only a reply stating no grade (or two
+    :func:`~kgot.benchmarks.answer_scoring.parse_grade`; only a reply stating no grade (or two
     different ones) is asked again, at most ``llm.structured_retries`` times, and otherwise
     counted as unparsed.
 

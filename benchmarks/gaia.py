@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kgot.benchmarks.answer_scoring import gaia_close_call, gaia_question_scorer, strip_final_answer
 from kgot.benchmarks.answerers import (
     Mode,
     check_models,
@@ -54,7 +55,6 @@ from kgot.benchmarks.report import (
     usage_lines,
 )
 from kgot.benchmarks.results import write_atomic
-from kgot.benchmarks.scoring import gaia_close_call, gaia_question_scorer, strip_final_answer
 from kgot.config import Settings
 from kgot.version import __version__
 

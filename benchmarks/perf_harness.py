@@ -80,7 +80,7 @@ def _bookkeeping_ms_per_task(folder: Path, count: int, concurrency: int) -> floa
 
 
 def _scorer_us_per_call(rounds: int) -> float:
-    from kgot.benchmarks.scoring import gaia_question_scorer
+    from kgot.benchmarks.answer_scoring import gaia_question_scorer
 
     cases = [
         ("$1,234", "1234"),

@@ -45,7 +45,7 @@ from kgot.benchmarks.figures import Figure, print_figures
 from kgot.config import SandboxSettings
 from kgot.graph_backends.base import ViewRequest
 from kgot.graph_backends.common import PropertyGraphBackend
-from kgot.graph_backends.files import read_graph, write_graph
+from kgot.graph_backends.graph_files import read_graph, write_graph
 from kgot.graph_backends.jobs.sparql_guard import check
 from kgot.graph_backends.networkx_backend import NetworkXBackend
 from kgot.graph_backends.rdf_backend import RdfBackend

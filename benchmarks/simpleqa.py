@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kgot.benchmarks.answer_scoring import Grade, simpleqa_metrics, strip_final_answer
 from kgot.benchmarks.answerers import (
     Grader,
     Mode,
@@ -46,7 +47,6 @@ from kgot.benchmarks.report import (
     usage_lines,
 )
 from kgot.benchmarks.results import write_atomic
-from kgot.benchmarks.scoring import Grade, simpleqa_metrics, strip_final_answer
 from kgot.config import Settings
 from kgot.errors import UsageError
 from kgot.version import __version__

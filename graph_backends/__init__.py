@@ -19,7 +19,7 @@ from kgot.graph_backends.base import (
     QueryResult,
     ViewRequest,
 )
-from kgot.graph_backends.files import (
+from kgot.graph_backends.graph_files import (
     FORMATS,
     graph_format,
     read_graph,

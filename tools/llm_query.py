@@ -8,8 +8,8 @@ from typing import Any
 from pydantic import Field
 
 from kgot.tools.base import ToolFailure, ToolResult
-from kgot.tools.session import ToolSession
 from kgot.tools.spec import ToolArgs, ToolFunction, ToolSpec
+from kgot.tools.tool_session import ToolSession
 
 STEP = "llm_query"
 SYSTEM = (

@@ -14,7 +14,7 @@ from pydantic import SecretStr
 
 from kgot.config import ModelSettings, Settings
 from kgot.tools.base import ToolFailure
-from kgot.tools.session import ToolSession
+from kgot.tools.tool_session import ToolSession
 
 VISION_STEP = "inspect_image"
 DEFAULT_IMAGE_PROMPT = (

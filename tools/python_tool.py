@@ -16,8 +16,8 @@ from pydantic import Field
 from kgot.daemon_threads import run_blocking
 from kgot.sandbox.base import MOUNT_DIR, OUTPUT_DIR, Job, Limits
 from kgot.tools.base import ToolFailure, ToolResult
-from kgot.tools.session import ToolSession
 from kgot.tools.spec import ToolArgs, ToolFunction, ToolSpec
+from kgot.tools.tool_session import ToolSession
 
 TAIL_CHARS = 4000  # of stderr shown when code fails: the traceback's end is what matters
 

@@ -26,8 +26,8 @@ from kgot.tools.access import make_private_dir
 from kgot.tools.base import ToolFailure
 from kgot.tools.media import ask_vision, look_at_image, transcribe, vision_model
 from kgot.tools.paging import Document, links_section
-from kgot.tools.session import ToolSession
 from kgot.tools.text import quoted
+from kgot.tools.tool_session import ToolSession
 
 KIND_LABELS = {
     "pdf": "PDF",

@@ -12,11 +12,11 @@ from pydantic import ValidationError
 
 from kgot.config import Settings, ToolsSettings
 from kgot.errors import ConfigError, SandboxUnavailableError
-from kgot.tools import files, llm_query, python_tool, web_page, web_search, wikipedia
+from kgot.tools import file_tool, llm_query, python_tool, web_page, web_search, wikipedia
 from kgot.tools.base import ToolContext, ToolInfo
 from kgot.tools.schema import arguments, explain_validation, signature
-from kgot.tools.session import ToolSession
 from kgot.tools.spec import ToolSpec
+from kgot.tools.tool_session import ToolSession
 
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
@@ -25,7 +25,7 @@ SPECS: tuple[ToolSpec, ...] = (
     web_search.SPEC,
     web_page.SPEC,
     wikipedia.SPEC,
-    files.SPEC,
+    file_tool.SPEC,
     python_tool.SPEC,
     llm_query.SPEC,
 )

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
 
     from kgot.config import Settings
-    from kgot.tools.session import ToolSession
+    from kgot.tools.tool_session import ToolSession
 
 Need = Literal["sandbox", "llm"]
 

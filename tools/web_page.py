@@ -23,9 +23,9 @@ from kgot.tools.dates import parse_date
 from kgot.tools.media import capability_notes
 from kgot.tools.paging import Document
 from kgot.tools.reading import read_local
-from kgot.tools.session import ToolSession
 from kgot.tools.spec import ToolArgs, ToolFunction, ToolSpec
 from kgot.tools.text import call_text, quoted
+from kgot.tools.tool_session import ToolSession
 
 _SAVED_FORMATS = (ZIP_FORMAT, AUDIO_FORMAT, None)
 

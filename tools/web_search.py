@@ -17,9 +17,9 @@ from pydantic import Field
 from kgot.config import ToolsSettings
 from kgot.daemon_threads import run_blocking
 from kgot.tools.base import ToolFailure, ToolResult
-from kgot.tools.session import ToolSession
 from kgot.tools.spec import ToolArgs, ToolFunction, ToolSpec
 from kgot.tools.text import strip_markup
+from kgot.tools.tool_session import ToolSession
 from kgot.webclient import Http, shown_url
 
 TimeRange = Literal["day", "week", "month", "year"]

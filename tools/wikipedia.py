@@ -18,9 +18,9 @@ from pydantic import Field
 from kgot.tools.base import ErrorKind, ToolFailure, ToolResult
 from kgot.tools.dates import parse_date
 from kgot.tools.paging import Document
-from kgot.tools.session import ToolSession
 from kgot.tools.spec import ToolArgs, ToolFunction, ToolSpec
 from kgot.tools.text import call_text, strip_markup
+from kgot.tools.tool_session import ToolSession
 
 SEARCH_LIMIT = 8
 

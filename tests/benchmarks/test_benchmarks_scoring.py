@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kgot.benchmarks.scoring import (
+from kgot.benchmarks.answer_scoring import (
     Grade,
     gaia_close_call,
     gaia_question_scorer,

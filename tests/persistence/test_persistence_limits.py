@@ -55,7 +55,7 @@ def test_numbers_a_checkpoint_cannot_hold_are_refused_with_their_json_path(store
         )
     )
     assert session.check(bounds) == []
-    assert session.commit(bounds, PROV) == 1
+    assert session.commit(bounds, PROV).version == 1
     graph = session.load_graph()
     assert graph.nodes["max"]["value"] == 2**63 - 1 and graph.nodes["min"]["value"] == -(2**63)
 
@@ -344,13 +344,13 @@ def test_imports_over_the_size_and_count_caps_are_refused_before_the_graph_is_bu
         encoding="utf-8",
     )
     assert kgot("entities", "create", "alice")[0] == 0
-    from kgot.graph_backends import files
+    from kgot.graph_backends import graph_files
 
     def built(*_args: object, **_kwargs: object) -> None:
         raise AssertionError("the graph was built before its size was checked")
 
     with monkeypatch.context() as patch:  # (the fixture keeps its own patches)
-        patch.setattr(files, "fill_graph", built)
+        patch.setattr(graph_files, "fill_graph", built)
         for suffix in ("json", "ttl", "graphml"):
             many = _gadget_graph(tmp_path / f"many.{suffix}", 120)
             code, out, err = kgot("graph", "import", "--entity", "alice", str(many))

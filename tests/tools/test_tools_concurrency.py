@@ -19,7 +19,7 @@ from kgot.tests.tools.tool_fixtures import (
 )
 from kgot.tools import ToolContext, ToolRunner, web_page
 from kgot.tools.paging import Document
-from kgot.tools.session import ToolSession
+from kgot.tools.tool_session import ToolSession
 
 
 async def _until(condition, *, rounds: int = 1000) -> None:

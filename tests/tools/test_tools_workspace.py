@@ -26,7 +26,7 @@ from kgot.tools.access import (
     write_private,
 )
 from kgot.tools.base import ToolFailure
-from kgot.tools.session import ToolSession
+from kgot.tools.tool_session import ToolSession
 
 
 def _mode(path: Path) -> int:

@@ -17,9 +17,9 @@ from kgot.tools.base import ToolResult
 from kgot.tools.media import capability_notes
 from kgot.tools.paging import Document
 from kgot.tools.reading import extract_member, read_local
-from kgot.tools.session import ToolSession
 from kgot.tools.spec import ToolArgs, ToolFunction, ToolSpec
 from kgot.tools.text import call_text
+from kgot.tools.tool_session import ToolSession
 
 
 class InspectFileArgs(ToolArgs):
