@@ -342,6 +342,16 @@ class IngestSettings(_Section):
     )
 
 
+class TracingSettings(_Section):
+    """Where runs' traces go besides kgot's own record (docs/tracing.md)."""
+
+    otel: bool = Field(
+        False,
+        description="export every run's spans to OpenTelemetry (the global tracer provider; "
+        "needs `pip install 'kgot[otel]'`)",
+    )
+
+
 class Settings(_Section):
     llm: LLMSettings = Field(default_factory=LLMSettings)
     controller: ControllerSettings = Field(default_factory=ControllerSettings)
@@ -350,6 +360,7 @@ class Settings(_Section):
     store: StoreSettings = Field(default_factory=StoreSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
     ingest: IngestSettings = Field(default_factory=IngestSettings)
+    tracing: TracingSettings = Field(default_factory=TracingSettings)
 
 
 def default_config_path(environ: Mapping[str, str] | None = None) -> Path:
@@ -384,6 +395,7 @@ ENV_VARS: dict[str, str] = {
     "KGOT_TAVILY_KEY": "tools.tavily_key",
     "KGOT_BRAVE_KEY": "tools.brave_key",
     "KGOT_SEARXNG_URL": "tools.searxng_url",
+    "KGOT_OTEL": "tracing.otel",
 }
 # Used only when no layer sets the value.
 ENV_FALLBACKS: dict[str, str] = {

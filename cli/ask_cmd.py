@@ -460,9 +460,10 @@ def runs_show(
     db: Annotated[str | None, typer.Option(help="Store (default: KGOT_DB / config).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Show one run: question, status, answer, totals, the tool calls it made and a timeline
-    of its steps (from the events recorded as it ran)."""
-    from kgot.cli.run_timeline import read_events, timeline_lines
+    """Show one run (a question, an ingestion or an aide cycle): what it was of, status,
+    answer, totals, the tool calls it made, the commits it wrote and a timeline of its steps
+    (from the events recorded as it ran)."""
+    from kgot.cli.run_timeline import read_events
     from kgot.controller.events import dump_trace
     from kgot.persistence import open_store
 
@@ -470,6 +471,7 @@ def runs_show(
     run_id = full_run_id(run_id, settings.store.db)
     run = None
     stored: list[dict[str, Any]] = []
+    commits: list[Any] = []
     if _store_exists(settings.store.db):
         store = open_store(settings.store.db)
         try:
@@ -477,6 +479,7 @@ def runs_show(
             store.interrupt_dead_runs()
             run = store.get_run(run_id)
             stored = store.run_events(run_id) if run is not None else []
+            commits = store.run_commits(run_id) if run is not None else []
         finally:
             store.close()
     if run is None:
@@ -484,18 +487,31 @@ def runs_show(
     events = read_events(run_id, stored)  # validated: a drifted row fails here, loudly
     data = _run_dict(run)
     data["checkpoint"] = asyncio.run(_checkpoint_summary(settings, run_id))
+    data["commits"] = [commit.to_dict() for commit in commits]
     if as_json:
         data["events"] = dump_trace(events)
         print_json(data)
         return
-    for key in ("run_id", "status", "entity", "started_at", "finished_at", "question", "answer"):
+    for line in _run_lines(data, commits, events):
+        typer.echo(line)
+
+
+def _run_lines(data: dict[str, Any], commits: list[Any], events: list[Any]) -> list[str]:
+    """`kgot runs show` as text: the run's fields and totals, its checkpointed tool calls, the
+    commits it wrote and its timeline."""
+    from kgot.cli.run_timeline import commit_lines, timeline_lines
+
+    lines: list[str] = []
+    keys = ("run_id", "kind", "status", "entity", "started_at", "finished_at", "question", "answer")
+    for key in keys:
         if data.get(key) is not None:
-            typer.echo(printable(f"{key:12} {data[key]}"))
+            lines.append(printable(f"{key:12} {data[key]}"))
     totals = data.get("totals") or {}
     for key in (
         "iterations",
         "tool_calls",
         "llm_calls",
+        "failed_llm_calls",
         "input_tokens",
         "output_tokens",
         "cost_usd",
@@ -503,19 +519,18 @@ def runs_show(
         "error",
     ):
         if key in totals:
-            typer.echo(printable(f"{key:12} {totals[key]}"))
+            lines.append(printable(f"{key:12} {totals[key]}"))
     checkpoint = data["checkpoint"]
     if checkpoint.get("resumable"):
-        typer.echo(f"resumable    yes: kgot ask --resume {run_id}")
+        lines.append(f"resumable    yes: kgot ask --resume {data['run_id']}")
     for call in checkpoint.get("tool_calls", []):
         mark = "ok " if call["ok"] else "ERR"
         line = f"  [{mark}] iteration {call['iteration']}: {call['name']} {call['args']}"
-        typer.echo(printable(line))
+        lines.append(printable(line))
         if not call["ok"]:
             reason = " ".join((call.get("summary") or "unknown").split())
-            typer.echo(printable(f"        reason: {clip(reason, 300)}"))
-    for line in timeline_lines(events):
-        typer.echo(line)
+            lines.append(printable(f"        reason: {clip(reason, 300)}"))
+    return lines + commit_lines(commits) + timeline_lines(events)
 
 
 async def _checkpoint_summary(settings: Any, run_id: str) -> dict[str, Any]:

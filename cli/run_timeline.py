@@ -2,13 +2,14 @@
 
 Each line gives the step's iteration, name, wall time, tokens and cost (from the usage its
 step_finished event carries) and what came of it, read from the events inside the step's span.
-Lines fit 80 columns; every model-written text is stripped of control characters.
+Before it, the commits the run wrote (:func:`commit_lines`). Lines fit 80 columns; every
+model-written text is stripped of control characters.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -33,9 +34,13 @@ from kgot.controller.events import (
     Votes,
 )
 from kgot.errors import StoreError
-from kgot.tracing import ModelCall
+
+if TYPE_CHECKING:
+    from kgot.persistence.store import RunCommit
+from kgot.tracing import ModelCall, ToolCall
 
 WIDTH = 80
+_KINDS = {"ask": "run", "ingest": "ingestion", "aide_cycle": "aide cycle"}
 _HEADER = f"  {'iter':>4}  {'step':<12} {'time':>8} {'tokens in/out':>13} {'cost':>8}  outcome"
 
 
@@ -59,31 +64,56 @@ def read_events(run_id: str, stored: Sequence[dict[str, Any]]) -> list[TraceEven
 
 def timeline_lines(events: Sequence[TraceEvent]) -> list[str]:
     """The timeline of ``events``: a header, one line per step, and a line where the run
-    started, resumed and ended; ``no events recorded`` when there are none."""
+    started, resumed and ended; ``no events recorded`` when there are none.
+
+    A step's line comes when it ends, summing up the events of its span (a model or tool
+    call by its parent, the step); a step the process never finished is shown as such when
+    the run is resumed, or at the end.
+    """
     if not events:
         return ["timeline     no events recorded"]
     lines = ["timeline", _HEADER]
-    open_step: StepStarted | None = None
-    notes = _Notes()
+    open_steps: dict[str, tuple[StepStarted, _Notes]] = {}  # by span id, oldest first
+
+    def unfinished() -> None:
+        for started, _ in open_steps.values():
+            lines.append(_row(started.iteration, started.step, None, "(no end recorded)"))
+        open_steps.clear()
+
     for event in events:
         if isinstance(event, StepStarted):
-            if open_step is not None:  # the process stopped inside that step
-                lines.append(_row(open_step.iteration, open_step.step, None, "(no end recorded)"))
-            open_step, notes = event, _Notes()
+            open_steps[event.span_id] = (event, _Notes())
         elif isinstance(event, StepFinished):
+            _, notes = open_steps.pop(event.span_id, (None, _Notes()))
             outcome = notes.summary() if event.ok else f"ERROR {event.error or ''}"
             lines.append(_row(event.iteration, event.step, event, outcome))
-            open_step = None
         elif isinstance(event, RunStarted):
+            unfinished()  # the invocation before this one stopped inside them
             said = "resumed" if event.resumed else "started"
-            lines.append(f"  {event.iteration:>4}  — run {said}")
+            lines.append(f"  {event.iteration:>4}  — {_KINDS[event.kind]} {said}")
         elif isinstance(event, RunFinished):
+            unfinished()
             ended = f"  {event.iteration:>4}  — run {event.status}"
             lines.append(_fit(ended + (f": {event.error}" if event.error else "")))
         else:
-            notes.add(event)
-    if open_step is not None:
-        lines.append(_row(open_step.iteration, open_step.step, None, "(no end recorded)"))
+            owner = event.parent_span_id if isinstance(event, ModelCall | ToolCall) else None
+            step = open_steps.get(owner or event.span_id)
+            if step is not None:
+                step[1].add(event)
+    unfinished()
+    return lines
+
+
+def commit_lines(commits: Sequence[RunCommit]) -> list[str]:
+    """What the run wrote: one line per commit (entity, version, step, source and the
+    commit's summary), nothing for a run that wrote none."""
+    if not commits:
+        return []
+    lines = [f"commits      {plural(len(commits), 'commit')}"]
+    for commit in commits:
+        source = f" {commit.source_ref}:" if commit.source_ref else ":"
+        summary = " ".join(commit.summary.split())
+        lines.append(_fit(f"  {commit.entity} v{commit.version} {commit.step}{source} {summary}"))
     return lines
 
 

@@ -261,7 +261,7 @@ async def _execute(
         # Kept in the store as the run goes (`kgot runs show`); what a stopped run left
         # unwritten is written as it ends.
         trace = await stack.enter_async_context(
-            _Collector(on_event, EventRecorder(opened_store, spec.run_id))
+            _Collector(on_event, EventRecorder(opened_store, spec.run_id), otel_sink(settings))
         )
         ctx = await _services(
             stack,
@@ -300,6 +300,8 @@ async def _execute(
                 trace(cast("TraceEvent", event))  # only kgot's steps write to this stream
             final = (await controller.aget_state(config)).values
         except (asyncio.CancelledError, KeyboardInterrupt):
+            # The trace ends too (the root span closes), then the record.
+            trace(RunFinished(status="interrupted", answer="", error="stopped before it ended"))
             await _record_end(opened_store, spec, "interrupted", None, {**trace.usage(carried)})
             if stop_signals:
                 raise RunTerminated(stop_signals[0]) from None
@@ -379,16 +381,35 @@ async def _record_end(
     await finish_in_thread(lambda: store.finish_run(spec.run_id, status, answer, totals))
 
 
+def otel_sink(settings: Settings) -> EventSink | None:
+    """The OpenTelemetry exporter when ``[tracing] otel`` is on, else ``None``.
+
+    Raises:
+        ConfigError: it is on and OpenTelemetry is not installed.
+    """
+    if not settings.tracing.otel:
+        return None
+    from kgot.tracing.otel import shared_exporter
+
+    return shared_exporter()
+
+
 class _Collector:
     """The one place a run's events are gathered: the steps' events as ``astream`` yields
     them, and those raised outside the steps. Each is kept for the result's trace, recorded
-    in the store by ``recorder`` (the rest when the collector is closed), and handed to
-    ``on_event``."""
+    in the store by ``recorder`` (the rest when the collector is closed), exported by
+    ``exporter`` (OpenTelemetry, when on) and handed to ``on_event``."""
 
-    def __init__(self, on_event: EventSink | None, recorder: EventRecorder | None = None) -> None:
+    def __init__(
+        self,
+        on_event: EventSink | None,
+        recorder: EventRecorder | None = None,
+        exporter: EventSink | None = None,
+    ) -> None:
         self.events: list[TraceEvent] = []
         self.on_event = on_event
         self.recorder = recorder
+        self.exporter = exporter
 
     async def __aenter__(self) -> _Collector:
         return self
@@ -402,6 +423,12 @@ class _Collector:
         self.events.append(event)
         if self.recorder is not None:
             self.recorder.add(event)  # written in batches, at steps' ends
+        if self.exporter is not None:
+            try:
+                self.exporter(event)
+            except Exception:  # a trace back end must not end the run either
+                log.exception("exporting the trace failed; this run exports no more of it")
+                self.exporter = None
         if self.on_event is None:
             return
         try:

@@ -185,6 +185,19 @@ def _v7_forgotten_facts(connection: Connection) -> None:
         connection.exec_driver_sql("PRAGMA writable_schema = OFF")
 
 
+def _v8_run_kinds(connection: Connection) -> None:
+    """Record what kind of run each run is (every run before was a question: ``ask``) and
+    index the commits by the run that wrote them (``kgot runs show`` lists a run's commits)."""
+    connection.exec_driver_sql(
+        f"ALTER TABLE {TABLES.runs.name} ADD COLUMN kind VARCHAR(16) DEFAULT 'ask' NOT NULL"
+    )
+    next(
+        index
+        for index in define_tables(MetaData(), version=8).commits.indexes
+        if index.name == f"{TABLES.commits.name}_run"
+    ).create(connection)
+
+
 CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -201,6 +214,7 @@ CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration(3, "run events: each run's trace, step by step", _v3_run_events),
     # Versions 4 to 6 belong to other packages' table sets (see kgot.persistence.table_sets).
     Migration(7, "forgotten facts: a fact may close as forgotten", _v7_forgotten_facts),
+    Migration(8, "run kinds: ingestions and aide cycles are runs; commits by run", _v8_run_kinds),
 )
 if CORE_MIGRATIONS[-1].version != SCHEMA_VERSION:  # a step added without moving the version
     raise RuntimeError("schema.SCHEMA_VERSION must be the store's own last migration's version")

@@ -24,6 +24,9 @@ without a migration that loses data:
   ``kgot_suggestions`` (both migration 2).
 * Each run's trace is kept in ``kgot_run_events`` (migration 3): one row per event, numbered
   in order within the run, going with its run (and the run's entity) when that is deleted.
+* A run is a question (``ask``), an ingestion (``ingest``) or an aide's cycle (``aide_cycle``),
+  in ``kgot_runs.kind`` (migration 8); the commits a run wrote name it (``kgot_commits.run_id``,
+  indexed by migration 8 so that a run's commits are found without reading every commit).
 * Tables of other packages follow the same rules: every row carries its entity
   (``entity_id``, deleted with it) and never holds a fact version.
 * Types are versioned the same way: a change writes version *n+1* and retires version *n*
@@ -83,7 +86,7 @@ SUGGESTION_KINDS = ("merge", "contradiction")
 SUGGESTION_STATUSES = ("open", "accepted", "rejected")
 # The schema version `define_tables` describes by default: the last migration of the store's
 # own tables (other packages' migrations take versions of the same history).
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 # Facts and types: JSON text on both databases (see above). Run options and totals are only
 # stored and shown, never compared, so JSONB's rewriting does them no harm.
@@ -275,9 +278,16 @@ def define_tables(metadata: MetaData, *, version: int = SCHEMA_VERSION) -> Simpl
         # The process running it (``host boot-id pid start-time``, see
         # :mod:`kgot.persistence.owner`); cleared when the run ends.
         Column("owner", Text, nullable=True),
+        *(
+            [Column("kind", String(16), nullable=False, server_default=text("'ask'"))]
+            if version >= 8
+            else []
+        ),
     )
     Index(f"{PREFIX}runs_recent", runs.c.started_at)
     Index(f"{PREFIX}runs_entity", runs.c.entity_id, runs.c.started_at)
+    if version >= 8:
+        Index(f"{PREFIX}commits_run", commits.c.run_id)
     tables = SimpleNamespace(
         metadata=metadata,
         migrations=migrations,

@@ -60,7 +60,10 @@ MAX_ENTITY_NAME = 128
 _PG_NAMES_LOCK = (
     0x6B676F74_6E616D65  # pg_advisory_xact_lock key ("kgotname"): one creation at a time
 )
-RUN_STATUSES = ("running", "answered", "forced", "failed", "interrupted")
+# A question (`kgot ask`), an ingestion (`kgot ingest`, the MCP server's writes) or an aide's
+# cycle; the last two end ``done`` where a question ends ``answered`` or ``forced``.
+RUN_KINDS = ("ask", "ingest", "aide_cycle")
+RUN_STATUSES = ("running", "answered", "forced", "done", "failed", "interrupted")
 
 
 class RunStillRunningError(UsageError):
@@ -108,9 +111,10 @@ class EntityInfo:
 
 @dataclass(frozen=True)
 class RunRecord:
-    """One `kgot ask` run as recorded by the store."""
+    """One run (a question, an ingestion or an aide's cycle) as recorded by the store."""
 
     run_id: str
+    kind: str  # one of RUN_KINDS
     question: str
     entity: str | None
     status: str
@@ -125,6 +129,7 @@ class RunRecord:
     def to_dict(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id,
+            "kind": self.kind,
             "question": self.question,
             "entity": self.entity,
             "status": self.status,
@@ -136,6 +141,23 @@ class RunRecord:
             "updated_at": iso(self.updated_at),
             "finished_at": iso(self.finished_at),
         }
+
+
+@dataclass(frozen=True)
+class RunCommit:
+    """One commit a run wrote: what `kgot runs show` lists as what the run changed."""
+
+    entity: str
+    version: int
+    step: str
+    source_ref: str | None
+    summary: str
+    committed_at: datetime | None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["committed_at"] = iso(self.committed_at)
+        return data
 
 
 def open_store(url: str, *, create: bool = True, limits: StoreLimits | None = None) -> Store:
@@ -561,27 +583,41 @@ class Store:
     # ------------------------------------------------------------------------ runs
 
     def start_run(
-        self, run_id: str, question: str, entity: str | None, options: Mapping[str, Any]
+        self,
+        run_id: str,
+        question: str,
+        entity: str | None,
+        options: Mapping[str, Any],
+        *,
+        kind: str = "ask",
     ) -> None:
         """Record that a run started, or that a resumed run started again.
 
         The run is claimed for this process in the same transaction that checks it is not
         running elsewhere, so of two processes starting one run at once exactly one goes on.
 
+        Args:
+            question: what the run is about: the question, or what an ingestion or a cycle
+                is of (a line for `kgot runs list`).
+            kind: one of :data:`RUN_KINDS`.
+
         Raises:
             EntityNotFoundError: ``entity`` does not exist.
-            StoreError: the run id belongs to a run of another entity.
+            StoreError: the run id belongs to a run of another entity or kind, or ``kind`` is
+                unknown.
             RunStillRunningError: another live process on this machine runs it.
         """
+        if kind not in RUN_KINDS:
+            raise StoreError(f"unknown run kind {kind!r} (use one of {RUN_KINDS})")
         now = utc_now()
         runs = TABLES.runs
         for attempt in range(2):
             try:
                 with self.write() as connection:
                     entity_id = None if entity is None else self._entity_row(connection, entity).id
-                    query = select(runs.c.entity_id, runs.c.status, runs.c.owner).where(
-                        runs.c.run_id == run_id
-                    )
+                    query = select(
+                        runs.c.entity_id, runs.c.kind, runs.c.status, runs.c.owner
+                    ).where(runs.c.run_id == run_id)
                     # SQLite's write transactions hold the database lock from BEGIN IMMEDIATE;
                     # PostgreSQL needs the row locked so a second starter waits for our claim
                     # and then reads it.
@@ -592,6 +628,7 @@ class Store:
                         connection.execute(
                             insert(runs).values(
                                 run_id=run_id,
+                                kind=kind,
                                 entity_id=entity_id,
                                 question=question,
                                 options=dict(options),
@@ -607,6 +644,11 @@ class Store:
                         raise StoreError(
                             f"run {run_id!r} was started for another entity; resume it with "
                             "the same --entity (or none) as the first time"
+                        )
+                    if existing.kind != kind:
+                        raise StoreError(
+                            f"run id {run_id!r} is taken by a run of kind {existing.kind!r} "
+                            f"(this one is {kind!r}); choose another run id"
                         )
                     if existing.status == "running":
                         refuse_live_owner(run_id, existing.owner)
@@ -793,6 +835,28 @@ class Store:
             )
             return int(last) + len(events)
 
+    def run_commits(self, run_id: str) -> list[RunCommit]:
+        """The commits ``run_id`` wrote, oldest first (on any entity; none for no such run)."""
+        commits, entities = TABLES.commits, TABLES.entities
+        with self.read() as connection:
+            rows = connection.execute(
+                select(commits, entities.c.name.label("entity_name"))
+                .join(entities, commits.c.entity_id == entities.c.id)
+                .where(commits.c.run_id == run_id)
+                .order_by(commits.c.committed_at, commits.c.entity_id, commits.c.version)
+            )
+            return [
+                RunCommit(
+                    entity=row.entity_name,
+                    version=int(row.version),
+                    step=row.step,
+                    source_ref=row.source_ref,
+                    summary=row.summary,
+                    committed_at=as_utc(row.committed_at),
+                )
+                for row in rows
+            ]
+
     def run_events(self, run_id: str) -> list[dict[str, Any]]:
         """The events recorded for ``run_id``, in the order they happened (none for a run
         recorded before events were kept, or no run at all)."""
@@ -913,6 +977,7 @@ def _taken(name: str, existing: str) -> EntityNameError:
 def _run_record(row: Any) -> RunRecord:
     return RunRecord(
         run_id=row.run_id,
+        kind=row.kind,
         question=row.question,
         entity=row.entity_name,
         status=row.status,

@@ -10,7 +10,8 @@ import pytest
 from langgraph.graph import END, START, StateGraph
 
 from kgot.errors import EntityNotFoundError, StoreError
-from kgot.persistence import Store, open_checkpointer, open_store
+from kgot.graph_model import Changeset, Node
+from kgot.persistence import Provenance, Store, open_checkpointer, open_store
 from kgot.persistence.target import parse_target
 
 
@@ -45,8 +46,36 @@ def test_run_errors_are_clear(store: Store) -> None:
         store.start_run("r1", "q", "alice", {})
     with pytest.raises(StoreError, match="no run 'r9' was started"):
         store.finish_run("r9", "answered", "x", {})
-    with pytest.raises(StoreError, match="unknown run status 'done'"):
-        store.finish_run("r1", "done", "x", {})
+    with pytest.raises(StoreError, match="unknown run status 'finished'"):
+        store.finish_run("r1", "finished", "x", {})
+    with pytest.raises(StoreError, match="unknown run kind 'cycle'"):
+        store.start_run("r2", "q", None, {}, kind="cycle")
+    with pytest.raises(StoreError, match="run id 'r1' is taken by a run of kind 'ask'"):
+        store.start_run("r1", "q", None, {}, kind="ingest")
+
+
+def test_ingestions_and_cycles_are_runs_whose_commits_are_found_by_run(store: Store) -> None:
+    store.create_entity("alice")
+    store.start_run("ingest-1", "ingestion into alice", "alice", {}, kind="ingest")
+    session = store.session("alice")
+    for number, run_id in enumerate(["ingest-1", "someone-else", "ingest-1"]):
+        session.commit(
+            Changeset(added_nodes=(Node(f"n{number}", "Thing", {"name": f"n{number}"}),)),
+            Provenance(run_id=run_id, step="ingest", source_ref=f"doc{number}.md"),
+        )
+    store.finish_run("ingest-1", "done", "2 commits", {"llm_calls": 2})
+    record = store.get_run("ingest-1")
+    assert record is not None
+    assert (record.kind, record.status, record.to_dict()["kind"]) == ("ingest", "done", "ingest")
+    written = store.run_commits("ingest-1")
+    assert [(c.entity, c.version, c.source_ref) for c in written] == [
+        ("alice", 1, "doc0.md"),
+        ("alice", 3, "doc2.md"),
+    ]
+    assert written[0].to_dict()["committed_at"].endswith("Z")
+    assert store.run_commits("nothing") == []
+    store.start_run("r-ask", "q", None, {})
+    assert store.get_run("r-ask").kind == "ask"  # type: ignore[union-attr]
 
 
 class Counter(TypedDict):
