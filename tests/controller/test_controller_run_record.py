@@ -14,6 +14,7 @@ from kgot.controller import AskResult, ask_async, resume_async, run_record
 from kgot.controller.events import (
     TRACE_ADAPTER,
     Code,
+    RunFinished,
     RunStarted,
     StepFinished,
     StepStarted,
@@ -129,7 +130,9 @@ def test_a_resumed_run_appends_after_what_the_stopped_one_recorded(
         )
     before = _recorded(store_settings, "stopped")
     assert before and dump_trace(before) == dump_trace(seen)
-    assert "run_finished" not in [e.type for e in before]
+    # The stopped invocation's trace ends (its root span closes) as interrupted.
+    stopped = before[-1]
+    assert isinstance(stopped, RunFinished) and stopped.status == "interrupted"
 
     second = ScriptedChatModel(
         script={
@@ -197,7 +200,6 @@ def _step(kind: type[StepStarted] | type[StepFinished], span: str) -> TraceEvent
 def test_events_are_written_in_batches_and_kept_when_a_write_fails(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kgot.controller.events import RunFinished
     from kgot.errors import StoreError
 
     with open_store(str(tmp_path / "kgot.db")) as store:
@@ -244,8 +246,6 @@ def test_a_write_waiting_for_a_locked_database_never_holds_the_caller(tmp_path: 
     the write waits on its own thread and the caller goes on at once."""
     import sqlite3
     import time
-
-    from kgot.controller.events import RunFinished
 
     path = tmp_path / "kgot.db"
     with open_store(str(path)) as store:
