@@ -8,9 +8,9 @@ round; see :mod:`kgot.tracing.event_base`).
 
 Every node's work is bracketed by :class:`StepStarted` and :class:`StepFinished` (same
 ``span_id``, a child of the run's), the shape of an OpenTelemetry span: the exporter
-(:mod:`kgot.tracing.otel`) turns each pair into a span, model and tool calls
-(:class:`~kgot.tracing.calls.ModelCall`, :class:`~kgot.tracing.calls.ToolCall`) into child
-spans and the events between them into span events, without touching the nodes. The step's
+(:mod:`kgot.tracing.otel`) turns each pair into a span, model and tool calls (the events of
+:mod:`kgot.tracing.call_events`) into child spans and the events between them into span
+events, without touching the nodes. The step's
 :class:`StepFinished` also carries its usage delta; the run's totals are the sum of those.
 """
 
@@ -21,8 +21,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, TypeAdapter
 
-from kgot.tracing.calls import ModelCall
-from kgot.tracing.calls import ToolCall as ToolCallEvent
+from kgot.tracing.call_events import ModelCall
+from kgot.tracing.call_events import ToolCall as ToolCallEvent
 from kgot.tracing.event_base import EventBase, EventPart, excerpt
 from kgot.tracing.step_usage import Usage
 

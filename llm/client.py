@@ -7,7 +7,7 @@ One client wraps one LangChain chat model and adds what kgot needs around every 
   errors, ending in one :class:`~kgot.errors.ModelError` that names the endpoint;
 * structured output with method fallback (``auto``) and Pydantic validation with re-asks;
 * a :class:`~kgot.llm.usage.LLMCall` in the ledger for every request, failed or not, and the
-  same request as a :class:`~kgot.tracing.calls.ModelCall` trace event, a child of the span in
+  same request as a :class:`~kgot.tracing.call_events.ModelCall` trace event, a child of the span in
   progress (the step that asked; nothing when no span is open);
 * one ``INFO`` record on the ``kgot.llm.waiting`` logger when requests go unanswered for
   ``notice_after`` seconds (the CLI prints it: a hung endpoint is not ten silent minutes).
@@ -53,7 +53,7 @@ from kgot.llm.structured import (
 )
 from kgot.llm.usage import LLMCall, UsageLedger
 from kgot.retrying import RetriesExhausted, retry_async
-from kgot.tracing.calls import ModelCall
+from kgot.tracing.call_events import ModelCall
 from kgot.tracing.spans import child_span_ids, emit
 
 M = TypeVar("M", bound=BaseModel)

@@ -26,7 +26,7 @@ from kgot.errors import ToolError
 from kgot.tools.base import MORE_HINT_KEY, NATIVE_KEY, ToolFailure, ToolOutcome
 from kgot.tools.flight import SingleFlight, interrupted_from_outside
 from kgot.tools.schema import explain_validation, signature
-from kgot.tracing.calls import ARGS_EXCERPT_CHARS, ToolCall
+from kgot.tracing.call_events import ARGS_EXCERPT_CHARS, ToolCall
 from kgot.tracing.event_base import excerpt
 from kgot.tracing.spans import child_span_ids, emit
 
@@ -60,7 +60,7 @@ class ToolRunner:
 
     async def run(self, name: str, args: dict[str, Any] | None = None) -> ToolOutcome:
         """Run one call and describe what happened; the call is traced as a
-        :class:`~kgot.tracing.calls.ToolCall` event, a child of the span in progress.
+        :class:`~kgot.tracing.call_events.ToolCall` event, a child of the span in progress.
 
         Args:
             name: the tool's name.

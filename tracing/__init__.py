@@ -10,7 +10,7 @@ This package sits low (beside ``config``): the model client and the tools raise 
 here without importing the controller.
 """
 
-from kgot.tracing.calls import ModelCall, ToolCall
+from kgot.tracing.call_events import ModelCall, ToolCall
 from kgot.tracing.event_base import EventBase, EventPart, excerpt
 from kgot.tracing.spans import Span, child_span_ids, current_span, emit, new_span_id, span
 from kgot.tracing.step_usage import Usage, add_usage, empty_usage

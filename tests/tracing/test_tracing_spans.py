@@ -7,7 +7,7 @@ import asyncio
 from typing import Any
 
 from kgot.tracing import ModelCall, child_span_ids, current_span, emit, span
-from kgot.tracing.calls import ToolCall
+from kgot.tracing.call_events import ToolCall
 
 
 def _call(**fields: Any) -> ToolCall:
