@@ -44,7 +44,6 @@ MAX_FACTS = 80  # changed facts shown to the model per digest
 MAX_RELATED = 40  # facts the retrieved result names, shown besides the changed ones
 MAX_VALUE_CHARS = 200
 RETRIEVED_CHARS = 4_000  # of the query's result, in the digest prompt
-_EDGE = re.compile(r"^(.+) -(.+)-> (.+)$")  # IngestReport.inserted_edges entries
 _CITATION = re.compile(r"\[(node:[^\]\s]+|edge:[^\]\s]+->[^\]\s]+)\]")
 
 _SYSTEM = (
@@ -102,13 +101,12 @@ def changed_ids(reports: Sequence[IngestReport]) -> tuple[list[str], list[str]]:
     node_ids: list[str] = []
     for report in reports:
         node_ids += report.inserted_nodes + report.updated_nodes
-        node_ids += [key.split("/", 1)[1] for key in report.superseded if key.startswith("node/")]
+        node_ids += [key[1] for key in report.superseded if key[0] == "node"]
     ends = [
         end
         for report in reports
-        for edge in report.inserted_edges
-        if (match := _EDGE.match(edge))
-        for end in (match.group(1), match.group(3))
+        for edge in (*report.inserted_edges, *report.updated_edges)
+        for end in (edge.source, edge.target)
     ]
     return list(dict.fromkeys(node_ids)), list(dict.fromkeys(ends))
 
@@ -243,7 +241,7 @@ async def digest(
 def _question(entity: str, nodes: Sequence[str], reports: Sequence[IngestReport]) -> str:
     """What the retrieve's query is written for: the cycle's changes, by id."""
     changed = [f"node {node_id}" for node_id in nodes[:MAX_FACTS]]
-    edges = [edge for report in reports for edge in report.inserted_edges]
+    edges = [edge.fact_id for report in reports for edge in report.inserted_edges]
     changed += [f"edge {edge}" for edge in dict.fromkeys(edges[: MAX_FACTS - len(changed)])]
     return (
         f"What changed in the knowledge graph of {entity} this cycle, and what does the graph "

@@ -23,33 +23,31 @@ result key, so ingesting the text again under the same ``result_key`` writes onl
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import re
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kgot.controller.context import RunContext, warm_pool_once_open
-from kgot.controller.events import StepFailed, TraceEvent
-from kgot.controller.insert import _catch_up, _integrate
+from kgot.controller.events import TraceEvent
+from kgot.controller.insert import catch_up, integrate
 from kgot.controller.retrieve import Retrieval, query_graph
 from kgot.controller.run import finish_in_thread, open_run_sandbox
 from kgot.controller.state import PendingResult, RunState
 from kgot.errors import ConfigError, UsageError
+from kgot.memory.write_outcome import MergedId, WriteOutcome, WrittenEdge
+from kgot.persistence.facts import FactKey, fact_id
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
     from kgot.config import Settings
-    from kgot.persistence import EntitySession, Store
+    from kgot.persistence import Store
 
 # The producer name ingested text is written as: its trust is `[memory.trust] ingest` (else
 # `default`), unless the caller gives a confidence.
 INGEST_PRODUCER = "ingest"
-
-_COUNT = re.compile(r"(\d+) (corroborated|reinforced)\b")
 
 
 class TextTooLongError(UsageError):
@@ -152,14 +150,15 @@ class IngestReport:
         version: the entity's version after the commit; ``None`` when nothing was committed.
         already_committed: the ``result_key`` had a commit already (nothing written again).
         inserted_nodes / inserted_edges: facts that are new to the graph (node ids;
-            ``source -relationship-> target``).
-        updated_nodes: existing nodes that got new or changed properties.
-        merged: what the memory landed on existing nodes or followed to a canonical node.
-        restated: facts the text stated again as the graph holds them (node ids;
-            ``source -[key]-> target``): nothing new was written for them, the store counted
-            them as ``corroborated`` (found again by a new source) or ``reinforced`` (by the
-            same source).
-        superseded: facts closed as contradicted by a new value (fact keys joined by ``/``).
+            :class:`~kgot.memory.WrittenEdge`).
+        updated_nodes / updated_edges: existing facts that got new or changed properties.
+        merged: node ids the text's graph code gave that the memory landed on an existing
+            node (a duplicate) or followed to a canonical node.
+        restated: facts the text stated again as the graph holds them (fact keys): nothing new
+            was written for them, the store counted them as ``corroborated`` (found again by a
+            new source) or ``reinforced`` (by the same source).
+        superseded: facts closed as contradicted by a new value (fact keys).
+        :meth:`to_json` names facts as people see them (:func:`kgot.persistence.fact_id`).
         queued: suggestions filed in the curation queue (kept values, possible duplicates).
         notes: every note of the entity's memory, as the model saw them.
         failed: why no change could be made (the fix-code attempts ran out, or the cost cap
@@ -181,13 +180,14 @@ class IngestReport:
     version: int | None = None
     already_committed: bool = False
     inserted_nodes: list[str] = field(default_factory=list)
-    inserted_edges: list[str] = field(default_factory=list)
+    inserted_edges: list[WrittenEdge] = field(default_factory=list)
     updated_nodes: list[str] = field(default_factory=list)
-    merged: list[str] = field(default_factory=list)
-    restated: list[str] = field(default_factory=list)
+    updated_edges: list[WrittenEdge] = field(default_factory=list)
+    merged: list[MergedId] = field(default_factory=list)
+    restated: list[FactKey] = field(default_factory=list)
     corroborated: int = 0
     reinforced: int = 0
-    superseded: list[str] = field(default_factory=list)
+    superseded: list[FactKey] = field(default_factory=list)
     queued: int = 0
     notes: list[str] = field(default_factory=list)
     failed: str | None = None
@@ -210,12 +210,35 @@ class IngestReport:
         done = set(self.parts_done)
         return [number for number in range(1, self.parts + 1) if number not in done]
 
+    def add(self, outcome: WriteOutcome) -> None:
+        """Fold one write's outcome into the report."""
+        if outcome.version is not None:
+            self.version = outcome.version
+        self.inserted_nodes += outcome.inserted_nodes
+        self.inserted_edges += outcome.inserted_edges
+        self.updated_nodes += outcome.updated_nodes
+        self.updated_edges += outcome.updated_edges
+        self.merged += outcome.merged
+        self.restated += [fact for fact in outcome.restated if fact not in self.restated]
+        self.corroborated += outcome.corroborated
+        self.reinforced += outcome.reinforced
+        self.superseded += outcome.superseded
+        self.queued += outcome.queued
+        self.notes += outcome.notes
+        if outcome.failed is not None and self.failed is None:
+            self.failed = outcome.failed
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for name, value in asdict(self).items():
             out[name] = value
             if name == "parts_done":
                 out["parts_missing"] = self.parts_missing
+        out["inserted_edges"] = [edge.fact_id for edge in self.inserted_edges]
+        out["updated_edges"] = [edge.fact_id for edge in self.updated_edges]
+        out["merged"] = [merged._asdict() for merged in self.merged]
+        out["restated"] = [fact_id(key) for key in self.restated]
+        out["superseded"] = [fact_id(key) for key in self.superseded]
         return {**out, "ok": self.ok}
 
     def stop_line(self, again: str | None = None) -> str:
@@ -243,29 +266,19 @@ class IngestReport:
         return self._changes()
 
     def _changes(self) -> str:
-        parts = [
-            f"{_count(len(self.inserted_nodes), 'node')} and "
-            f"{_count(len(self.inserted_edges), 'edge')} inserted"
-        ]
-        # Only what happened: a line of zeros hides the one count that matters.
-        for count, what in (
-            (len(self.updated_nodes), "updated"),
-            (len(self.merged), "merged"),
-            (len(self.restated), "restated" + self._restated_how()),
-            (len(self.superseded), "superseded"),
-        ):
-            if count:
-                parts.append(f"{count} {what}")
-        where = f"version {self.version}" if self.version is not None else "nothing committed"
-        return f"{', '.join(parts)} ({where})"
-
-    def _restated_how(self) -> str:
-        # Both counts: a text ingested again from the same source reinforces its facts (their
-        # clock restarts) without corroborating them; naming only corroborations read as if
-        # the store had recorded nothing.
-        counts = ((self.corroborated, "corroborated"), (self.reinforced, "reinforced"))
-        how = [f"{count} {what}" for count, what in counts if count]
-        return f" ({', '.join(how)})" if how else ""
+        # The same line a single write prints: this report is the pieces' writes added up.
+        return WriteOutcome(
+            version=self.version,
+            inserted_nodes=tuple(self.inserted_nodes),
+            inserted_edges=tuple(self.inserted_edges),
+            updated_nodes=tuple(self.updated_nodes),
+            updated_edges=tuple(self.updated_edges),
+            merged=tuple(self.merged),
+            restated=tuple(self.restated),
+            corroborated=self.corroborated,
+            reinforced=self.reinforced,
+            superseded=tuple(self.superseded),
+        ).summary()
 
 
 class Ingestor:
@@ -299,7 +312,6 @@ class Ingestor:
         self._stack = contextlib.AsyncExitStack()
         self._ctx: RunContext | None = None
         self._events: list[TraceEvent] = []
-        self._writes: list[tuple[Any, int | None]] = []
 
     async def __aenter__(self) -> Ingestor:
         from kgot.graph_backends import open_backend
@@ -346,7 +358,6 @@ class Ingestor:
                 ),
                 session=session,
                 collect=self._events.append,
-                on_write=lambda prepared, version: self._writes.append((prepared, version)),
             )
             self._stack = stack.pop_all()
         return self
@@ -395,7 +406,7 @@ class Ingestor:
         ctx = self._context()
         assert ctx.session is not None
         self._events.clear()
-        await _catch_up(ctx, 1, reason="other writers committed to this entity")
+        await catch_up(ctx, 1, reason="other writers committed to this entity")
         return await query_graph(ctx, question, iteration=1, focus=focus, max_calls=max_calls)
 
     async def ingest(
@@ -514,49 +525,32 @@ class Ingestor:
         state = RunState(question=_question(title, source_ref), iteration=1)
         calls_before = len(ctx.ledger.calls)
         self._events.clear()
-        self._writes.clear()
         try:
-            _changeset, notes = await _integrate(ctx, state, result, key)
+            outcome = await integrate(ctx, state, result, key)
         finally:
             ctx.settings = self.settings
             _add_usage(report, ctx.ledger.calls[calls_before:])
-        failures = [event for event in self._events if isinstance(event, StepFailed)]
-        if failures:
-            report.failed = failures[-1].error
-        for prepared, version in self._writes:
-            await asyncio.to_thread(_describe, report, prepared, version, ctx.session)
-        if report.version is not None:
-            committed = ctx.session.committed(key)
-            if committed is not None and committed["run_id"] != self.run_id:
-                # Another worker did the same work (it took the item over) and its commit
-                # landed first: the store kept that one and wrote nothing of ours.
-                return await self._taken_over(report, committed)
-            if committed is not None:
-                for number, kind in _COUNT.findall(str(committed.get("summary") or "")):
-                    setattr(report, kind, getattr(report, kind) + int(number))
-        report.notes = [note.split(": ", 1)[-1] for note in notes]
+        if outcome.already_committed:
+            # Another worker did the same work (it took the item over) and its commit landed
+            # first: the store kept that one and wrote nothing of ours.
+            return self._taken_over(report, outcome)
+        report.add(outcome)
         return report
 
-    async def _taken_over(self, report: IngestReport, committed: Mapping[str, Any]) -> IngestReport:
-        """``report`` as an earlier commit of its key: nothing of this ingestion was written.
-        Its changes were applied to the in-memory graph as if they had been, so the graph is
-        read again from the store (rare: a worker whose item was taken over)."""
-        ctx = self._context()
-        assert ctx.session is not None
-        taken = IngestReport(
+    def _taken_over(self, report: IngestReport, outcome: WriteOutcome) -> IngestReport:
+        """``report`` as an earlier commit of its key: nothing of this ingestion was written
+        (nor applied to the in-memory graph; the next ingestion catches it up with the commit
+        that was kept). Rare: a worker whose item was taken over."""
+        return IngestReport(
             entity=self.entity,
             source_ref=report.source_ref,
-            version=int(committed["version"]),
+            version=outcome.version,
             already_committed=True,
             llm_calls=report.llm_calls,
             input_tokens=report.input_tokens,
             output_tokens=report.output_tokens,
             cost_usd=report.cost_usd,
         )
-        graph = await asyncio.to_thread(ctx.session.load_graph)
-        ctx.backend.load(graph)
-        ctx.fact_lens = None  # read again on first use, from the store
-        return taken
 
 
 def split_text(text: str, limit: int) -> list[str]:
@@ -591,6 +585,7 @@ def _merge(total: IngestReport, part: IngestReport, label: str | None) -> None:
         "inserted_nodes",
         "inserted_edges",
         "updated_nodes",
+        "updated_edges",
         "merged",
         "restated",
         "superseded",
@@ -610,10 +605,6 @@ def _merge(total: IngestReport, part: IngestReport, label: str | None) -> None:
         total.cost_usd = None if part.cost_usd is None else total.cost_usd + part.cost_usd
     if part.failed is not None and total.failed is None:
         total.failed = f"{label}: {part.failed}" if label else part.failed
-
-
-def _count(number: int, noun: str) -> str:
-    return f"{number} {noun}" + ("" if number == 1 else "s")
 
 
 def _stop(report: IngestReport, cap: str) -> None:
@@ -646,59 +637,6 @@ def _with_trust(settings: Settings, producer: str, confidence: float | None) -> 
         producer: Trust(confidence=confidence, source_kind=current.source_kind),
     }
     return settings.model_copy(update={"memory": memory.model_copy(update={"trust": trust})})
-
-
-def _describe(
-    report: IngestReport, prepared: Any, version: int | None, session: EntitySession
-) -> None:
-    """Fold one write (the memory's prepared changeset and its commit) into ``report``.
-
-    What the commit added is new to the graph, or a fact the graph held already that the text
-    stated again (the graph code re-added it, or the memory landed a duplicate on it): only
-    the store tells them apart, by the rows the commit wrote. One history read per added fact,
-    as ``save_facts`` reports them.
-    """
-    if version is not None:
-        report.version = version
-    applied, committed = prepared.applied, prepared.changeset
-    fresh_nodes = {
-        node.id
-        for node in committed.added_nodes
-        if version is not None and _written_at(session.node_history(node.id), version)
-    }
-    fresh_edges = {
-        edge.ident
-        for edge in committed.added_edges
-        if version is not None and _written_at(session.edge_history(*edge.ident), version)
-    }
-    report.inserted_nodes += [node.id for node in applied.added_nodes if node.id in fresh_nodes]
-    report.inserted_edges += [
-        f"{edge.source} -{edge.relationship}-> {edge.target}"
-        for edge in applied.added_edges
-        if edge.ident in fresh_edges
-    ]
-    restated = [node.id for node in committed.added_nodes if node.id not in fresh_nodes]
-    restated += [
-        f"{edge.source} -[{edge.ident[2]}]-> {edge.target}"
-        for edge in committed.added_edges
-        if edge.ident not in fresh_edges
-    ]
-    report.restated += [fact for fact in dict.fromkeys(restated) if fact not in report.restated]
-    report.updated_nodes += [node.id for node in applied.changed_nodes]
-    report.merged += [
-        note for note in prepared.notes if "landed on" in note or "merged into" in note
-    ]
-    report.superseded += [
-        "/".join(key) for key, reason in prepared.close_reasons.items() if reason == "contradicted"
-    ]
-    report.queued += len(prepared.suggestions)
-
-
-def _written_at(rows: Sequence[Mapping[str, Any]], version: int) -> bool:
-    """Whether the commit at ``version`` wrote a row of the fact (a fact it only counted as
-    stated again keeps its older row). Any row, not only the current one: another writer may
-    have changed the fact since."""
-    return any(int(row["valid_from_version"]) == version for row in rows)
 
 
 def _add_usage(report: IngestReport, calls: list[Any]) -> None:

@@ -28,7 +28,7 @@ from kgot.controller.state import PendingResult, RunState, ToolCallRecord
 from kgot.controller.trust import producer_trust, trust_note
 from kgot.controller.views import graph_view
 from kgot.errors import ChangesetError, CodeExecutionError
-from kgot.graph_model import Changeset
+from kgot.memory.write_outcome import WriteOutcome
 from kgot.persistence import CommitConflictError, StoreBusyError
 from kgot.prompts import render_prompt
 from kgot.retrying import RetryPolicy
@@ -193,16 +193,24 @@ async def update_graph(state: RunState, runtime: Runtime[RunContext]) -> dict[st
     finds those commits and skips their results instead of applying them a second time.
     """
     ctx = runtime.context
+    iteration = state["iteration"]
     applied: list[dict[str, Any]] = []
     notes: list[str] = []
     for position, result in enumerate(state.get("pending_results", [])):
-        key = result_key(ctx.run_id, state["iteration"], position)
+        key = result_key(ctx.run_id, iteration, position)
         if ctx.unsaved_commits_possible and await _committed_before(ctx, state, result, key):
             continue
-        changeset, findings = await _integrate(ctx, state, result, key)
-        if changeset is not None:
-            applied.append(changeset)
-        notes.extend(findings)
+        outcome = await integrate(ctx, state, result, key)
+        if not outcome.applied.is_empty:
+            applied.append(outcome.applied.to_dict())
+        # What the write-time upkeep did, or why the result is missing, for the next prompts.
+        notes += [f"Round {iteration}: {note}" for note in outcome.notes]
+        if outcome.failed is not None:
+            call_text = canonical_call(result["name"], result["args"])
+            notes.append(
+                f"Round {iteration}: the result of {call_text} could not be added to the graph "
+                f"({excerpt(outcome.failed, 200)})."
+            )
     ctx.unsaved_commits_possible = False  # this step's checkpoint records the rest
     return {
         "changesets": applied,
@@ -238,19 +246,26 @@ async def _committed_before(
     return True
 
 
-async def _integrate(
+async def integrate(
     ctx: RunContext, state: RunState, result: PendingResult, key: str
-) -> tuple[dict[str, Any] | None, list[str]]:
-    """Write code for one result and apply it, fixing failing code up to the configured limit.
+) -> WriteOutcome:
+    """Write graph code for one tool result and apply it: the one write pipeline of runs and
+    ingestion (:class:`kgot.controller.ingest.Ingestor`).
 
-    Returns the applied changeset (as a dict; ``None`` when nothing changed) and notes for
-    later votes: what the entity's memory did with the write, or why every attempt failed.
+    The planning model writes code for the result; the code runs in the sandbox; an entity's
+    memory rewrites the changeset and the store commits it under ``key`` with the producing
+    tool's provenance (:func:`kgot.memory.commit_prepared`); the change is applied to the
+    in-memory graph. Failing code goes back to the model for a fix, up to
+    ``controller.fix_code_retries`` times.
+
+    Returns what the write did (:class:`kgot.memory.WriteOutcome`; ``failed`` says why when
+    every attempt failed, and nothing was written then).
     """
     iteration = state["iteration"]
     language = ctx.backend.language
     call_text = canonical_call(result["name"], result["args"])
     if ctx.session is not None:  # write against the entity's latest facts
-        await _catch_up(ctx, iteration, reason="other writers committed to this entity")
+        await catch_up(ctx, iteration, reason="other writers committed to this entity")
     messages: list[BaseMessage] = render_prompt(
         "write_code",
         question=state["question"],
@@ -276,7 +291,7 @@ async def _integrate(
         code = extract_code(reply, language.fence)
         ctx.emit(Code(iteration=iteration, purpose="update_graph", attempt=attempt, code=code))
         try:
-            changeset, memory_notes = await _apply_code(ctx, code, result, iteration, key)
+            outcome = await _apply_code(ctx, code, result, iteration, key)
         except (CodeExecutionError, ChangesetError) as error:
             last_error = str(error)
             ctx.emit(
@@ -290,32 +305,23 @@ async def _integrate(
                 *render_prompt("fix_code", error=last_error, fence=language.fence),
             ]
             continue
-        summary = changeset.summary() if not changeset.is_empty else "no changes"
-        if memory_notes:  # what the write-time upkeep did, for the trace and the next prompts
-            summary += "; " + "; ".join(memory_notes)
+        summary = outcome.applied.summary() if not outcome.applied.is_empty else "no changes"
+        if outcome.notes:  # what the write-time upkeep did, for the trace
+            summary += "; " + "; ".join(outcome.notes)
         ctx.emit(GraphUpdated(iteration=iteration, summary=summary, **_counts(ctx)))
-        notes = [f"Round {iteration}: {note}" for note in memory_notes]
-        return (None if changeset.is_empty else changeset.to_dict()), notes
-    ctx.emit(
-        StepFailed(
-            iteration=iteration,
-            step="update_graph",
-            # "at the graph code": an aide's item line also counts its ingestion attempts.
-            error=(
-                f"gave up after {attempts} {'attempt' if attempts == 1 else 'attempts'} at the "
-                f"graph code: {excerpt(last_error, 300)}"
-            ),
-        )
+        return outcome
+    # "at the graph code": an aide's item line also counts its ingestion attempts.
+    failed = (
+        f"gave up after {attempts} {'attempt' if attempts == 1 else 'attempts'} at the "
+        f"graph code: {excerpt(last_error, 300)}"
     )
-    return None, [
-        f"Round {iteration}: the result of {call_text} could not be added to the graph "
-        f"({excerpt(last_error, 200)})."
-    ]
+    ctx.emit(StepFailed(iteration=iteration, step="update_graph", error=failed))
+    return WriteOutcome(failed=failed)
 
 
 async def _apply_code(
     ctx: RunContext, code: str, result: PendingResult, iteration: int, key: str
-) -> tuple[Changeset, list[str]]:
+) -> WriteOutcome:
     """Run write code on a copy, check the changeset, commit it (entity runs) and apply it.
 
     In an entity run the entity's memory rewrites the changeset first
@@ -332,16 +338,17 @@ async def _apply_code(
     Raises:
         CodeExecutionError, ChangesetError: for fix-code; nothing was applied.
     """
-    from kgot.memory import prepare_changeset
+    from kgot.memory import commit_prepared, prepare_changeset
+    from kgot.memory.embeddings import embedder_for_writes
 
     for conflicts in range(_CONFLICT_RETRIES + 1):
         changeset = await ctx.backend.apropose(await canonical_code(ctx, code))
         if ctx.session is None:
             if not changeset.is_empty:
                 ctx.backend.apply(changeset)
-            return changeset, []
+            return WriteOutcome.unrecorded(changeset)
         if changeset.is_empty:
-            return changeset, []
+            return WriteOutcome()
         provenance = _provenance(ctx, result, key)
         prepared = await asyncio.to_thread(
             functools.partial(
@@ -351,50 +358,36 @@ async def _apply_code(
         problems = await asyncio.to_thread(ctx.session.check, prepared.changeset)
         if problems:
             raise ChangesetError(problems)
-        if prepared.changeset.is_empty:  # e.g. only a refused, less trusted value
-            await asyncio.to_thread(prepared.queue, ctx.session)
-            if ctx.on_write is not None:
-                ctx.on_write(prepared, None)
-            return prepared.applied, list(prepared.notes)
         try:
-            version = await asyncio.to_thread(
+            outcome = await asyncio.to_thread(
                 functools.partial(
-                    ctx.session.commit,
-                    prepared.changeset,
+                    commit_prepared,
+                    ctx.session,
+                    prepared,
                     provenance,
-                    close_reasons=prepared.close_reasons,
+                    # Embedded after the commit, never failing it ([memory] embeddings).
+                    embedder=embedder_for_writes(ctx.settings.memory),
                 )
             )
         except (CommitConflictError, StoreBusyError) as conflict:
             if conflicts == _CONFLICT_RETRIES:
                 raise
             await asyncio.sleep(_CONFLICT_WAITS.delay(conflicts + 1))
-            await _catch_up(ctx, iteration, reason=str(conflict))
+            await catch_up(ctx, iteration, reason=str(conflict))
             continue
-        prepared.committed(ctx.session, version)
-        await asyncio.to_thread(prepared.queue, ctx.session)
-        await _embed_written(ctx, prepared.changeset)
-        if ctx.on_write is not None:
-            ctx.on_write(prepared, version)
+        if outcome.already_committed or outcome.version is None:
+            # Another worker committed this result first (nothing of ours was written), or the
+            # memory left nothing to commit (e.g. only a refused, less trusted value).
+            return outcome
         if ctx.fact_lens is not None:  # before the apply: the view lines it rebuilds use it
             ctx.fact_lens.committed(prepared.changeset, provenance)
-        if not prepared.applied.is_empty:
-            ctx.backend.apply(prepared.applied)
-        return prepared.applied, list(prepared.notes)
+        if not outcome.applied.is_empty:
+            ctx.backend.apply(outcome.applied)
+        return outcome
     raise AssertionError("unreachable: the loop returns or raises")
 
 
-async def _embed_written(ctx: RunContext, committed: Changeset) -> None:
-    """Embed the nodes a commit wrote when ``[memory]`` embeddings are on (off by default):
-    after the commit, never failing it (:func:`kgot.memory.embeddings.embed_after_commit`)."""
-    from kgot.memory.embeddings import embed_after_commit, embedder_for_writes
-
-    embedder = embedder_for_writes(ctx.settings.memory)
-    if embedder is not None and ctx.session is not None:
-        await asyncio.to_thread(embed_after_commit, ctx.session, embedder, committed)
-
-
-async def _catch_up(ctx: RunContext, iteration: int, *, reason: str) -> None:
+async def catch_up(ctx: RunContext, iteration: int, *, reason: str) -> None:
     """Apply other writers' commits to the in-memory graph (entity runs)."""
     assert ctx.session is not None
     delta = await asyncio.to_thread(ctx.session.refresh)

@@ -37,7 +37,7 @@ import anyio
 
 from kgot.errors import UsageError
 from kgot.mcp_server.calls import note_run
-from kgot.mcp_server.models import AskOut, RememberOut
+from kgot.mcp_server.models import AskOut, Landing, RememberOut
 
 if TYPE_CHECKING:
     from kgot.config import Settings
@@ -265,12 +265,14 @@ def _add_part(total: RememberOut, part: Any, label: str | None) -> None:
     if part.version is not None:
         total.version = part.version
     total.ok = total.ok and part.ok
-    total.inserted_nodes += part.inserted_nodes
-    total.inserted_edges += part.inserted_edges
-    total.updated_nodes += part.updated_nodes
-    total.merged += part.merged
-    total.restated += [fact for fact in part.restated if fact not in total.restated]
-    total.superseded += part.superseded
+    named = part.to_json()  # facts named as clients see them (kgot.persistence.fact_id)
+    total.inserted_nodes += named["inserted_nodes"]
+    total.inserted_edges += named["inserted_edges"]
+    total.updated_nodes += named["updated_nodes"]
+    total.updated_edges += named["updated_edges"]
+    total.merged += [Landing(id=merged.given, into=merged.into) for merged in part.merged]
+    total.restated += [fact for fact in named["restated"] if fact not in total.restated]
+    total.superseded += named["superseded"]
     total.notes += part.notes
     total.corroborated += part.corroborated
     total.reinforced += part.reinforced

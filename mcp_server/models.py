@@ -245,9 +245,16 @@ class RememberOut(BaseModel):
     ok: bool
     version: int | None = None
     inserted_nodes: list[str] = Field(default_factory=list)
-    inserted_edges: list[str] = Field(default_factory=list)
+    inserted_edges: list[str] = Field(
+        default_factory=list, description="Edges new to the graph, as 'source -[key]-> target'."
+    )
     updated_nodes: list[str] = Field(default_factory=list)
-    merged: list[str] = Field(default_factory=list)
+    updated_edges: list[str] = Field(default_factory=list)
+    merged: list[Landing] = Field(
+        default_factory=list,
+        description="Node ids the text's facts gave that were an existing node (a duplicate, an "
+        "alias).",
+    )
     restated: list[str] = Field(
         default_factory=list,
         description="Facts the text stated again as the graph holds them (node ids, "

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -28,12 +27,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from kgot.errors import ChangesetError, UsageError, WriteConflictError
 from kgot.graph_model import Changeset, Edge, Node
 from kgot.mcp_server.models import EdgeIn, Landing, NodeIn, SaveOut, TypeOut
-from kgot.persistence.facts import fact_id
+from kgot.persistence.facts import edge_key, fact_id
 from kgot.retrying import RetriesExhausted, RetryPolicy, retry_async
 
 if TYPE_CHECKING:
     from kgot.config import Trust
-    from kgot.memory import Memory
+    from kgot.memory import Memory, WriteOutcome
     from kgot.persistence import EntitySession
 
 __all__ = ["MAX_SAVE_EDGES", "MAX_SAVE_NODES", "RETRY_POLICY", "propose_type", "save_facts"]
@@ -51,7 +50,6 @@ MAX_SAVE_EDGES = 500
 # again until the burst ends.
 RETRY_POLICY = RetryPolicy(max_retries=9, backoff_base=0.05, backoff_max=2.0, total_timeout=30.0)
 _NAMED = 5  # contested facts a conflict error names
-_COUNT = re.compile(r"(\d+) (corroborated|reinforced)\b")
 
 
 def save_facts(
@@ -101,14 +99,14 @@ def save_facts(
         session.refresh()  # the view is the current version: another writer's facts are seen
         changeset = _changeset(session, nodes, edges)
         try:
-            version, prepared = memory.commit(changeset, provenance)
+            outcome = memory.commit(changeset, provenance)
         except CommitConflictError:
             raise  # another process wrote these facts meanwhile: read them and try again
         except ChangesetError as violation:
             return SaveOut(
                 entity=session.entity, written=False, violations=list(violation.problems)
             )
-        return _report(session, version, prepared)
+        return _report(session, outcome)
 
     try:
         return _retried(attempt)
@@ -158,7 +156,7 @@ def _contested(
     for edge in edges:
         ident = Edge(edge.source, edge.target, edge.relationship, edge.key or "").ident
         if ident in touched_edges or {edge.source, edge.target} & set(theirs.removed_nodes):
-            named.append(repr(f"{ident[0]} -[{ident[2]}]-> {ident[1]}"))
+            named.append(repr(fact_id(edge_key(*ident))))
     named = list(dict.fromkeys(named))
     if not named:  # e.g. a type the call uses changed, or the change was undone since
         return "the facts or types this call writes"
@@ -199,36 +197,20 @@ def _stored_properties(session: EntitySession, node_id: str) -> dict[str, Any]:
     return dict(rows[-1].get("properties") or {}) if rows else {}
 
 
-def _report(session: EntitySession, version: int, prepared: Any) -> SaveOut:
-    """What became of each fact, read back from the store after the commit."""
-    committed: Changeset = prepared.changeset
-    report = SaveOut(entity=session.entity, written=True, version=version)
-    for node in committed.added_nodes:
-        fresh = _written_at(session.node_history(node.id), version)
-        (report.inserted if fresh else report.corroborated).append(node.id)
-    report.updated = [node.id for node in committed.changed_nodes]
-    for edge in committed.added_edges:
-        source, target, key = edge.ident
-        fresh = _written_at(session.edge_history(source, target, key), version)
-        shown = f"{source} -[{key}]-> {target}"
-        (report.inserted if fresh else report.corroborated).append(shown)
-    report.updated += [f"{e.source} -[{e.ident[2]}]-> {e.target}" for e in committed.changed_edges]
-    report.merged = [
-        Landing(id=given, into=into) for given, into in prepared.redirects.items() if given != into
-    ]
-    report.superseded = [
-        fact_id(key) for key, reason in prepared.close_reasons.items() if reason == "contradicted"
-    ]
-    report.queued = len(prepared.suggestions)
-    report.notes = list(prepared.notes)
-    return report
-
-
-def _written_at(rows: Sequence[Mapping[str, Any]], version: int) -> bool:
-    """Whether the fact's current row was written by the commit at ``version`` (else the
-    commit only counted it as stated again)."""
-    current = [row for row in rows if row.get("valid_to_version") is None]
-    return bool(current) and int(current[-1]["valid_from_version"]) == version
+def _report(session: EntitySession, outcome: WriteOutcome) -> SaveOut:
+    """What became of each fact (:class:`kgot.memory.WriteOutcome`), as the tool answers."""
+    return SaveOut(
+        entity=session.entity,
+        written=True,
+        version=outcome.version if outcome.version is not None else session.version,
+        inserted=[*outcome.inserted_nodes, *(e.fact_id for e in outcome.inserted_edges)],
+        updated=[*outcome.updated_nodes, *(e.fact_id for e in outcome.updated_edges)],
+        corroborated=[fact_id(key) for key in outcome.restated],
+        merged=[Landing(id=merged.given, into=merged.into) for merged in outcome.merged],
+        superseded=[fact_id(key) for key in outcome.superseded],
+        queued=outcome.queued,
+        notes=list(outcome.notes),
+    )
 
 
 def propose_type(session: EntitySession, spec: Mapping[str, Any], *, label: str) -> TypeOut:

@@ -21,6 +21,7 @@ __all__ = [
     "Match",
     "Memory",
     "Merge",
+    "MergedId",
     "NormalName",
     "PreparedChangeset",
     "QueuedResolution",
@@ -29,6 +30,9 @@ __all__ = [
     "SearchHit",
     "Suggestion",
     "UpkeepReport",
+    "WriteOutcome",
+    "WrittenEdge",
+    "commit_prepared",
     "match_existing",
     "normalize_name",
     "open_memory",
@@ -57,6 +61,7 @@ if TYPE_CHECKING:
     from kgot.memory.search import SearchHit
     from kgot.memory.upkeep import UpkeepReport, run_upkeep
     from kgot.memory.verify import verify_claim, verify_text
+    from kgot.memory.write_outcome import MergedId, WriteOutcome, WrittenEdge, commit_prepared
     from kgot.memory.writes import PreparedChangeset, prepare_changeset
 
 _HOMES = {
@@ -73,6 +78,10 @@ _HOMES = {
     "verify_text": "verify",
     "UpkeepReport": "upkeep",
     "run_upkeep": "upkeep",
+    "MergedId": "write_outcome",
+    "WriteOutcome": "write_outcome",
+    "WrittenEdge": "write_outcome",
+    "commit_prepared": "write_outcome",
 }
 
 

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from kgot.memory.search import SearchHit
     from kgot.memory.upkeep import UpkeepReport
     from kgot.memory.verify import Verdict
+    from kgot.memory.write_outcome import WriteOutcome
     from kgot.persistence import EntitySession, FactUse, Provenance, Store
     from kgot.persistence import Suggestion as StoredSuggestion
 
@@ -451,20 +452,14 @@ class Memory:
         """The write-time hook for ``changeset`` (:func:`kgot.memory.writes.prepare_changeset`)."""
         return prepare_changeset(self.session, changeset, confidence=confidence)
 
-    def commit(self, changeset: Changeset, provenance: Provenance) -> tuple[int, PreparedChangeset]:
-        """Commit ``changeset`` through the write-time hook: the version and what the hook
-        did (its notes say it in words); its suggestions are filed."""
-        prepared = self.prepare(changeset, confidence=provenance.confidence)
-        version = self.session.commit(
-            prepared.changeset, provenance, close_reasons=prepared.close_reasons or None
-        )
-        prepared.committed(self.session, version)
-        prepared.queue(self.session)
-        if self.embedder is not None:
-            from kgot.memory.embeddings import embed_after_commit
+    def commit(self, changeset: Changeset, provenance: Provenance) -> WriteOutcome:
+        """Commit ``changeset`` through the write-time hook (the one write pipeline,
+        :mod:`kgot.memory.write_outcome`): what the hook and the commit did; its suggestions
+        are filed and, with embeddings on, the nodes it wrote embedded."""
+        from kgot.memory.write_outcome import commit_prepared
 
-            embed_after_commit(self.session, self.embedder, prepared.changeset)
-        return version, prepared
+        prepared = self.prepare(changeset, confidence=provenance.confidence)
+        return commit_prepared(self.session, prepared, provenance, embedder=self.embedder)
 
     def embed(self) -> EmbedReport:
         """Embed every current node whose vector is missing or stale (after embeddings were

@@ -25,6 +25,7 @@ from kgot.persistence.catalog import (
     load_type_file,
 )
 from kgot.persistence.checkpoints import open_checkpointer, purge_checkpoints
+from kgot.persistence.commit_result import CommitResult
 from kgot.persistence.engine import StoreBusyError
 from kgot.persistence.facts import FactKey, fact_id
 from kgot.persistence.graph_diff import diff_graphs
@@ -58,6 +59,7 @@ __all__ = [
     "RETRIEVAL_BOOST",
     "WRITABLE_META",
     "CommitConflictError",
+    "CommitResult",
     "EntityInfo",
     "EntitySession",
     "FactKey",

@@ -12,14 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, insert, select, update
 
 from kgot.graph_model import Changeset, Edge, Node
 from kgot.persistence.catalog import TypeCatalog
+from kgot.persistence.commit_result import CommitResult
 from kgot.persistence.context import Provenance, View
-from kgot.persistence.facts import FactKey
+from kgot.persistence.facts import FactKey, edge_key, node_key
 from kgot.persistence.schema import TABLES
 from kgot.persistence.timeutil import as_utc, iso, utc_now
 from kgot.persistence.validation import (
@@ -47,6 +49,7 @@ class RowOps:
     supersede: dict[Any, int] = field(default_factory=dict)  # identity -> row it replaces
     corroborate: list[dict[str, Any]] = field(default_factory=list)  # row, count, sources
     corroborated: int = 0  # of those, found by a new source (the rest only reinforce)
+    restated: list[FactKey] = field(default_factory=list)  # the facts `corroborate` counts
     # closed row -> (its fact key, why it closes unless the commit says otherwise, and for an
     # edge its (source, relationship): what a contradicting edge replacing it shares)
     closing: dict[int, tuple[FactKey, str, Any]] = field(default_factory=dict)
@@ -351,6 +354,7 @@ class Planner:
                 }
             )
         ops.corroborate.append({"row": row.row_id, "count": count, "sources": sources or None})
+        ops.restated.append(_row_key(row))
 
     def _plan_incident(self, changeset: Changeset, rows: Mapping[str, Any], plan: Plan) -> None:
         """Edges the changeset does not mention but touches: edges of removed nodes (closed
@@ -496,9 +500,11 @@ class Planner:
 
     # -- writing
 
-    def execute(self, plan: Plan, new_version: int, summary: str) -> None:
+    def execute(self, plan: Plan, new_version: int, summary: str) -> CommitResult:
+        """Write ``plan`` as ``new_version`` with its commit row; return what it did."""
+        closed: dict[FactKey, str] = {}
         for table, ops in ((_nodes, plan.nodes), (_edges, plan.edges)):
-            self._write_rows(table, ops, new_version)
+            closed.update(self._write_rows(table, ops, new_version))
         corroborated = plan.nodes.corroborated + plan.edges.corroborated
         reinforced = len(plan.nodes.corroborate) + len(plan.edges.corroborate) - corroborated
         notes = [f"{corroborated} corroborated"] if corroborated else []
@@ -524,15 +530,32 @@ class Planner:
                 result_key=provenance.result_key,
             )
         )
+        return CommitResult(
+            version=new_version,
+            written=True,
+            written_facts=frozenset(
+                _row_key(values) for ops in (plan.nodes, plan.edges) for values in ops.insert
+            ),
+            restated=(*plan.nodes.restated, *plan.edges.restated),
+            corroborated=corroborated,
+            reinforced=reinforced,
+            closed=MappingProxyType(closed),
+            summary=summary,
+        )
 
-    def _close_rows(self, table: Any, ops: RowOps, new_version: int) -> dict[int, Any]:
-        """Close the rows ``ops`` closes, each with its reason; return the removed edges
-        closed as contradicted, with their (source, relationship)."""
+    def _close_rows(
+        self, table: Any, ops: RowOps, new_version: int, closed: dict[FactKey, str]
+    ) -> dict[int, Any]:
+        """Close the rows ``ops`` closes, each with its reason (recorded in ``closed`` by
+        fact key); return the removed edges closed as contradicted, with their (source,
+        relationship)."""
         by_reason: dict[str, list[int]] = {}
         contradicted: dict[int, Any] = {}
         for row_id in ops.close:
             key, default, subject = ops.closing.get(row_id, ((), "removed", None))
             reason = self.close_reasons.get(key, default)
+            if key:
+                closed[key] = reason
             by_reason.setdefault(reason, []).append(row_id)
             if reason == "contradicted" and key and key[0] == "edge":
                 contradicted[row_id] = subject
@@ -547,10 +570,12 @@ class Planner:
                 )
         return contradicted
 
-    def _write_rows(self, table: Any, ops: RowOps, new_version: int) -> None:
+    def _write_rows(self, table: Any, ops: RowOps, new_version: int) -> dict[FactKey, str]:
+        """Write ``ops`` to ``table``; return the facts closed, with their reasons."""
         connection = self.connection
+        closed: dict[FactKey, str] = {}
         # Close old rows first: the partial unique index allows one current row per identity.
-        contradicted = self._close_rows(table, ops, new_version)
+        contradicted = self._close_rows(table, ops, new_version, closed)
         if ops.insert:
             for row in ops.insert:
                 row["valid_from_version"] = new_version
@@ -595,17 +620,23 @@ class Planner:
                 ),
                 ops.corroborate,
             )
+        return closed
 
 
 def _close(ops: RowOps, row: Any, reason: str) -> None:
     """Plan closing ``row`` (a current node or edge row) for ``reason`` unless the commit's
     ``close_reasons`` name another."""
     ops.close.append(row.row_id)
-    if "node_id" in row._mapping:
-        ops.closing[row.row_id] = (("node", row.node_id), reason, row.node_id)
-    else:
-        key = ("edge", row.source, row.target, row.key)
-        ops.closing[row.row_id] = (key, reason, (row.source, row.relationship))
+    subject = row.node_id if "node_id" in row._mapping else (row.source, row.relationship)
+    ops.closing[row.row_id] = (_row_key(row), reason, subject)
+
+
+def _row_key(row: Any) -> FactKey:
+    """The fact key of a node or edge row (or of the values of a row to insert)."""
+    values = row._mapping if hasattr(row, "_mapping") else row
+    if "node_id" in values:
+        return node_key(values["node_id"])
+    return edge_key(values["source"], values["target"], values["key"])
 
 
 def _row_identity(table: Any) -> Callable[[Mapping[str, Any]], Any]:

@@ -48,6 +48,7 @@ from kgot.graph_model.nx_fast import (
 )
 from kgot.persistence import upkeep_store
 from kgot.persistence.catalog import TypeCatalog, TypeDef, TypeSpec
+from kgot.persistence.commit_result import CommitResult
 from kgot.persistence.context import (
     ANALYZE_EVERY,
     CommitConflictError,
@@ -59,7 +60,7 @@ from kgot.persistence.context import (
 from kgot.persistence.counts import edge_counts, node_counts
 from kgot.persistence.engine import read_transaction, write_transaction
 from kgot.persistence.facts import FactKey, checked_key, checked_reason, checked_reasons
-from kgot.persistence.planner import Plan, Planner, chunks
+from kgot.persistence.planner import Planner, chunks
 from kgot.persistence.schema import TABLES
 from kgot.persistence.timeutil import as_utc, iso, utc_now
 from kgot.persistence.types_store import TypeScope, load_catalog
@@ -459,9 +460,11 @@ class EntitySession:
         base: int | None = None,
         close_reasons: Mapping[FactKey, str] | None = None,
         decides: int | None = None,
-    ) -> int:
-        """Write ``changeset`` atomically and return the entity's new version (the view's
-        version when there was nothing to write).
+    ) -> CommitResult:
+        """Write ``changeset`` atomically and return what the commit did
+        (:class:`~kgot.persistence.commit_result.CommitResult`: the entity's new version, or
+        the view's when there was nothing to write, and the facts written, stated again and
+        closed).
 
         Property values are validated against their types before the entity is locked; under
         the lock only what needs it is checked (edge ends, other writers' changes). Changed
@@ -485,8 +488,8 @@ class EntitySession:
                 the change instead of being applied twice or after a rejection.
 
         A ``provenance.result_key`` the entity already has a commit for writes nothing and
-        returns that commit's version: the work it names was applied once already (the
-        tracked view is left alone).
+        returns that commit's version (``already_committed``): the work it names was applied
+        once already (the tracked view is left alone).
 
         Raises:
             ChangesetError: type or structure violations; nothing was written.
@@ -500,7 +503,7 @@ class EntitySession:
         if changeset.is_empty:
             if decides is not None:
                 self.decide_suggestion(decides, True)
-            return self.version if base is None else base
+            return CommitResult(self.version if base is None else base)
         with self._lock:
             view = self._view if base is None else View(base)
             memo, self._schema_memo = self._schema_memo, {}
@@ -521,15 +524,11 @@ class EntitySession:
                     ["the types this change uses were changed by another writer meanwhile"],
                     self.version,
                 )
-            new_version, plan = outcome
-            if new_version is None:
-                return view.latest  # nothing to write
-            if plan is None:
-                return new_version  # the result key's commit, made earlier
-            if base is None:
-                self._view = self._view.with_own([new_version])
-        self._context.note_rows_written(plan.rows_written)
-        return new_version
+            result, rows_written = outcome
+            if result.written and base is None:
+                self._view = self._view.with_own([result.version])
+        self._context.note_rows_written(rows_written)
+        return result
 
     def _write(
         self,
@@ -540,16 +539,16 @@ class EntitySession:
         close_reasons: Mapping[FactKey, str],
         *,
         decides: int | None = None,
-    ) -> tuple[int | None, Plan | None] | None:
-        """Lock the entity, plan and write; ``None`` when a type the changeset uses changed
-        since ``catalog`` was validated against (the caller validates again); no plan when the
-        provenance's result key was committed before (its version comes back)."""
+    ) -> tuple[CommitResult, int] | None:
+        """Lock the entity, plan and write; return what the commit did and the rows it
+        wrote, or ``None`` when a type the changeset uses changed since ``catalog`` was
+        validated against (the caller validates again)."""
         with write_transaction(self._context.engine, self._context.target) as connection:
             version = self._lock_entity(connection)
             if provenance.result_key is not None:
                 earlier = self._keyed_commit(connection, provenance.result_key)
                 if earlier is not None:
-                    return int(earlier.version), None
+                    return CommitResult(int(earlier.version), already_committed=True), 0
             locked = self._catalog(connection)
             if not _same_types(catalog, locked, changeset):
                 return None
@@ -562,9 +561,8 @@ class EntitySession:
             if decides is not None:
                 upkeep_store.decide(connection, self._entity_id, self.entity, decides, True)
             if plan.is_noop:
-                return None, plan
-            planner.execute(plan, version + 1, changeset.summary())
-            return version + 1, plan
+                return CommitResult(view.latest), 0
+            return planner.execute(plan, version + 1, changeset.summary()), plan.rows_written
 
     def _planner(
         self,

@@ -90,7 +90,7 @@ def import_graph(
                 raise ChangesetError(problems)
             return ImportResult(changeset, before, before)
         try:
-            after = session.commit(changeset, provenance, base=before)
+            after = session.commit(changeset, provenance, base=before).version
         except CommitConflictError:
             if attempt:
                 raise

@@ -219,7 +219,7 @@ def _commit(
     from kgot.memory import Memory
     from kgot.persistence import Provenance
 
-    version, _prepared = Memory(session).commit(
+    outcome = Memory(session).commit(
         Changeset(added_nodes=tuple(nodes), added_edges=tuple(edges)),
         Provenance(
             run_id=run_id,
@@ -229,7 +229,7 @@ def _commit(
             result_key=result_key,
         ),
     )
-    return version
+    return outcome.version if outcome.version is not None else session.version
 
 
 def _checked(

@@ -158,11 +158,11 @@ def test_a_company_is_one_node_by_ticker_or_by_name(store: Store) -> None:
     memory.session.load_graph()
 
     def write(node_id: str, **properties: object) -> str:
-        _version, prepared = memory.commit(
+        outcome = memory.commit(
             Changeset(added_nodes=(Node(node_id, "Company", properties),)),
             Provenance(run_id="t", step="test"),
         )
-        return prepared.redirects.get(node_id, node_id)
+        return {merged.given: merged.into for merged in outcome.merged}.get(node_id, node_id)
 
     assert write("apple", name="Apple Inc.", ticker="AAPL") == "apple"
     assert write("apple_2", name="Apple", ticker="AAPL") == "apple"  # same ticker

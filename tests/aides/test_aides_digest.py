@@ -44,7 +44,7 @@ def test_a_cycles_digest_retrieves_the_changes_in_the_sandbox_and_cites_existing
     report = aide.run_cycle()
 
     [query] = scripted.calls_for("query")
-    assert "node acme" in query.prompt and "edge globex -located_in-> springfield" in query.prompt
+    assert "node acme" in query.prompt and "edge globex -[located_in]-> springfield" in query.prompt
     assert scripted.calls_for("fix_query") == []
     [written] = scripted.calls_for("digest")
     # The query ran (in the sandbox) and its result is what the digest is written from.

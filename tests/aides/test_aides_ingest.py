@@ -58,8 +58,9 @@ def test_a_text_is_written_fixed_and_committed_with_its_source(
 
     assert report.ok, report.failed
     assert report.inserted_nodes == ["lyon"]
-    assert report.inserted_edges == ["lyon -located_in-> france"]
-    assert any("landed on 'paris'" in note for note in report.merged)  # PARIS is paris
+    assert [edge.fact_id for edge in report.inserted_edges] == ["lyon -[located_in]-> france"]
+    assert [merged.into for merged in report.merged] == ["paris"]  # PARIS is paris
+    assert any("landed on 'paris'" in note for note in report.notes)
     assert report.version == 2
     assert report.llm_calls == 2  # the first code failed the type check and was fixed
     # The fix prompt carried the type violation the store found.

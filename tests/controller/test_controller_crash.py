@@ -150,10 +150,10 @@ def test_a_result_key_is_committed_once_even_when_asked_twice(store_settings: Se
         provenance = Provenance(run_id="r", step="update_graph", result_key="r/round 1/result 0")
         first = session.commit(
             Changeset(added_nodes=(Node("paris", "Place", {"name": "Paris"}),)), provenance
-        )
+        ).version
         again = session.commit(
             Changeset(added_nodes=(Node("lyon", "Place", {"name": "Lyon"}),)), provenance
-        )
+        ).version
         assert again == first == 1
         assert sorted(session.load_graph().nodes) == ["paris"]
         assert len(session.commits()) == 1

@@ -13,6 +13,7 @@ import pytest
 from kgot.config import Settings
 from kgot.controller.ingest import Ingestor, IngestReport
 from kgot.llm.scripted import ScriptedChatModel
+from kgot.memory import WrittenEdge
 from kgot.persistence import open_store
 
 TEXT = "Zeta Dynamics, led by Ada Byron, has its head office in Cupertino."
@@ -56,7 +57,8 @@ def test_a_text_stated_again_is_counted_and_reported_as_restated(settings: Setti
     [first] = _ingest(settings, ScriptedChatModel(script={"update_graph": [ADD_ZETA]}), "a.md")
     assert first.ok, first.failed
     assert first.inserted_nodes == ["zeta", "cupertino"]
-    assert first.inserted_edges == ["zeta -located_in-> cupertino"]
+    assert first.inserted_edges == [WrittenEdge("zeta", "located_in", "cupertino", "located_in")]
+    assert first.to_json()["inserted_edges"] == ["zeta -[located_in]-> cupertino"]
     assert first.restated == [] and first.corroborated == 0
 
     # Another source states the same facts, then that source again; a second ingestor, as a
@@ -68,7 +70,12 @@ def test_a_text_stated_again_is_counted_and_reported_as_restated(settings: Setti
         assert report.ok, report.failed
         assert report.inserted_nodes == [] and report.inserted_edges == []
         assert report.updated_nodes == []
-        assert report.restated == RESTATED
+        assert sorted(report.to_json()["restated"]) == sorted(RESTATED)
+        assert set(report.restated) == {
+            ("node", "zeta"),
+            ("node", "cupertino"),
+            ("edge", "zeta", "cupertino", "located_in"),
+        }
         assert "3 restated" in report.summary()
     assert (other.corroborated, other.reinforced) == (3, 0)
     assert (same.corroborated, same.reinforced) == (0, 3)
@@ -120,8 +127,8 @@ def test_a_text_stated_again_in_sparql_is_counted_and_reported_as_restated(
         assert report.ok, report.failed
         assert report.inserted_nodes == [] and report.inserted_edges == []
         assert report.updated_nodes == []
-        # Node ids sorted, then edges: a SPARQL update's statements come back in no order.
-        assert report.restated == ["cupertino", "zeta", "zeta -[located_in]-> cupertino"]
+        # Sorted: a SPARQL update's statements come back in no order.
+        assert sorted(report.to_json()["restated"]) == sorted(RESTATED)
     assert (other.corroborated, other.reinforced) == (3, 0)
     assert (same.corroborated, same.reinforced) == (0, 3)
     zeta = _current(rdf, "zeta")

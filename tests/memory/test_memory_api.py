@@ -9,7 +9,7 @@ import pytest
 
 from kgot.errors import UsageError
 from kgot.graph_model import Changeset, Edge, Node
-from kgot.memory import open_memory
+from kgot.memory import MergedId, WrittenEdge, open_memory
 from kgot.persistence import Provenance, Store
 from kgot.tests.memory.conftest import UPKEEP_TYPES
 
@@ -219,7 +219,7 @@ def test_a_restated_duplicate_lands_on_the_existing_node_as_a_corroboration(stor
     memory = open_memory(store, "desk")
     memory.session.load_graph()
 
-    _, prepared = memory.commit(
+    outcome = memory.commit(
         Changeset(
             added_nodes=(_company("apple_inc", "Apple Inc.", symbol="AAPL", ceo="Tim Cook"),),
             added_edges=(Edge("apple_inc", "cupertino", "headquartered_in"),),
@@ -227,7 +227,15 @@ def test_a_restated_duplicate_lands_on_the_existing_node_as_a_corroboration(stor
         _provenance("https://news.example/apple", confidence=0.9),
     )
 
-    assert any("landed on 'aapl'" in note for note in prepared.notes)
+    assert any("landed on 'aapl'" in note for note in outcome.notes)
+    # The outcome says it as data: the id landed, both facts were counted again, none written.
+    assert outcome.merged == (MergedId("apple_inc", "aapl"),)
+    assert set(outcome.restated) == {
+        ("node", "aapl"),
+        ("edge", "aapl", "cupertino", "headquartered_in"),
+    }
+    assert (outcome.corroborated, outcome.reinforced) == (2, 0)
+    assert outcome.inserted_nodes == () and outcome.inserted_edges == ()
     graph = memory.session.load_graph()
     assert "apple_inc" not in graph
     [latest] = memory.session.node_history("aapl")[-1:]
@@ -243,11 +251,11 @@ def test_the_first_node_of_a_type_keeps_its_identity_for_the_next_write(store: S
     memory.session.load_graph()
 
     for node_id, symbol in (("alphabet_a", "GOOGL"), ("alphabet_c", "GOOG")):
-        _, prepared = memory.commit(
+        outcome = memory.commit(
             Changeset(added_nodes=(_company(node_id, "Alphabet Inc.", symbol=symbol),)),
             _provenance(),
         )
-        assert prepared.redirects == {} and prepared.notes == (), prepared.notes
+        assert outcome.merged == () and outcome.notes == (), outcome.notes
 
     graph = memory.session.load_graph()
     assert {n: graph.nodes[n]["symbol"] for n in graph} == {
@@ -261,7 +269,7 @@ def test_a_new_spelling_lands_with_its_name_kept_as_an_alias(store: Store) -> No
     memory = open_memory(store, "desk")
     memory.session.load_graph()
 
-    _, prepared = memory.commit(
+    outcome = memory.commit(
         Changeset(
             added_nodes=(
                 _company("apple2", "Apple Computer", symbol="aapl", sector="hardware"),
@@ -272,7 +280,7 @@ def test_a_new_spelling_lands_with_its_name_kept_as_an_alias(store: Store) -> No
         _provenance("file:two"),
     )
 
-    assert prepared.notes and "same symbol 'aapl'" in prepared.notes[0]
+    assert outcome.notes and "same symbol 'aapl'" in outcome.notes[0]
     graph = memory.session.load_graph()
     assert "apple2" not in graph
     node = graph.nodes["aapl"]
@@ -292,12 +300,12 @@ def test_a_new_value_of_a_functional_property_supersedes_the_old(store: Store) -
     new = {**graph.nodes["aapl"], "ceo": "John Ternus"}
     new.pop("label")
 
-    _, prepared = memory.commit(
+    outcome = memory.commit(
         Changeset(changed_nodes=(Node("aapl", "Company", new),)),
         _provenance("file:news", confidence=0.9),
     )
 
-    assert prepared.close_reasons == {("node", "aapl"): "contradicted"}
+    assert outcome.superseded == (("node", "aapl"),)
     history = memory.session.node_history("aapl")
     assert [v["properties"]["ceo"] for v in history] == ["Tim Cook", "John Ternus"]
     assert history[0]["closed_reason"] == "contradicted"
@@ -312,13 +320,13 @@ def test_a_much_less_trusted_new_value_is_queued_not_written(store: Store) -> No
     new = {**graph.nodes["aapl"], "ceo": "Steve Jobs", "_confidence": 0.5}
     new.pop("label")
 
-    _, prepared = memory.commit(
+    outcome = memory.commit(
         Changeset(changed_nodes=(Node("aapl", "Company", new),)), _provenance("llm")
     )
 
-    assert prepared.changeset.is_empty
+    assert outcome.version is None  # nothing left to commit
     assert memory.session.version == version
-    assert "stays 'Tim Cook'" in prepared.notes[0]
+    assert "stays 'Tim Cook'" in outcome.notes[0]
     [queued] = memory.suggestions()
     assert (queued.kind, queued.payload["old"], queued.payload["new"]) == (
         "contradiction",
@@ -343,13 +351,13 @@ def test_a_functional_edge_replaces_the_old_one_and_nothing_else(store: Store) -
         Changeset(added_edges=(Edge("aapl", "austin", "related_to"),)), _provenance()
     )
 
-    _, prepared = memory.commit(
+    outcome = memory.commit(
         Changeset(added_edges=(Edge("aapl", "austin", "headquartered_in"),)),
         _provenance("file:move", confidence=0.9),
     )
 
     key = ("edge", "aapl", "cupertino", "headquartered_in")
-    assert prepared.close_reasons == {key: "contradicted"}
+    assert outcome.superseded == (key,)
     graph = memory.session.load_graph()
     assert sorted(graph.edges(keys=True)) == [
         ("aapl", "austin", "headquartered_in"),
@@ -365,14 +373,14 @@ def test_a_less_trusted_functional_edge_is_queued_and_accept_swaps_it(store: Sto
     memory = open_memory(store, "desk")
     memory.session.load_graph()
 
-    _, prepared = memory.commit(
+    outcome = memory.commit(
         Changeset(
             added_edges=(Edge("aapl", "dublin", "headquartered_in", "", {"_confidence": 0.4}),)
         ),
         _provenance("rumour"),
     )
 
-    assert prepared.changeset.is_empty
+    assert outcome.version is None  # nothing left to commit
     [queued] = memory.suggestions()
     assert queued.payload["fact"] == "edge"
     graph = memory.session.load_graph()
@@ -393,11 +401,11 @@ def test_writes_to_a_merged_away_id_reach_the_canonical_node(store: Store) -> No
     memory.resolve(apply=True)
     memory.session.load_graph()
 
-    _, prepared = memory.commit(
+    outcome = memory.commit(
         Changeset(added_edges=(Edge("apple_old", "cupertino", "related_to"),)), _provenance("x")
     )
 
-    assert any("merged into 'apple'" in note for note in prepared.notes)
+    assert any("merged into 'apple'" in note for note in outcome.notes)
     assert memory.session.load_graph().has_edge("apple", "cupertino", "related_to")
 
 
@@ -411,7 +419,7 @@ def test_only_the_same_subject_and_property_is_ever_contradicted(store: Store) -
     graph = memory.session.load_graph()
     apple = {k: v for k, v in graph.nodes["aapl"].items() if k != "label"}
 
-    _, prepared = memory.commit(
+    outcome = memory.commit(
         Changeset(
             changed_nodes=(
                 Node("aapl", "Company", {**apple, "sector": "hardware"}),  # not functional
@@ -421,7 +429,37 @@ def test_only_the_same_subject_and_property_is_ever_contradicted(store: Store) -
         _provenance("file:b"),
     )
 
-    assert prepared.close_reasons == {}  # a first value and a non-functional change
+    assert outcome.superseded == ()  # a first value and a non-functional change
     assert [v["closed_reason"] for v in memory.session.node_history("aapl")] == ["changed", None]
     graph = memory.session.load_graph()
     assert (graph.nodes["aapl"]["ceo"], graph.nodes["msft"]["ceo"]) == ("Tim Cook", "Tim Cook")
+
+
+def test_a_write_reports_new_changed_and_superseded_facts_as_data(store: Store) -> None:
+    _company_entity(store)
+    memory = open_memory(store, "desk")
+    memory.session.load_graph()
+
+    outcome = memory.commit(
+        Changeset(
+            added_nodes=(_company("msft", "Microsoft", symbol="MSFT"),),
+            added_edges=(Edge("msft", "cupertino", "headquartered_in", "hq"),),
+        ),
+        _provenance("https://news.example/msft"),
+    )
+    assert outcome.inserted_nodes == ("msft",)
+    assert outcome.inserted_edges == (WrittenEdge("msft", "headquartered_in", "cupertino", "hq"),)
+    assert outcome.inserted_edges[0].fact_id == "msft -[hq]-> cupertino"
+    assert outcome.version == memory.session.version and outcome.ok
+
+    stored = memory.session.load_graph().nodes["aapl"]
+    changed = {k: v for k, v in stored.items() if k != "label"} | {"ceo": "John Ternus"}
+    outcome = memory.commit(
+        Changeset(changed_nodes=(Node("aapl", "Company", changed),)),
+        _provenance("https://news.example/ceo"),
+    )
+    assert outcome.updated_nodes == ("aapl",)
+    assert outcome.superseded == (("node", "aapl"),)
+    assert outcome.summary() == (
+        f"0 nodes and 0 edges inserted, 1 updated, 1 superseded (version {outcome.version})"
+    )

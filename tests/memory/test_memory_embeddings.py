@@ -209,9 +209,9 @@ def test_a_failing_endpoint_does_not_fail_the_commit_and_is_retried(
     model.fail = True
     memory = _memory(store, "fund", model)
     with caplog.at_level(logging.WARNING, logger="kgot.memory.embeddings"):
-        version, _ = memory.commit(
+        version = memory.commit(
             Changeset(added_nodes=(_org("apple", "Apple Inc."),)), _provenance()
-        )
+        ).version
     assert version == memory.session.version
     assert "apple" in memory.session.load_graph()
     assert "embedding 1 node(s) of entity 'fund'" in caplog.text
@@ -513,7 +513,7 @@ def test_an_openai_compatible_base_url_embeds_over_http(
 
     # The server fails: the commit still lands, the node waits for the next write.
     embeddings_server.status = 400
-    version, _ = memory.commit(Changeset(added_nodes=(_org("ibm", "IBM"),)), _provenance())
+    version = memory.commit(Changeset(added_nodes=(_org("ibm", "IBM"),)), _provenance()).version
     assert version == memory.session.version and "ibm" in memory.session.load_graph()
     assert pending_nodes(memory.session) == {"ibm"}
     assert set(load_vectors(memory.session, "openai:local-embed")) == {"apple"}

@@ -98,7 +98,7 @@ def test_changes_made_on_a_loaded_graph_round_trip_through_a_changeset(store: St
     after.remove_node("engine")
     changeset = diff_graphs(before, after)
     assert session.check(changeset) == []
-    version = session.commit(changeset, PROV)
+    version = session.commit(changeset, PROV).version
     assert version == 2
     assert facts(store.session("alice").load_graph()) == facts(after)
 
@@ -170,7 +170,7 @@ def test_removing_a_node_closes_its_edges_and_keeps_them_in_history(store: Store
     session = store.session("alice")
     session.load_graph()
     # The edge list is incomplete on purpose: edges the session saw are closed with the node.
-    version = session.commit(Changeset(removed_nodes=("engine",)), PROV)
+    version = session.commit(Changeset(removed_nodes=("engine",)), PROV).version
     graph = session.load_graph()
     assert "engine" not in graph
     assert not any("engine" in (s, t) for s, t in graph.edges())
@@ -281,8 +281,8 @@ def test_finding_the_same_fact_again_counts_as_corroboration(store: Store) -> No
     first.load_graph()
     second.load_graph()
     fact = Changeset(added_nodes=(Node("ada", "Person", {"name": "Ada"}),))
-    assert first.commit(fact, PROV) == 1
-    assert second.commit(fact, Provenance(run_id="run-2", step="update_graph")) == 2
+    assert first.commit(fact, PROV).version == 1
+    assert second.commit(fact, Provenance(run_id="run-2", step="update_graph")).version == 2
     meta = first.load_graph(include_meta=True).nodes["ada"]
     assert meta["_corroborations"] == 2
     assert len(first.node_history("ada")) == 1
@@ -298,9 +298,9 @@ def test_concurrent_writers_of_different_facts_both_succeed_and_catch_up(store: 
         changed_nodes=(Node("babbage", "Person", {"name": "C. Babbage"}),),
         removed_edges=(("ada", "babbage", "related_to~2"),),
     )
-    assert one.commit(add_one, PROV) == 2
+    assert one.commit(add_one, PROV).version == 2
     apply_to_networkx(graph_one, add_one)
-    assert two.commit(add_two, PROV) == 3
+    assert two.commit(add_two, PROV).version == 3
     apply_to_networkx(graph_two, add_two)
     catch_up = one.refresh()
     assert [n.id for n in catch_up.changed_nodes] == ["babbage"]
@@ -407,9 +407,9 @@ def test_no_op_and_empty_changesets_do_not_create_versions(store: Store) -> None
     seed(store)
     session = store.session("alice")
     graph = session.load_graph()
-    assert session.commit(Changeset(), PROV) == 1
+    assert session.commit(Changeset(), PROV).version == 1
     same = Node("ada", "Person", {k: v for k, v in graph.nodes["ada"].items() if k != "label"})
-    assert session.commit(Changeset(changed_nodes=(same,)), PROV) == 1
+    assert session.commit(Changeset(changed_nodes=(same,)), PROV).version == 1
     assert store.get_entity("alice").version == 1
     assert len(session.commits()) == 1
 
@@ -466,3 +466,50 @@ def test_bulk_writes_refresh_the_planner_statistics(
             ).scalar()
             assert analyzed is not None
     assert store._context.rows_since_analyze == 0
+
+
+def test_a_commit_says_what_it_wrote_counted_and_closed_as_data(store: Store) -> None:
+    seed(store)
+    session = store.session("alice")
+    session.load_graph()
+    again = Provenance(run_id="run-2", step="update_graph", source_ref="https://example.org/b")
+    result = session.commit(
+        Changeset(
+            added_nodes=(
+                Node("ada", "Person", {"name": "Ada Lovelace", "born": "1815-12-10"}),  # held
+                Node("menabrea", "Person", {"name": "Luigi Menabrea"}),
+            ),
+            changed_nodes=(Node("engine", "Product", {"name": "The Analytical Engine"}),),
+            added_edges=(Edge("babbage", "engine", "created", "created"),),  # held
+            removed_edges=(("ada", "babbage", "related_to~2"),),
+        ),
+        again,
+        close_reasons={("edge", "ada", "babbage", "related_to~2"): "contradicted"},
+    )
+    assert (result.version, result.written, result.already_committed) == (2, True, False)
+    assert result.written_facts == {("node", "menabrea"), ("node", "engine")}
+    assert result.wrote(("node", "menabrea")) and not result.wrote(("node", "ada"))
+    assert set(result.restated) == {("node", "ada"), ("edge", "babbage", "engine", "created")}
+    # A new source corroborates both restated facts; the same source again only reinforces.
+    assert (result.corroborated, result.reinforced) == (2, 0)
+    assert result.closed == {
+        ("node", "engine"): "changed",
+        ("edge", "ada", "babbage", "related_to~2"): "contradicted",
+    }
+    assert result.summary == session.commits(limit=1)[0]["summary"]
+
+    repeated = session.commit(
+        Changeset(added_nodes=(Node("menabrea", "Person", {"name": "Luigi Menabrea"}),)), again
+    )
+    assert (repeated.written_facts, repeated.restated) == (frozenset(), (("node", "menabrea"),))
+    assert (repeated.corroborated, repeated.reinforced) == (0, 1)
+
+    keyed = Provenance(run_id="run-3", step="update_graph", result_key="run-3/result 0")
+    first = session.commit(Changeset(removed_nodes=("menabrea",)), keyed)
+    assert first.closed == {("node", "menabrea"): "removed"} and first.written
+    twice = session.commit(Changeset(removed_nodes=("ada",)), keyed)
+    assert (twice.version, twice.already_committed, twice.written) == (first.version, True, False)
+    assert not twice.written_facts and "ada" in session.load_graph()
+
+    nothing = session.commit(Changeset(), PROV)
+    assert (nothing.version, nothing.written, nothing.closed) == (session.version, False, {})

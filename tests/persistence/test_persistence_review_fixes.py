@@ -52,7 +52,7 @@ def test_values_read_back_exactly_as_written_on_both_databases(store: Store) -> 
         assert type(got[key]) is type(value) and got[key] == value, key
     assert str(got["d"]) == "-0.0"
     # Writing the same data again is a no-op, not a change (and not a conflict).
-    version = session.commit(Changeset(changed_nodes=(Node("f", "Thing", FLOATS),)), PROV)
+    version = session.commit(Changeset(changed_nodes=(Node("f", "Thing", FLOATS),)), PROV).version
     assert version == 1 and len(session.node_history("f")) == 1
 
 

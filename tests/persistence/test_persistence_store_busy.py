@@ -30,7 +30,7 @@ def _refused_then_written(store: Store, release: Any, says: str) -> None:
     assert "check the server is running" not in str(raised.value)
     assert session.node_history("oslo") == []
     release()
-    assert session.commit(_CHANGE, _PROVENANCE) == session.version
+    assert session.commit(_CHANGE, _PROVENANCE).version == session.version
     assert len(session.node_history("oslo")) == 1
 
 

@@ -173,7 +173,7 @@ def test_writes_are_validated_against_the_entity_types(store: Store) -> None:
     version = session.commit(
         Changeset(added_nodes=(Node("aapl", "Company", {"name": "Apple", "ticker": "AAPL"}),)),
         Provenance(run_id="r", step="update_graph"),
-    )
+    ).version
     assert session.load_graph(include_meta=True).nodes["aapl"]["_type_version"] == 1
     assert version == 1
 

@@ -575,7 +575,7 @@ def test_a_write_that_carries_out_a_suggestion_decides_it_in_the_same_transactio
     assert store.session("queue").version == version and session.canonical_id("b") == "b"
 
     renamed = Changeset(changed_nodes=(Node("a", "Organization", {"name": "Acme Inc"}),))
-    new_version = session.commit(renamed, provenance, decides=change)
+    new_version = session.commit(renamed, provenance, decides=change).version
     assert new_version == version + 1 and session.suggestion(change).status == "accepted"
     with pytest.raises(UsageError, match="already accepted"):
         session.commit(
