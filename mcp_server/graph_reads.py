@@ -25,6 +25,7 @@ from kgot.mcp_server.models import (
     TraverseOut,
     TypesOut,
 )
+from kgot.persistence.facts import edge_key, edge_key_from_id, fact_id
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -49,10 +50,6 @@ def latest_version(session: EntitySession) -> int:
     """The entity's newest version in the store (another process may have written since)."""
     newest = session.commits(limit=1)
     return int(newest[0]["version"]) if newest else 0
-
-
-def edge_id(source: str, target: str, key: str) -> str:
-    return f"{source} -[{key}]-> {target}"
 
 
 # ---------------------------------------------------------------------------- nodes
@@ -172,7 +169,7 @@ class _Walk:
                     self.truncated = True
                     continue
                 self.edges[(source, target, key)] = TraverseEdge(
-                    id=edge_id(source, target, key),
+                    id=fact_id(edge_key(source, target, key)),
                     source=source,
                     target=target,
                     relationship=str(data.get("relationship", "")),
@@ -205,9 +202,9 @@ def history(session: EntitySession, fact: str) -> HistoryOut:
     Raises:
         UsageError: the entity never had such a fact.
     """
-    from kgot.memory.search import parse_edge_id
 
-    ends = parse_edge_id(fact)
+    edge = edge_key_from_id(fact)
+    ends = None if edge is None else edge[1:]
     rows: list[dict[str, Any]] = []
     current_id: str | None = None
     if ends is not None:
@@ -317,7 +314,7 @@ def _row_provenance(row: Mapping[str, Any]) -> FactProvenance:
 def _edge_out(edge: tuple[str, str, str, Mapping[str, Any]]) -> EdgeOut:
     source, target, key, data = edge
     return EdgeOut(
-        id=edge_id(source, target, key),
+        id=fact_id(edge_key(source, target, key)),
         source=source,
         target=target,
         relationship=str(data.get("relationship", "")),

@@ -151,15 +151,12 @@ def _named_edge(session: EntitySession, words: Sequence[str], property: str | No
 def _edge_key(session: EntitySession, text: str) -> FactKey | None:
     """The edge key ``text`` names, or ``None`` when it names a node (a node id may look like
     an edge id: the node wins, as everywhere else)."""
-    from kgot.memory.search import parse_edge_id
+    from kgot.persistence.facts import edge_key_from_id
 
-    ends = parse_edge_id(text)
-    if ends is None:
+    edge = edge_key_from_id(text)
+    if edge is None or text in session.facts_around([text]):
         return None
-    if text in session.facts_around([text]):
-        return None
-    source, target, key = ends
-    return ("edge", source, target, key)
+    return edge
 
 
 def _forget_edge(session: EntitySession, key: FactKey, provenance: Any) -> Forgotten:
@@ -208,7 +205,7 @@ def _forget_property(session: EntitySession, node_id: str, prop: str, provenance
                 provenance,
                 base=int(graph.graph["kgot_version"]),
                 close_reasons={("node", node_id): FORGOTTEN},
-            )
+            ).version
         except CommitConflictError:
             continue  # the node changed since the read: read it again
         except ChangesetError as refused:

@@ -60,7 +60,6 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-import re
 import threading
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
@@ -84,9 +83,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RelatedEdge",
     "SearchHit",
-    "edge_id",
     "fact_key_for",
-    "parse_edge_id",
     "search",
 ]
 
@@ -110,21 +107,6 @@ _STOPWORD_TEXT = (
     "the their this to was were what when where which who whom whose why with"
 )
 STOPWORDS = frozenset(_STOPWORD_TEXT.split())
-_EDGE_ID = re.compile(r"^(?P<source>.+?) -\[(?P<key>.+?)\]-> (?P<target>.+)$", re.DOTALL)
-
-
-def edge_id(source: str, target: str, key: str) -> str:
-    """The id a search shows for an edge: ``source -[key]-> target`` (the key is the edge's
-    relationship unless the writer gave it another)."""
-    return f"{source} -[{key}]-> {target}"
-
-
-def parse_edge_id(text: str) -> tuple[str, str, str] | None:
-    """``(source, target, key)`` from an :func:`edge_id` string; ``None`` for anything else."""
-    found = _EDGE_ID.match(text)
-    if found is None:
-        return None
-    return found["source"], found["target"], found["key"]
 
 
 @dataclass(frozen=True)
@@ -271,11 +253,14 @@ def query_words(query: str) -> list[str]:
 
 def fact_key_for(session: EntitySession, text: str) -> FactKey:
     """The fact key a user's id names: a node id (a merged-away id leads to the node it was
-    merged into) or an edge as ``source -[key]-> target`` (:func:`edge_id`). Whether the fact
-    is current is checked by whoever uses the key."""
-    ends = parse_edge_id(text)
-    if ends is not None and session.canonical_id(text) is None:
-        source, target, key = ends
+    merged into) or an edge as ``source -[key]-> target``
+    (:func:`kgot.persistence.fact_id`). Whether the fact is current is checked by whoever uses
+    the key."""
+    from kgot.persistence.facts import edge_key_from_id
+
+    edge = edge_key_from_id(text)
+    if edge is not None and session.canonical_id(text) is None:
+        _, source, target, key = edge
         return (
             "edge",
             session.canonical_id(source) or source,
@@ -301,7 +286,9 @@ def find_edge(session: EntitySession, source: str, relationship: str, target: st
             f"no current edge {source!r} -{relationship}-> {target!r} in entity {session.entity!r}"
         )
     if len(found) > 1:
-        listed = ", ".join(edge_id(*ident) for ident in found)
+        from kgot.persistence.facts import edge_key, fact_id
+
+        listed = ", ".join(fact_id(edge_key(*ident)) for ident in found)
         raise UsageError(f"several edges match; name one by its id: {listed}")
     return ("edge", *found[0])
 

@@ -9,6 +9,7 @@ A *fact key* names a node or an edge independently of its versions: ``("node", n
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -28,11 +29,26 @@ def edge_key(source: str, target: str, key: str) -> FactKey:
 
 
 def fact_id(key: FactKey) -> str:
-    """How a fact is named to people and clients (search, history, forget, MCP): a node's id,
-    or an edge as ``source -[key]-> target``."""
+    """How a fact is named to people and clients (search, history, forget, MCP, write
+    reports): a node's id, or an edge as ``source -[key]-> target``."""
     if key[0] == "node":
         return key[1]
     return f"{key[1]} -[{key[3]}]-> {key[2]}"
+
+
+# An edge's fact id; the source is matched lazily and the target takes the rest, so ids that
+# hold the separator themselves still split where fact_id joined them (as long as the source
+# does not).
+_EDGE_FACT_ID = re.compile(r"^(?P<source>.+?) -\[(?P<key>.+?)\]-> (?P<target>.+)$", re.DOTALL)
+
+
+def edge_key_from_id(text: str) -> FactKey | None:
+    """The fact key of an edge named as :func:`fact_id` names it (``source -[key]-> target``,
+    as a person or client gives it back); ``None`` for any other text (a node id)."""
+    found = _EDGE_FACT_ID.match(text)
+    if found is None:
+        return None
+    return edge_key(found["source"], found["target"], found["key"])
 
 
 def checked_key(key: Any) -> FactKey:

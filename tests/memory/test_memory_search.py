@@ -15,8 +15,9 @@ from kgot.cli.main import main
 from kgot.errors import UsageError
 from kgot.graph_model import Changeset, Edge, Node
 from kgot.memory import open_memory, scoring
-from kgot.memory.search import edge_id, parse_edge_id, query_words
+from kgot.memory.search import query_words
 from kgot.persistence import Provenance, Store, open_store
+from kgot.persistence.facts import edge_key, edge_key_from_id, fact_id
 from kgot.tests.memory.conftest import UPKEEP_TYPES
 
 NEWS: dict[str, Any] = {
@@ -236,9 +237,9 @@ def test_query_words_drop_stop_words_unless_nothing_is_left() -> None:
 
 
 def test_edge_ids_round_trip() -> None:
-    text = edge_id("a b", "c -[d]-> e", "rel")
-    assert parse_edge_id(text) == ("a b", "c -[d]-> e", "rel")
-    assert parse_edge_id("plain_node") is None
+    text = fact_id(edge_key("a b", "c -[d]-> e", "rel"))
+    assert edge_key_from_id(text) == ("edge", "a b", "c -[d]-> e", "rel")
+    assert edge_key_from_id("plain_node") is None
 
 
 # --------------------------------------------------------------------------------------------
