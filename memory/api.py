@@ -37,7 +37,7 @@ from kgot.graph_model import Changeset, Edge, Node
 from kgot.memory.merge_groups import merge_evidence, merged_properties, node_from_graph
 from kgot.memory.resolution import Resolution, Suggestion, resolve_all
 from kgot.memory.upkeep import run_upkeep
-from kgot.memory.writes import PreparedChangeset, _Upkeep, prepare_changeset
+from kgot.memory.writes import PreparedChangeset, TypeUpkeep, prepare_changeset
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -118,7 +118,7 @@ class Memory:
         """Merges and suggestions among the entity's current nodes; ``apply`` commits the
         merges and files the suggestions (module docstring)."""
         graph = self.session.load_graph(include_meta=True, track=apply)
-        upkeep = _Upkeep(self.session.type_catalog())
+        upkeep = TypeUpkeep(self.session.type_catalog())
         nodes = [node_from_graph(node_id, data) for node_id, data in graph.nodes(data=True)]
         evidence = merge_evidence(graph)
         created_at = {node_id: data.get("_created_at") for node_id, data in graph.nodes(data=True)}
@@ -274,7 +274,7 @@ class Memory:
         canonical, aliases = ordered[0], ordered[1:]
         nodes = {n: node_from_graph(n, graph.nodes[n]) for n in ordered}
         label = nodes[canonical].label
-        upkeep = _Upkeep(self.session.type_catalog())
+        upkeep = TypeUpkeep(self.session.type_catalog())
         _refuse_identity_conflict(suggestion_id, self.entity, nodes, upkeep.identity(label))
         properties = merged_properties(
             nodes[canonical],
@@ -524,12 +524,12 @@ def _refuse_identity_conflict(
     Raises:
         UsageError: two of ``nodes`` differ on an identity property.
     """
-    from kgot.memory.resolution import _identity_value
+    from kgot.memory.resolution import identity_value
 
     for prop in identity:
         holders: dict[str, str] = {}  # comparable value -> the first node holding it
         for node_id, node in nodes.items():
-            value = _identity_value(node.properties.get(prop))
+            value = identity_value(node.properties.get(prop))
             if value is not None:
                 holders.setdefault(value, node_id)
         if len(holders) > 1:

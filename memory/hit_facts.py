@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from kgot.memory.names import fold_text
 
 if TYPE_CHECKING:
-    from kgot.memory.search import SearchHit, _Index
+    from kgot.memory.search import SearchHit, SearchIndex
     from kgot.persistence import TypeCatalog
 
 __all__ = ["MAX_EDGES", "RelatedEdge", "explain"]
@@ -65,7 +65,7 @@ class RelatedEdge:
 
 
 def explain(
-    index: _Index,
+    index: SearchIndex,
     hits: Sequence[SearchHit],
     words: Sequence[str],
     catalog: TypeCatalog,
@@ -122,7 +122,7 @@ def _key_property_names(catalog: TypeCatalog, kind: str, label: str) -> tuple[st
 
 
 def _matched_edges(
-    index: _Index, position: int, matcher: _Matcher, clock: datetime
+    index: SearchIndex, position: int, matcher: _Matcher, clock: datetime
 ) -> list[RelatedEdge]:
     """The node's current edges the query matched, best match first (then the more trusted,
     then by id)."""
@@ -162,7 +162,7 @@ class _Matcher:
     query word matched (exactly, as a prefix or by spelling), plus, for words the index does
     not hold (property names are not indexed), an exact or prefix match."""
 
-    def __init__(self, index: _Index, words: Sequence[str]) -> None:
+    def __init__(self, index: SearchIndex, words: Sequence[str]) -> None:
         self.words = tuple(words)
         self.expanded: dict[str, float] = {}
         for word in self.words:

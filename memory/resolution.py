@@ -67,6 +67,7 @@ __all__ = [
     "Thresholds",
     "VectorLookup",
     "compare_names",
+    "identity_value",
     "match_existing",
     "node_names",
     "resolve",
@@ -312,7 +313,7 @@ def node_names(properties: Mapping[str, Any]) -> list[str]:
     return names
 
 
-def _identity_value(value: Any) -> str | None:
+def identity_value(value: Any) -> str | None:
     """Comparable form of an identity value, None when empty. Strings are NFKC'd, trimmed and
     case-folded ("googl" is the symbol GOOGL)."""
     if value is None or (isinstance(value, str | list | tuple | dict) and not value):
@@ -325,7 +326,7 @@ def _identity_value(value: Any) -> str | None:
 def _identity_of(properties: Mapping[str, Any], identity: Sequence[str]) -> dict[str, str]:
     values: dict[str, str] = {}
     for prop in identity:
-        value = _identity_value(properties.get(prop))
+        value = identity_value(properties.get(prop))
         if value is not None:
             values[prop] = value
     return values

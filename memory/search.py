@@ -313,7 +313,11 @@ class _Fact:
 
 
 @dataclass
-class _Index:
+class SearchIndex:
+    """One version of an entity's graph prepared for :func:`search`: every current fact with
+    its words' postings, kept per session (a new commit builds a new one); the hits' facts are
+    read from it (:mod:`kgot.memory.hit_facts`)."""
+
     version: int
     types: tuple[tuple[str, str, int], ...]
     facts: list[_Fact]
@@ -330,12 +334,12 @@ class _Index:
     # -- building
 
     @classmethod
-    def build(cls, session: EntitySession, catalog: TypeCatalog) -> _Index:
+    def build(cls, session: EntitySession, catalog: TypeCatalog) -> SearchIndex:
         graph = session.load_graph(include_meta=True, track=False)
         return cls.from_graph(graph, catalog)
 
     @classmethod
-    def from_graph(cls, graph: nx.MultiDiGraph, catalog: TypeCatalog) -> _Index:
+    def from_graph(cls, graph: nx.MultiDiGraph, catalog: TypeCatalog) -> SearchIndex:
         builder = _Builder(catalog)
         for node_id, data in graph.nodes(data=True):
             builder.node(str(node_id), data)
@@ -732,7 +736,7 @@ class _Builder:
         for end in ends:
             self._add_words(position, self.name_words[end], CONTEXT_WEIGHT)
 
-    def finish(self, version: int, types: tuple[tuple[str, str, int], ...]) -> _Index:
+    def finish(self, version: int, types: tuple[tuple[str, str, int], ...]) -> SearchIndex:
         postings = {
             word: (
                 np.fromiter(found.keys(), dtype=np.int64, count=len(found)),
@@ -740,7 +744,7 @@ class _Builder:
             )
             for word, found in self.words.items()
         }
-        return _Index(
+        return SearchIndex(
             version=version,
             types=types,
             facts=self.facts,
@@ -805,9 +809,9 @@ class _IndexCache:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._by_session: weakref.WeakKeyDictionary[Any, _Index] = weakref.WeakKeyDictionary()
+        self._by_session: weakref.WeakKeyDictionary[Any, SearchIndex] = weakref.WeakKeyDictionary()
 
-    def get(self, session: EntitySession, catalog: TypeCatalog) -> _Index:
+    def get(self, session: EntitySession, catalog: TypeCatalog) -> SearchIndex:
         with self._lock:
             found = self._by_session.get(session)
         if (
@@ -816,7 +820,7 @@ class _IndexCache:
             and found.version == _latest_version(session)
         ):
             return found
-        index = _Index.build(session, catalog)
+        index = SearchIndex.build(session, catalog)
         with self._lock:
             self._by_session[session] = index
         return index

@@ -62,7 +62,7 @@ from kgot.memory.scoring import (
     retention,
     temporal_properties,
 )
-from kgot.memory.writes import _Upkeep
+from kgot.memory.writes import TypeUpkeep
 from kgot.persistence.context import CommitConflictError
 from kgot.persistence.facts import fact_id
 from kgot.persistence.upkeep_store import ClosedFacts, FactAsRead
@@ -444,7 +444,7 @@ def _merge(
 ) -> tuple[list[tuple[Merge, dict[str, Any]]], list[UpkeepChange]]:
     """The merges among the nodes left (with the canonical node's merged properties) and one
     change per merged-away node."""
-    upkeep = _Upkeep(session.type_catalog())
+    upkeep = TypeUpkeep(session.type_catalog())
     by_id = {node_id: node_from_graph(node_id, data) for node_id, data in graph.nodes(data=True)}
     resolution = resolve_all(
         by_id.values(),

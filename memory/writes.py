@@ -49,6 +49,7 @@ __all__ = [
     "FactKey",
     "PreparedChangeset",
     "QueuedSuggestion",
+    "TypeUpkeep",
     "prepare_changeset",
 ]
 
@@ -111,7 +112,7 @@ def prepare_changeset(
     if changeset.is_empty:
         return PreparedChangeset(changeset, changeset)
     snapshot = _SNAPSHOTS.get(session)
-    types = _Upkeep(catalog if catalog is not None else session.type_catalog())
+    types = TypeUpkeep(catalog if catalog is not None else session.type_catalog())
     return _Rewrite(session, snapshot, types, confidence).run(changeset)
 
 
@@ -119,7 +120,11 @@ def prepare_changeset(
 # Type settings (read defensively: a store without upkeep settings has none)
 
 
-class _Upkeep:
+class TypeUpkeep:
+    """The upkeep rules of an entity's types, as writes apply them: which properties identify a
+    node, which are functional (a new value supersedes the old), which relationships are
+    functional edges. A type without rules has none."""
+
     def __init__(self, catalog: TypeCatalog) -> None:
         self.catalog = catalog
 
@@ -193,7 +198,7 @@ class _Snapshot:
         # Every type's identity, not only those of the nodes there now: the first node of a
         # type this snapshot sees written must be indexed under its type's identity, or the
         # next write would merge two symbols that share a name (GOOGL and GOOG).
-        identity = _Upkeep(catalog).identity_by_type(
+        identity = TypeUpkeep(catalog).identity_by_type(
             {fact.label for fact in nodes.values()} | set(catalog.node_types)
         )
         index = ResolutionIndex.build(
@@ -324,7 +329,7 @@ class _Rewrite:
         self,
         session: EntitySession,
         snapshot: _Snapshot,
-        types: _Upkeep,
+        types: TypeUpkeep,
         confidence: float | None,
     ) -> None:
         self.session = session
