@@ -37,7 +37,7 @@ import anyio
 
 from kgot.errors import UsageError
 from kgot.mcp_server.calls import note_run
-from kgot.mcp_server.models import AskOut, Landing, RememberOut
+from kgot.mcp_server.tool_schemas import AskOut, Landing, RememberOut
 
 if TYPE_CHECKING:
     from kgot.config import Settings

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from kgot.errors import UsageError
-from kgot.mcp_server.models import (
+from kgot.mcp_server.tool_schemas import (
     EdgeOut,
     FactProvenance,
     HistoryOut,

@@ -47,7 +47,8 @@ from kgot.mcp_server.handlers import (
     client_errors,
     in_thread,
 )
-from kgot.mcp_server.models import (
+from kgot.mcp_server.tokens import Grant
+from kgot.mcp_server.tool_schemas import (
     AskOut,
     EdgeIn,
     ForgetOut,
@@ -64,7 +65,6 @@ from kgot.mcp_server.models import (
     TypesOut,
     VerdictOut,
 )
-from kgot.mcp_server.tokens import Grant
 from kgot.mcp_server.tooling import (
     ASK,
     FORGET,

@@ -36,7 +36,6 @@ SAME_MEANING = {
 # name -> the modules of that name that mean something else than the others (or than
 # SAME_MEANING says): to be renamed by their packages' owners (issue 28, part 5).
 TO_RENAME = {
-    "models": {"llm/models.py", "mcp_server/models.py"},  # chat models / MCP tool schemas
     "schema": {"tools/schema.py"},  # tool arguments' JSON schemas, not tables
     "state": {"controller/state.py", "graph_backends/state.py"},  # a run's / a graph's
 }

@@ -45,7 +45,7 @@ from pydantic import BaseModel, Field
 
 from kgot.errors import UsageError
 from kgot.mcp_server.handlers import MAX_NAME_CHARS, EntityArg, in_thread
-from kgot.mcp_server.models import JsonValue
+from kgot.mcp_server.tool_schemas import JsonValue
 from kgot.mcp_server.tooling import READ, WRITE, ToolSet
 
 if TYPE_CHECKING:

@@ -31,8 +31,8 @@ from kgot.config import Trust
 from kgot.errors import WriteConflictError
 from kgot.graph_model import Changeset, Node
 from kgot.mcp_server import writes
-from kgot.mcp_server.models import EdgeIn, NodeIn
 from kgot.mcp_server.tokens import add_token
+from kgot.mcp_server.tool_schemas import EdgeIn, NodeIn
 from kgot.memory import Memory
 from kgot.persistence import Provenance, Store, open_store
 from kgot.persistence.schema import TABLES
