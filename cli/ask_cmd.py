@@ -464,8 +464,8 @@ def runs_show(
     answer, totals, the tool calls it made, the commits it wrote and a timeline of its steps
     (from the events recorded as it ran)."""
     from kgot.cli.run_timeline import read_events
-    from kgot.controller.events import dump_trace
     from kgot.persistence import open_store
+    from kgot.tracing.events import dump_trace
 
     settings = settings_from(ctx, {"store.db": db})
     run_id = full_run_id(run_id, settings.store.db)

@@ -15,7 +15,8 @@ from pydantic import ValidationError
 
 from kgot.cli.common import printable
 from kgot.cli.layout import plural
-from kgot.controller.events import (
+from kgot.errors import StoreError
+from kgot.tracing.events import (
     TRACE_ADAPTER,
     CodeFailed,
     GraphRefreshed,
@@ -33,7 +34,6 @@ from kgot.controller.events import (
     TraceEvent,
     Votes,
 )
-from kgot.errors import StoreError
 
 if TYPE_CHECKING:
     from kgot.persistence.store import RunCommit

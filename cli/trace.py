@@ -22,7 +22,8 @@ from rich.text import Text
 
 from kgot.cli.common import printable
 from kgot.cli.layout import plural
-from kgot.controller.events import (
+from kgot.tracing import ModelCall, ToolCall, excerpt
+from kgot.tracing.events import (
     Code,
     CodeFailed,
     FailedSample,
@@ -39,10 +40,7 @@ from kgot.controller.events import (
     ToolResult,
     TraceEvent,
     Votes,
-    excerpt,
 )
-from kgot.tracing import ModelCall
-from kgot.tracing import ToolCall as ToolCallEvent
 
 _RESULT_CHARS = 400
 _RUN_KINDS = {"ask": "Run", "ingest": "Ingestion", "aide_cycle": "Aide cycle"}
@@ -165,7 +163,7 @@ class TraceRenderer:
                 f"{_safe(event.error or 'failed', 300)}"
             )
 
-    def _on_tool_call(self, event: ToolCallEvent) -> None:
+    def _on_tool_call(self, event: ToolCall) -> None:
         """Shown by the tool_result that follows it (with the output the model saw)."""
 
     def _on_step_failed(self, event: StepFailed) -> None:

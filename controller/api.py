@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 from kgot.config import BackendName, SandboxKind, Settings, StructuredMethod, load_settings
 from kgot.controller.arguments import chat_models, sandbox_argument, store_location, with_arguments
 from kgot.controller.blocking import run_to_end
-from kgot.controller.events import EventSink
 from kgot.controller.result import AskResult
 from kgot.controller.run import continue_run, start_run
+from kgot.tracing.events import EventSink
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -112,7 +112,7 @@ def ask(
         gaia_format: format the answer as the GAIA benchmark expects.
         run_id: the new run's id (default: a new UUID); ``resume(run_id)`` continues it.
         on_event: called with every trace event as it happens (a model of
-            :mod:`kgot.controller.events`), on the thread that runs the run; an exception in
+            :mod:`kgot.tracing.events`), on the thread that runs the run; an exception in
             it stops its calls, not the run.
         models: chat models by role (``{"planning": …, "execution": …}``), the older form of
             ``planning_model`` / ``execution_model``; a role given twice is refused.

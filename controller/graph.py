@@ -38,7 +38,6 @@ from langgraph.types import Command
 from kgot.config import ControllerSettings
 from kgot.controller.context import RunContext
 from kgot.controller.decide import decide
-from kgot.controller.events import StepFinished, StepStarted
 from kgot.controller.insert import update_graph, use_tools
 from kgot.controller.retrieve import (
     math,
@@ -49,6 +48,7 @@ from kgot.controller.retrieve import (
 )
 from kgot.controller.solve import solve
 from kgot.controller.state import RunState
+from kgot.tracing.events import StepFinished, StepStarted
 from kgot.tracing.spans import span
 
 # Supersteps one INSERT round can take: decide (with the tools), update_graph.

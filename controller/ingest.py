@@ -30,7 +30,6 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kgot.controller.context import RunContext, warm_pool_once_open
-from kgot.controller.events import TraceEvent
 from kgot.controller.insert import catch_up, integrate
 from kgot.controller.retrieve import Retrieval, query_graph
 from kgot.controller.run import finish_in_thread, open_run_sandbox
@@ -38,6 +37,7 @@ from kgot.controller.state import PendingResult, RunState
 from kgot.errors import ConfigError, UsageError
 from kgot.memory.write_outcome import MergedId, WriteOutcome, WrittenEdge
 from kgot.persistence.facts import FactKey, fact_id
+from kgot.tracing.events import TraceEvent
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel

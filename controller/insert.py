@@ -13,17 +13,6 @@ from langgraph.runtime import Runtime
 from kgot.controller.aliases import canonical_code
 from kgot.controller.codeblocks import extract_code
 from kgot.controller.context import RunContext, canonical_call
-from kgot.controller.events import (
-    Code,
-    CodeFailed,
-    GraphRefreshed,
-    GraphUpdated,
-    StepFailed,
-    ToolCall,
-    ToolCalls,
-    ToolResult,
-    excerpt,
-)
 from kgot.controller.state import PendingResult, RunState, ToolCallRecord
 from kgot.controller.trust import producer_trust, trust_note
 from kgot.controller.views import graph_view
@@ -32,6 +21,17 @@ from kgot.memory.write_outcome import WriteOutcome
 from kgot.persistence import CommitConflictError, StoreBusyError
 from kgot.prompts import render_prompt
 from kgot.retrying import RetryPolicy
+from kgot.tracing import excerpt
+from kgot.tracing.events import (
+    ChosenToolCall,
+    Code,
+    CodeFailed,
+    GraphRefreshed,
+    GraphUpdated,
+    StepFailed,
+    ToolCalls,
+    ToolResult,
+)
 
 if TYPE_CHECKING:
     from kgot.persistence import Provenance
@@ -106,7 +106,7 @@ async def _define_tool_calls(
     ctx.emit(
         ToolCalls(
             iteration=iteration,
-            calls=[ToolCall(name=call["name"], args=call["args"]) for call in calls],
+            calls=[ChosenToolCall(name=call["name"], args=call["args"]) for call in calls],
             rejected=[f"{r['name']}: {r['summary']}" for r in rejected],
             dropped=len(proposed) - len(calls),
         )

@@ -23,10 +23,10 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
-from kgot.controller.events import EventSink, RunFinished, RunStarted, StepFinished, StepStarted
 from kgot.controller.run import finish_in_thread
 from kgot.controller.run_record import EventRecorder
 from kgot.tracing import ModelCall, ToolCall, Usage, add_usage, current_span, empty_usage, span
+from kgot.tracing.events import EventSink, RunFinished, RunStarted, StepFinished, StepStarted
 
 if TYPE_CHECKING:
     from kgot.persistence import Store

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
-from kgot.controller.events import TraceEvent, dump_trace
+from kgot.tracing.events import TraceEvent, dump_trace
 
 RunStatus = Literal["answered", "forced", "failed", "interrupted"]
 
@@ -30,7 +30,7 @@ class AskResult:
         graph: the final knowledge graph as node-link JSON (``networkx.node_link_data``).
         error: one line explaining a failed run.
         resumable: the run stopped before its end and ``kgot ask --resume RUN_ID`` continues it.
-        trace: this invocation's events, as models of :mod:`kgot.controller.events`
+        trace: this invocation's events, as models of :mod:`kgot.tracing.events`
             (``to_dict(include_trace=True)`` gives them as JSON-ready dicts).
     """
 

@@ -12,8 +12,6 @@ from langgraph.runtime import Runtime
 from kgot.controller.aliases import canonical_code
 from kgot.controller.codeblocks import extract_code
 from kgot.controller.context import RunContext
-from kgot.controller.events import Code, CodeFailed, Math, StepFailed, excerpt
-from kgot.controller.events import QueryResult as QueryResultEvent
 from kgot.controller.schemas import NeedMath
 from kgot.controller.state import RunState
 from kgot.controller.views import fact_lens, graph_view
@@ -21,6 +19,9 @@ from kgot.errors import QueryError, StepFailure
 from kgot.graph_backends.base import QueryResult
 from kgot.prompts import render_prompt
 from kgot.sandbox.base import Job, run_async
+from kgot.tracing import excerpt
+from kgot.tracing.events import Code, CodeFailed, Math, StepFailed
+from kgot.tracing.events import QueryResult as QueryResultEvent
 
 RETRIEVED_CHARS = 8_000
 # A calculation's printout goes into the solution prompt; the sandbox allows far more output

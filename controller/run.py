@@ -21,7 +21,6 @@ import networkx as nx
 from kgot.config import Settings, load_settings, nested_overrides, public_dump
 from kgot.controller.arguments import with_arguments
 from kgot.controller.context import RunContext, warm_pool_once_open
-from kgot.controller.events import EventSink, RunFinished, RunStarted, StepFinished, TraceEvent
 from kgot.controller.graph import build_controller_graph, run_config
 from kgot.controller.result import AskResult
 from kgot.controller.run_record import EventRecorder
@@ -31,6 +30,7 @@ from kgot.errors import GraphFileError, KgotError, UsageError
 from kgot.graph_model import Changeset, apply_to_networkx
 from kgot.llm.scripted import NoScriptedReplyError
 from kgot.persistence.storable import storable_text
+from kgot.tracing.events import EventSink, RunFinished, RunStarted, StepFinished, TraceEvent
 from kgot.tracing.spans import span
 from kgot.tracing.step_usage import Usage, add_usage, empty_usage
 

@@ -10,7 +10,7 @@ killed outright loses at most the events of the last interval.
 
 Stored events are the trace's JSON dumps with every long text cut (see
 :data:`STORED_TEXT_CHARS`); they keep their shape, so they read back through
-:data:`~kgot.controller.events.TRACE_ADAPTER`.
+:data:`~kgot.tracing.events.TRACE_ADAPTER`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from kgot.controller.events import RunFinished, StepFinished, TraceEvent, excerpt
+from kgot.tracing import excerpt
+from kgot.tracing.events import RunFinished, StepFinished, TraceEvent
 
 if TYPE_CHECKING:
     from kgot.persistence import Store

@@ -10,11 +10,12 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from kgot.controller.context import RunContext
-from kgot.controller.events import FailedSample, Sample, Solutions, excerpt
 from kgot.controller.schemas import Solution
 from kgot.controller.state import RunState
 from kgot.controller.views import fact_lens, graph_view
 from kgot.prompts import prompt_text, render_prompt
+from kgot.tracing import excerpt
+from kgot.tracing.events import FailedSample, Sample, Solutions
 
 
 async def solve(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:

@@ -114,7 +114,7 @@ async def ask(
     # event loop every tenant shares; later calls find it imported.
     await asyncio.to_thread(importlib.import_module, "kgot.controller")
     from kgot.controller import ask_async
-    from kgot.controller.events import StepFinished
+    from kgot.tracing.events import StepFinished
 
     question = question.strip()
     if not question:

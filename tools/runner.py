@@ -26,8 +26,8 @@ from kgot.errors import ToolError
 from kgot.tools.base import MORE_HINT_KEY, NATIVE_KEY, ToolFailure, ToolOutcome
 from kgot.tools.flight import SingleFlight, interrupted_from_outside
 from kgot.tools.schema import explain_validation, signature
+from kgot.tracing import excerpt
 from kgot.tracing.call_events import ARGS_EXCERPT_CHARS, ToolCall
-from kgot.tracing.event_base import excerpt
 from kgot.tracing.spans import child_span_ids, emit
 
 _NOTICE_ROOM = 300  # characters kept free for the truncation notice

@@ -1,5 +1,9 @@
 """Tracing: one event model for everything kgot does, and where the events go.
 
+The event models are in :mod:`kgot.tracing.events` (their union :data:`~kgot.tracing.events.
+TraceEvent` and the adapter that reads a stored trace back); the events that are spans by
+themselves (:class:`ModelCall`, :class:`ToolCall`) in :mod:`kgot.tracing.call_events`.
+
 Every event names its span (:mod:`kgot.tracing.spans`): a run is the root span, its steps
 are children, and each model request (:class:`ModelCall`, raised by the model client) and tool
 call (:class:`ToolCall`, raised by the tool runner) is a child of the step that made it. The

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from kgot.cli.main import main
-from kgot.controller.events import TRACE_ADAPTER, RunStarted, StepFinished
 from kgot.persistence import open_store
 from kgot.tests.controller.scripts import FACTS, QUERY_PARIS
 from kgot.tests.controller.test_controller_run_record import assert_spans_are_whole
+from kgot.tracing.events import TRACE_ADAPTER, RunStarted, StepFinished
 
 Kgot = Callable[..., tuple[int, str, str]]
 # Entity graphs take only known types: places, not cities.

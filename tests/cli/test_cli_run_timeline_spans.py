@@ -6,7 +6,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from kgot.cli.run_timeline import commit_lines, timeline_lines
-from kgot.controller.events import (
+from kgot.persistence.store import RunCommit
+from kgot.tracing import ModelCall, child_span_ids, empty_usage, span
+from kgot.tracing.events import (
     GraphUpdated,
     RunFinished,
     RunStarted,
@@ -14,8 +16,6 @@ from kgot.controller.events import (
     StepStarted,
     TraceEvent,
 )
-from kgot.persistence.store import RunCommit
-from kgot.tracing import ModelCall, child_span_ids, empty_usage, span
 
 
 def _failed_request(step: str) -> ModelCall:

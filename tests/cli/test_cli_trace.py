@@ -11,7 +11,7 @@ from rich.console import Console
 
 from kgot.cli.main import main
 from kgot.cli.trace import TraceRenderer
-from kgot.controller.events import Code, RunStarted
+from kgot.tracing.events import Code, RunStarted
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 QUESTION = (

@@ -12,13 +12,6 @@ from pydantic import BaseModel
 
 from kgot.config import Settings
 from kgot.controller import AskResult, ask_async, resume_async
-from kgot.controller.events import (
-    TRACE_ADAPTER,
-    StepFinished,
-    StepStarted,
-    ToolCalls,
-    TraceEvent,
-)
 from kgot.llm.scripted import ScriptedChatModel
 from kgot.persistence import open_store
 from kgot.tests.controller.scripts import (
@@ -30,6 +23,13 @@ from kgot.tests.controller.scripts import (
     votes,
 )
 from kgot.tracing import Usage, add_usage, empty_usage
+from kgot.tracing.events import (
+    TRACE_ADAPTER,
+    StepFinished,
+    StepStarted,
+    ToolCalls,
+    TraceEvent,
+)
 
 Run = Callable[..., AskResult]
 NO_MATH = {"needs_math": False, "reason": "stated"}

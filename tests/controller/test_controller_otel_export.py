@@ -9,10 +9,10 @@ import pytest
 
 from kgot.config import Settings
 from kgot.controller import AskResult
-from kgot.controller.events import StepStarted
 from kgot.llm.scripted import ScriptedChatModel
 from kgot.tests.controller.scripts import paris_in_one_round
 from kgot.tracing import ModelCall
+from kgot.tracing.events import StepStarted
 
 pytest.importorskip("opentelemetry.sdk", reason="the otel extra is not installed")
 

@@ -22,12 +22,12 @@ import pytest
 
 import kgot
 from kgot.config import load_settings
-from kgot.controller.events import RunStarted, TraceEvent
 from kgot.errors import ConfigError, UsageError
 from kgot.llm.scripted import ScriptedChatModel
 from kgot.persistence import open_store
 from kgot.tests.controller.scripts import paris_in_one_round, solution, votes
 from kgot.tests.controller.test_controller_cli import _env, _wait_for
+from kgot.tracing.events import RunStarted, TraceEvent
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 QUICKSTART = f"scripted:{EXAMPLES / 'quickstart.json'}"

@@ -11,16 +11,6 @@ import pytest
 
 from kgot.config import Settings
 from kgot.controller import AskResult, ask_async, resume_async, run_record
-from kgot.controller.events import (
-    TRACE_ADAPTER,
-    Code,
-    RunFinished,
-    RunStarted,
-    StepFinished,
-    StepStarted,
-    TraceEvent,
-    dump_trace,
-)
 from kgot.controller.run_record import STORED_TEXT_CHARS, stored_event
 from kgot.llm.scripted import ScriptedChatModel
 from kgot.persistence import open_store
@@ -31,6 +21,16 @@ from kgot.tests.controller.scripts import (
     paris_in_one_round,
     solution,
     votes,
+)
+from kgot.tracing.events import (
+    TRACE_ADAPTER,
+    Code,
+    RunFinished,
+    RunStarted,
+    StepFinished,
+    StepStarted,
+    TraceEvent,
+    dump_trace,
 )
 
 

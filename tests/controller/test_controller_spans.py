@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from kgot.controller import AskResult
-from kgot.controller.events import RunFinished, RunStarted, StepFinished, StepStarted
 from kgot.llm.scripted import ScriptedChatModel
 from kgot.tests.controller.scripts import paris_in_one_round
 from kgot.tracing import ModelCall, ToolCall
+from kgot.tracing.events import RunFinished, RunStarted, StepFinished, StepStarted
 
 Run = Callable[..., AskResult]
 

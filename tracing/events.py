@@ -1,5 +1,5 @@
-"""Trace events: what each step of a run did, for `--trace`, `--json`, benchmark logs and
-``on_event``.
+"""Trace events: what a run and each of its steps did, for `--trace`, `--json`, `kgot runs
+show`, benchmark logs, ``on_event`` and the OpenTelemetry export.
 
 One Pydantic model per kind of event, told apart by ``type``; :data:`TraceEvent` is their
 union and :data:`TRACE_ADAPTER` reads a stored trace (a list of event dicts) back into models.
@@ -21,12 +21,9 @@ from typing import Annotated, Literal
 
 from pydantic import Field, TypeAdapter
 
-from kgot.tracing.call_events import ModelCall
-from kgot.tracing.call_events import ToolCall as ToolCallEvent
-from kgot.tracing.event_base import EventBase, EventPart, excerpt
+from kgot.tracing.call_events import ModelCall, ToolCall
+from kgot.tracing.event_base import EventBase, EventPart
 from kgot.tracing.step_usage import Usage
-
-__all__ = ["excerpt"]
 
 # ----------------------------------------------------------------- parts of events
 
@@ -40,7 +37,9 @@ class FailedVote(EventPart):
     failed: str = Field(description="Why the vote produced no usable decision.")
 
 
-class ToolCall(EventPart):
+class ChosenToolCall(EventPart):
+    """A call the execution model chose (the runner's :class:`ToolCall` event is its run)."""
+
     name: str = Field(description="The tool's name.")
     args: dict[str, object] = Field(description="Its arguments as the model gave them.")
 
@@ -87,7 +86,7 @@ class ToolCalls(EventBase):
     """The tool calls the execution model chose for what is missing."""
 
     type: Literal["tool_calls"] = "tool_calls"
-    calls: list[ToolCall] = Field(description="The calls that will run.")
+    calls: list[ChosenToolCall] = Field(description="The calls that will run.")
     rejected: list[str] = Field(
         default_factory=list,
         description="Calls whose arguments were not JSON: ``name: error`` (shown to the model).",
@@ -235,7 +234,7 @@ TraceEvent = Annotated[
     | Solutions
     | StepFailed
     | ModelCall
-    | ToolCallEvent
+    | ToolCall
     | RunFinished
     | StepStarted
     | StepFinished,
