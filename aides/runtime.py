@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from kgot.aides.aide_rows import AideRow
     from kgot.config import Settings
     from kgot.controller.ingest import IngestReport
+    from kgot.controller.recorded_run import RecordedRun
     from kgot.persistence import Store
 
 log = logging.getLogger("kgot.aides")
@@ -288,6 +289,9 @@ class Aide:
             lease: how long a claim on an item lasts without renewal (renewed every third of
                 it while the item is worked on); after that another worker may take it over.
         """
+        # The controller (LangGraph, LangChain) is loaded when a cycle runs, not when the aide
+        # commands start.
+        from kgot.controller.recorded_run import traced_step
         from kgot.persistence.owner import current_owner
 
         self.check_ready()  # before the cycle is recorded: nothing half-done to explain
@@ -303,35 +307,44 @@ class Aide:
         self.on_model_call = self._spend_writer(cycle_id, clock)
         budget = _Budget(max_cost_usd, max_cost_usd_day, lambda: self._day_cost(now, cycle_id))
         try:
-            report.reclaimed = aide_rows.reclaim_abandoned(self.store, self.row, now)
-            await self._poll(report, now)
-            reports: list[IngestReport] = []
-            if aide_rows.pending_items(self.store, self.row, 1):
-                await self._ingest(
-                    report,
-                    max_items,
-                    reports,
-                    now=now,
-                    clock=clock,
-                    lease=lease,
-                    owner=owner,
-                    budget=budget,
-                    should_stop=should_stop or (lambda: False),
-                )
-            # At most once per UPKEEP_EVERY, whatever was ingested: the cycle's own writes
-            # were resolved as they were written, and a full pass over a large entity costs
-            # seconds that would otherwise fall on every cycle.
-            if aide_rows.upkeep_due(self.store, self.row, now):
-                report.upkeep = await asyncio.to_thread(self._upkeep, now)
-            if self.row.program != "digest":
-                from kgot.aides.programs import run_program
+            # The cycle is a recorded run (`kgot runs show "aide NAME/cycle N"`): its steps,
+            # the model calls in them and the commits its ingestions wrote under its id.
+            async with self._recorded_run(cycle_id) as run:
+                report.reclaimed = aide_rows.reclaim_abandoned(self.store, self.row, now)
+                with traced_step("poll"):
+                    await self._poll(report, now)
+                reports: list[IngestReport] = []
+                if aide_rows.pending_items(self.store, self.row, 1):
+                    await self._ingest(
+                        report,
+                        max_items,
+                        reports,
+                        now=now,
+                        clock=clock,
+                        lease=lease,
+                        owner=owner,
+                        budget=budget,
+                        should_stop=should_stop or (lambda: False),
+                    )
+                # At most once per UPKEEP_EVERY, whatever was ingested: the cycle's own
+                # writes were resolved as they were written, and a full pass over a large
+                # entity costs seconds that would otherwise fall on every cycle.
+                if aide_rows.upkeep_due(self.store, self.row, now):
+                    with traced_step("upkeep"):
+                        report.upkeep = await asyncio.to_thread(self._upkeep, now)
+                if self.row.program != "digest":
+                    from kgot.aides.programs import run_program
 
-                report.program = await run_program(self, report, now, budget.exceeded)
-            if report.digest is not None:  # kept before delivery: a crash does not lose it
-                aide_rows.finish_cycle(
-                    self.store, cycle_id, {"report": report.to_json(), "made_digest": 1}
-                )
-            await self._deliver(report, now)
+                    with traced_step("program"):
+                        report.program = await run_program(self, report, now, budget.exceeded)
+                if report.digest is not None:  # kept before delivery: a crash does not lose it
+                    aide_rows.finish_cycle(
+                        self.store, cycle_id, {"report": report.to_json(), "made_digest": 1}
+                    )
+                with traced_step("deliver"):
+                    await self._deliver(report, now)
+                report.backlog = len(aide_rows.pending_items(self.store, self.row, None))
+                run.outcome = _outcome(report)
         except (asyncio.CancelledError, KeyboardInterrupt):
             # A signal (the CLI cancels the cycle) or Ctrl-C in the Python API: nothing new
             # is started; the item being ingested was given back (_ingest_one).
@@ -346,10 +359,28 @@ class Aide:
             raise
         finally:
             self.on_model_call = None
-        report.backlog = len(aide_rows.pending_items(self.store, self.row, None))
         self._finish(report, started, status="stopped" if report.stop_reason else "finished")
         log.info("%s", report.line())
         return report
+
+    def _run_id(self, cycle_id: int) -> str:
+        """The cycle's run id: what its run is recorded as and its commits name."""
+        return f"aide {self.name}/cycle {cycle_id}"
+
+    def _recorded_run(self, cycle_id: int) -> RecordedRun:
+        from kgot.controller.recorded_run import RecordedRun
+        from kgot.controller.run import otel_sink
+
+        return RecordedRun(
+            self.store,
+            self._run_id(cycle_id),
+            kind="aide_cycle",
+            question=f"cycle {cycle_id} of aide {self.name} ({self.row.program})",
+            entity=self.entity,
+            options={"aide": self.name, "cycle": cycle_id, "program": self.row.program},
+            backend=self.settings.controller.backend,
+            exporter=otel_sink(self.settings),
+        )
 
     def _day_cost(self, now: datetime, cycle_id: int) -> float:
         """What the aide's other cycles spent since UTC midnight, read now: other workers'
@@ -415,8 +446,10 @@ class Aide:
     ) -> None:
         from kgot.aides.programs import digest
         from kgot.controller.ingest import Ingestor
+        from kgot.controller.recorded_run import traced_step
 
-        run_id = f"aide {self.name}/cycle {report.cycle_id}"
+        # Under the cycle's run id: its ingestions are steps of the cycle's run.
+        run_id = self._run_id(report.cycle_id)
         async with Ingestor(
             self.store, self.entity, self.settings, models=self.models, run_id=run_id
         ) as ingestor:
@@ -458,14 +491,15 @@ class Aide:
                 )
             if reports and self.row.program == "digest":
                 titles = [item.title for item in report.items if item.status == "done"]
-                made = await digest(
-                    ingestor,
-                    reports,
-                    entity=self.entity,
-                    titles=titles,
-                    # A spent cost budget leaves the digest its writing, not the retrieve.
-                    retrieve=budget.exceeded(_spent(ingestor.ledger)) is None,
-                )
+                with traced_step("digest"):
+                    made = await digest(
+                        ingestor,
+                        reports,
+                        entity=self.entity,
+                        titles=titles,
+                        # A spent cost budget leaves the digest its writing, not the retrieve.
+                        retrieve=budget.exceeded(_spent(ingestor.ledger)) is None,
+                    )
                 if made is not None:
                     report.digest = {
                         "aide": self.name,
@@ -716,6 +750,20 @@ class _Budget:
             if today >= self.day:
                 return f"today's cost reached the daily budget {self.day:g} (${today:.4f})"
         return None
+
+
+def _outcome(report: CycleReport) -> str:
+    """The cycle's run answer: what it did, in a few words (the figures are in its totals)."""
+    parts = [f"{report.new_items} new items", f"{report.ingested} ingested"]
+    if report.failed:
+        parts.append(f"{report.failed} failed")
+    if report.backlog:
+        parts.append(f"{report.backlog} waiting")
+    if report.digest is not None:
+        parts.append("a digest")
+    if report.stop_reason:
+        parts.append(f"stopped: {report.stop_reason}")
+    return ", ".join(parts)
 
 
 def _spent(ledger: Any) -> float:

@@ -511,7 +511,6 @@ def _run_lines(data: dict[str, Any], commits: list[Any], events: list[Any]) -> l
         "iterations",
         "tool_calls",
         "llm_calls",
-        "failed_llm_calls",
         "input_tokens",
         "output_tokens",
         "cost_usd",

@@ -105,15 +105,16 @@ def timeline_lines(events: Sequence[TraceEvent]) -> list[str]:
 
 
 def commit_lines(commits: Sequence[RunCommit]) -> list[str]:
-    """What the run wrote: one line per commit (entity, version, step, source and the
-    commit's summary), nothing for a run that wrote none."""
+    """What the run wrote: a line per commit (entity, version, step and the commit's
+    summary) and one with its source, nothing for a run that wrote none."""
     if not commits:
         return []
     lines = [f"commits      {plural(len(commits), 'commit')}"]
     for commit in commits:
-        source = f" {commit.source_ref}:" if commit.source_ref else ":"
         summary = " ".join(commit.summary.split())
-        lines.append(_fit(f"  {commit.entity} v{commit.version} {commit.step}{source} {summary}"))
+        lines.append(_fit(f"  {commit.entity} v{commit.version} {commit.step}: {summary}"))
+        if commit.source_ref:
+            lines.append(_fit(f"      from {commit.source_ref}"))
     return lines
 
 

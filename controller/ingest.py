@@ -31,19 +31,23 @@ from typing import TYPE_CHECKING, Any
 
 from kgot.controller.context import RunContext, warm_pool_once_open
 from kgot.controller.insert import catch_up, integrate
+from kgot.controller.recorded_run import RecordedRun, recording, traced_step
 from kgot.controller.retrieve import Retrieval, query_graph
-from kgot.controller.run import finish_in_thread, open_run_sandbox
+from kgot.controller.run import finish_in_thread, open_run_sandbox, otel_sink
 from kgot.controller.state import PendingResult, RunState
 from kgot.errors import ConfigError, UsageError
 from kgot.memory.write_outcome import MergedId, WriteOutcome, WrittenEdge
 from kgot.persistence.facts import FactKey, fact_id
-from kgot.tracing.events import TraceEvent
+from kgot.tracing import emit, excerpt
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
     from kgot.config import Settings
     from kgot.persistence import Store
+
+# The longest answer line an ingestion's run keeps (what each text wrote, joined).
+RUN_ANSWER_CHARS = 1_000
 
 # The producer name ingested text is written as: its trust is `[memory.trust] ingest` (else
 # `default`), unless the caller gives a confidence.
@@ -293,6 +297,12 @@ class Ingestor:
         settings: effective settings (models, sandbox, backend, fix-code retries, trust).
         models: chat models per role instead of the configured ones (``planning`` writes code).
         run_id: what the commits name as their run (default: ``ingest-<uuid>``).
+
+    The ingestion is a recorded run (``kind`` ``ingest``, :class:`~kgot.controller.
+    recorded_run.RecordedRun`) under ``run_id``: `kgot runs show RUN_ID` lists its commits and
+    a step ``ingest`` per piece written (``retrieve`` per :meth:`retrieve`), with the model
+    calls made in it. Inside the recorded run of the same id (an aide's cycle, whose commits
+    name the cycle) it is part of that run instead.
     """
 
     def __init__(
@@ -311,7 +321,8 @@ class Ingestor:
         self.run_id = run_id or f"ingest-{uuid.uuid4()}"
         self._stack = contextlib.AsyncExitStack()
         self._ctx: RunContext | None = None
-        self._events: list[TraceEvent] = []
+        self._run: RecordedRun | None = None  # None: part of the enclosing run of this id
+        self._written: list[str] = []  # a line per text ingested, the run's answer
 
     async def __aenter__(self) -> Ingestor:
         from kgot.graph_backends import open_backend
@@ -325,6 +336,17 @@ class Ingestor:
         )
         session = self.store.session(self.entity)  # EntityNotFoundError for a missing one
         async with contextlib.AsyncExitStack() as stack:
+            if not recording(self.run_id):
+                self._run = RecordedRun(
+                    self.store,
+                    self.run_id,
+                    kind="ingest",
+                    question=f"ingestion into {self.entity}",
+                    entity=self.entity,
+                    backend=self.settings.controller.backend,
+                    exporter=otel_sink(self.settings),
+                )
+                await stack.enter_async_context(self._run)
             # The session's own worker starts now and takes the entity's graph as soon as it
             # is loaded; the shared pool (document conversion) warms up after it. Opening,
             # loading (as long as the graph is large) and closing run on threads (see
@@ -357,13 +379,17 @@ class Ingestor:
                     max_output_chars=self.settings.tools.max_output_chars,
                 ),
                 session=session,
-                collect=self._events.append,
+                # The events of the ingestion's writes (code, failures, graph updates) go to
+                # the span in progress: the step of the run this ingestion is part of.
+                collect=emit,
             )
             self._stack = stack.pop_all()
         return self
 
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self._stack.aclose()
+    async def __aexit__(self, *exc_info: Any) -> None:
+        # The exception that ends the block (if any) is the run's: it ends failed or
+        # interrupted, not done.
+        await self._stack.__aexit__(*exc_info)
         self._ctx = None
 
     @property
@@ -405,9 +431,9 @@ class Ingestor:
         """
         ctx = self._context()
         assert ctx.session is not None
-        self._events.clear()
-        await catch_up(ctx, 1, reason="other writers committed to this entity")
-        return await query_graph(ctx, question, iteration=1, focus=focus, max_calls=max_calls)
+        with traced_step("retrieve"):
+            await catch_up(ctx, 1, reason="other writers committed to this entity")
+            return await query_graph(ctx, question, iteration=1, focus=focus, max_calls=max_calls)
 
     async def ingest(
         self,
@@ -470,18 +496,27 @@ class Ingestor:
             shown = (
                 title if len(parts) == 1 else f"{title or 'text'}, part {number} of {len(parts)}"
             )
-            done = await self._ingest_part(
-                part,
-                source_ref=source_ref,
-                title=shown,
-                confidence=confidence,
-                key=key,
-                producer=producer,
-            )
+            with traced_step("ingest"):
+                done = await self._ingest_part(
+                    part,
+                    source_ref=source_ref,
+                    title=shown,
+                    confidence=confidence,
+                    key=key,
+                    producer=producer,
+                )
             _merge(report, done, None if len(parts) == 1 else f"part {number} of {len(parts)}")
             if done.ok:
                 report.parts_done.append(number)
+        self._report(report, source_ref or title)
         return report
+
+    def _report(self, report: IngestReport, what: str | None) -> None:
+        """Say what ``report`` wrote in the run's answer line (its own run only)."""
+        if self._run is None:
+            return
+        self._written.append(f"{what or 'text'}: {report.summary()}")
+        self._run.outcome = excerpt("; ".join(self._written), RUN_ANSWER_CHARS)
 
     def _check_priced(self, max_cost_usd: float) -> None:
         """Refuse a cost cap the ledger could not see: the planning model (which writes every
@@ -524,7 +559,6 @@ class Ingestor:
         )
         state = RunState(question=_question(title, source_ref), iteration=1)
         calls_before = len(ctx.ledger.calls)
-        self._events.clear()
         try:
             outcome = await integrate(ctx, state, result, key)
         finally:

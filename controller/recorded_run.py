@@ -21,6 +21,7 @@ import logging
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal
 
 from kgot.controller.run import finish_in_thread
@@ -34,6 +35,15 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RecordedKind = Literal["ingest", "aide_cycle"]
+
+# The recorded run in progress in this context (its id), for work that writes under the same
+# run id and so belongs to it (an aide cycle's ingestions) rather than to a run of its own.
+_recording: ContextVar[str | None] = ContextVar("kgot_recorded_run", default=None)
+
+
+def recording(run_id: str) -> bool:
+    """Whether the recorded run in progress in this context is ``run_id``."""
+    return _recording.get() == run_id
 
 
 class RecordedRun:
@@ -94,6 +104,8 @@ class RecordedRun:
         )
         self._started = time.perf_counter()
         self._scope.enter_context(span(sink=self))
+        token = _recording.set(self.run_id)
+        self._scope.callback(_recording.reset, token)
         self(
             RunStarted(
                 kind=self.kind,
@@ -118,11 +130,12 @@ class RecordedRun:
             message = "stopped before it ended"
         self(RunFinished(status=status, answer=self.outcome, error=message))
         self._scope.close()
-        totals = {
+        totals: dict[str, Any] = {
             **self.usage,
             "duration_s": time.perf_counter() - self._started,
-            "error": message,
         }
+        if message is not None:
+            totals["error"] = message
         # A store write (it may wait for the database's lock): on a thread, seen through.
         await finish_in_thread(self._recorder.flush)
         await finish_in_thread(

@@ -80,7 +80,8 @@ def test_commit_lines_name_entity_version_step_and_source() -> None:
     ]
     assert commit_lines(commits) == [
         "commits      2 commits",
-        "  acme v4 update_graph a.md: 2 nodes inserted 1 edge",
+        "  acme v4 update_graph: 2 nodes inserted 1 edge",
+        "      from a.md",
         "  acme v5 ingest: 1 node updated",
     ]
     assert commit_lines([]) == []
