@@ -143,6 +143,7 @@ def ingest(
         typer.echo(printable(f"{entity}: {report.summary()}"))
         for note in report.notes:
             typer.echo(printable(f"  {note}"))
+        typer.echo(printable(f"  recorded as run {report.run_id} (kgot runs show)"))
     if report.stopped_by is not None:
         # One line a person can act on: what was written, what was not, and the command that
         # writes only the rest (its pieces' keys are derived from the result key).

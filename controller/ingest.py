@@ -177,6 +177,8 @@ class IngestReport:
             else ``None``.
         llm_calls / input_tokens / output_tokens / cost_usd: what the model work cost
             (``cost_usd`` ``None`` when a model's price is unknown).
+        run_id: the run its commits name, recorded with its steps and model calls
+            (`kgot runs show RUN_ID`).
     """
 
     entity: str
@@ -203,6 +205,7 @@ class IngestReport:
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float | None = 0.0
+    run_id: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -483,7 +486,11 @@ class Ingestor:
             self._check_priced(max_cost_usd)
         base = result_key or f"{self.run_id}/{uuid.uuid4()}"
         report = IngestReport(
-            entity=self.entity, source_ref=source_ref, result_key=base, parts=len(parts)
+            entity=self.entity,
+            source_ref=source_ref,
+            result_key=base,
+            parts=len(parts),
+            run_id=self.run_id,
         )
         for number, part in enumerate(parts, 1):
             spent = report.cost_usd

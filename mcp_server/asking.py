@@ -11,8 +11,9 @@ may overshoot it. A stopped run is recorded as interrupted; ``kgot ask --resume 
 continues it.
 
 ``remember`` runs the controller's ingestion (:class:`kgot.controller.ingest.Ingestor`, what the
-aide runtime and ``kgot ingest`` use) with the run id ``mcp:<label>``, one piece of the text at
-a time (pieces of ``tools.max_output_chars``, as ``kgot ingest`` cuts them). The fix-code retries
+aide runtime and ``kgot ingest`` use) as a recorded run ``mcp:<label>/<uuid>`` (`kgot runs
+show`), one piece of the text at a time (pieces of ``tools.max_output_chars``, as ``kgot
+ingest`` cuts them). The fix-code retries
 bound the requests per piece, and the same two caps as ``ask`` are checked between pieces: a
 call whose cost or requests reached a cap stops before its next piece (``stopped_by``), keeping
 what the pieces before committed.
@@ -214,7 +215,9 @@ async def remember(
     total = RememberOut(entity=entity, ok=True, parts=len(parts), cost_usd=0.0)
 
     async def ingest_parts() -> RememberOut:
-        async with Ingestor(store, entity, settings, run_id=f"mcp:{label}") as ingestor:
+        # A recorded run of its own (`kgot runs show`), named after the client's grant.
+        run_id = f"mcp:{label}/{uuid.uuid4()}"
+        async with Ingestor(store, entity, settings, run_id=run_id) as ingestor:
             for number, part in enumerate(parts, 1):
                 if caps.stopped_by is not None:  # checked between parts, like ask between steps
                     total.stopped_by = caps.stopped_by

@@ -37,7 +37,8 @@ def _ingest(settings: Settings, script: dict[str, Any], *texts: str) -> str:
                 store, "acme", settings, models={"planning": model, "execution": model}
             ) as ingestor:
                 for number, text in enumerate(texts, 1):
-                    await ingestor.ingest(text, source_ref=f"note{number}.md")
+                    report = await ingestor.ingest(text, source_ref=f"note{number}.md")
+                    assert report.run_id == ingestor.run_id
                 return ingestor.run_id
 
     return asyncio.run(go())

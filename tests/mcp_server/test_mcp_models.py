@@ -155,7 +155,11 @@ def test_remember_writes_what_the_text_states(served: dict[str, Any]) -> None:
             for row in store.session("a").node_history("zeta")
             if row["valid_to_version"] is None
         ]
-    assert current[0]["run_id"] == "mcp:agent-x" and current[0]["source_ref"] == "notes/zeta.md"
+        # Each remember is a recorded run of its own, named after the grant.
+        recorded = store.get_run(current[0]["run_id"])
+        assert recorded is not None and (recorded.kind, recorded.status) == ("ingest", "done")
+    assert current[0]["run_id"].startswith("mcp:agent-x/")
+    assert current[0]["source_ref"] == "notes/zeta.md"
 
 
 @pytest.mark.slow
