@@ -122,9 +122,11 @@ class Memory:
         nodes = [node_from_graph(node_id, data) for node_id, data in graph.nodes(data=True)]
         evidence = merge_evidence(graph)
         created_at = {node_id: data.get("_created_at") for node_id, data in graph.nodes(data=True)}
+        labels = {node.label for node in nodes}
         resolution = resolve_all(
             nodes,
-            upkeep.identity_by_type({node.label for node in nodes}),
+            upkeep.identity_by_type(labels),
+            schemas_by_type=upkeep.schemas_by_type(labels),
             evidence=evidence,
             created_at=created_at,
             **self._embedding_evidence(store=apply),

@@ -54,6 +54,16 @@ from rapidfuzz import fuzz, process
 from rapidfuzz.distance import Levenshtein
 
 from kgot.graph_model import Node
+from kgot.memory.field_evidence import (
+    Encoded,
+    FieldEvidence,
+    FieldKind,
+    FieldModel,
+    comparable,
+    fit_model,
+    infer_kinds,
+    probability,
+)
 from kgot.memory.names import NormalName, is_organisation_type, normalize_name
 from kgot.memory.scoring import parse_instant
 
@@ -83,6 +93,14 @@ VectorLookup = Callable[[Sequence[str]], Mapping[str, Sequence[float]]]
 # Verdict kinds. Only "spelling" may be promoted by embeddings.
 _IDENTITY = "identity"
 _SPELLING = "spelling"
+_FIELDS = "fields"  # decided by the field model
+# Fields whose equal values make candidates (a block); text and categories are too common.
+_BLOCKING_KINDS = frozenset(
+    {FieldKind.NAME, FieldKind.DATE, FieldKind.IDENTIFIER, FieldKind.POSTCODE}
+)
+_NAME_FIELD = "name"  # the node's name as a field, when the type has no name parts
+_NEAR_IDENTITY_LENGTH = 6  # identity values this long may be one typing slip apart
+_RARE_BLOCK = 5  # a field value held by this few nodes makes each of them a candidate alone
 
 
 @dataclass(frozen=True)
@@ -99,6 +117,11 @@ class Thresholds:
     # More names containing a name's words, or sharing an acronym's initials, make it too
     # generic to suggest.
     max_containing: int = 5
+    # The field model (memory.field_evidence): the posterior probability of one thing at which
+    # a pair that shares fields besides its names merges, and at which it is suggested.
+    field_merge: float = 0.95
+    field_suggest: float = 0.5
+    field_block: int = 50  # nodes sharing one field value beyond this are too many to pair
 
 
 DEFAULT_THRESHOLDS = Thresholds()
@@ -117,15 +140,19 @@ class Merge:
     type: str
     score: float
     reason: str
+    # the field model's evidence for the weakest link, when the fields decided it
+    evidence: tuple[FieldEvidence, ...] = ()
+    weight: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        row = {
             "canonical": self.canonical,
             "aliases": list(self.aliases),
             "type": self.type,
             "score": self.score,
             "reason": self.reason,
         }
+        return row | _evidence_json(self.evidence, self.weight)
 
 
 @dataclass(frozen=True)
@@ -137,11 +164,21 @@ class Suggestion:
     type: str
     score: float
     reason: str
+    evidence: tuple[FieldEvidence, ...] = ()
+    weight: float | None = None
 
     def to_json(self, suggestion_id: int | None = None) -> dict[str, Any]:
         row: dict[str, Any] = {} if suggestion_id is None else {"id": suggestion_id}
         row.update({"nodes": list(self.nodes), "type": self.type, "score": self.score})
-        return row
+        return row | _evidence_json(self.evidence, self.weight)
+
+
+def _evidence_json(evidence: Sequence[FieldEvidence], weight: float | None) -> dict[str, Any]:
+    """The field model's evidence in a merge's or suggestion's JSON (absent when names
+    alone decided)."""
+    if weight is None:
+        return {}
+    return {"weight": round(weight, 2), "evidence": [e.to_json() for e in evidence]}
 
 
 @dataclass(frozen=True)
@@ -172,12 +209,16 @@ class Match:
 
 @dataclass(frozen=True, slots=True)
 class NameVerdict:
-    """How two names compare: ``merge`` or a suggestion at ``score`` for ``reason``."""
+    """How two nodes compare: ``merge`` or a suggestion at ``score`` for ``reason``; a verdict
+    of the field model (kind ``fields``) carries the per-field ``evidence`` and the match
+    ``weight`` (log2 odds) it summed."""
 
     merge: bool
     score: float
     reason: str
     kind: str
+    evidence: tuple[FieldEvidence, ...] = ()
+    weight: float | None = None
 
     def rank(self) -> tuple[bool, float]:
         return (self.merge, self.score)
@@ -378,6 +419,11 @@ class _TypeIndex:
     by_prefix: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
     by_long_prefix: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
     by_identity: dict[tuple[str, str], list[str]] = field(default_factory=lambda: defaultdict(list))
+    # The type's declared properties (JSON Schema), for the field model's comparison kinds.
+    schema: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # node id -> its scalar properties other than names and metadata
+    values: dict[str, dict[str, Any]] = field(default_factory=dict)
+    fields: _Fields | None = None  # built on first use (_fields_of)
 
     def normalise(self, names: Iterable[str]) -> tuple[NormalName, ...]:
         out: list[NormalName] = []
@@ -406,6 +452,13 @@ class _TypeIndex:
         else:
             entry = _NodeEntry(node.id, names, identity, len(self.nodes))
         self.nodes[node.id] = entry
+        self.values[node.id] = {
+            k: v
+            for k, v in node.properties.items()
+            if not k.startswith("_") and k not in ("name", "aliases")
+        }
+        if self.fields is not None:
+            self.fields.add(node.id, self.values[node.id], entry.names)
         for prop, value in identity.items():
             if old is None or old.identity.get(prop) != value:
                 self.by_identity[(prop, value)].append(node.id)
@@ -462,6 +515,206 @@ def _block_keys(name: NormalName) -> list[tuple[str, str]]:
     # seed) and equal scores keep the same reason.
     words = sorted({word for word in name.words if len(word) >= 2}) or [name.compact]
     return [(word[:3], word[:6]) for word in words]
+
+
+# --------------------------------------------------------------------------------------------
+# Evidence from fields (memory.field_evidence)
+
+
+@dataclass
+class _Fields:
+    """The field model of one type's nodes: the comparable fields, each node's values, the
+    blocks of equal values that make candidates, and the fitted model."""
+
+    kinds: dict[str, FieldKind]
+    block_limit: int
+    identity: tuple[str, ...] = ()
+    records: dict[str, dict[str, str]] = field(default_factory=dict)
+    blocks: dict[tuple[str, str], list[str]] = field(default_factory=lambda: defaultdict(list))
+    model: FieldModel | None = None
+
+    @property
+    def name_field(self) -> bool:
+        return _NAME_FIELD in self.kinds
+
+    def record(self, values: Mapping[str, Any], names: Sequence[NormalName]) -> dict[str, str]:
+        """The comparable values of a node with these properties and names."""
+        record: dict[str, str] = {}
+        for prop in self.kinds:
+            if prop == _NAME_FIELD:
+                value = names[0].key if names else None
+            else:
+                value = comparable(values.get(prop))
+            if value is not None:
+                record[prop] = value
+        return record
+
+    def add(self, node_id: str, values: Mapping[str, Any], names: Sequence[NormalName]) -> None:
+        record = self.records[node_id] = self.record(values, names)
+        for prop, value in record.items():
+            if self.kinds[prop] in _BLOCKING_KINDS:
+                self.blocks[(prop, _block_form(self.kinds[prop], value))].append(node_id)
+
+    def weighs(self, prop: str) -> bool:
+        """Whether a field shared by two records gives the field model a say: any but the
+        name (the name rules' to judge) and identities (the identity rule's)."""
+        return prop != _NAME_FIELD and prop not in self.identity
+
+    def shares_fields(self, a: Mapping[str, str], b: Mapping[str, str]) -> bool:
+        """Whether two records both hold a field that :meth:`weighs`."""
+        return any(prop in b for prop in a if self.weighs(prop))
+
+    def candidates(self, record: Mapping[str, str]) -> set[str]:
+        """Nodes worth weighing against a new ``record`` (write time): those sharing two of
+        its blocking values, or one that few nodes hold (a birth date, an id). A record of
+        one thing keeps at least two fields intact even with typos; weighing every namesake
+        in a large block would cost a commit milliseconds per node."""
+        hits: Counter[str] = Counter()
+        rare: set[str] = set()
+        for prop, value in record.items():
+            if self.kinds[prop] in _BLOCKING_KINDS:
+                block = self.blocks.get((prop, _block_form(self.kinds[prop], value)), ())
+                if len(block) <= _RARE_BLOCK:
+                    rare.update(block)
+                elif len(block) <= self.block_limit:
+                    hits.update(set(block))
+        return rare | {node_id for node_id, count in hits.items() if count >= 2}
+
+    def block_pairs(self) -> set[tuple[str, str]]:
+        pairs: set[tuple[str, str]] = set()
+        for block in self.blocks.values():
+            unique = sorted(set(block))
+            if 2 <= len(unique) <= self.block_limit:
+                pairs.update((a, b) for n, a in enumerate(unique) for b in unique[n + 1 :])
+        return pairs
+
+
+def _block_form(kind: FieldKind, value: str) -> str:
+    """Equal forms share a block: ids and codes as letters and digits, dates as digits."""
+    if kind in (FieldKind.IDENTIFIER, FieldKind.POSTCODE, FieldKind.DATE):
+        return "".join(ch for ch in value if ch.isalnum()) or value
+    return value
+
+
+def _fields_of(index: _TypeIndex) -> _Fields | None:
+    """The type's field model state, built on first use; ``None`` when its nodes carry no
+    comparable field besides names, or the type is an organisation (whose names the name
+    rules know best: legal forms, acronyms)."""
+    if index.fields is not None:
+        return index.fields
+    if index.organisation:
+        return None
+    records = [index.values[node_id] for node_id in index.nodes]
+    kinds = infer_kinds(records, index.schema, identity=index.identity_props)
+    if not kinds:
+        return None
+    if not any(kind is FieldKind.NAME for kind in kinds.values()):
+        kinds = {_NAME_FIELD: FieldKind.NAME, **kinds}
+    state = _Fields(kinds, index.thresholds.field_block, index.identity_props)
+    for node_id, entry in index.nodes.items():
+        state.add(node_id, index.values[node_id], entry.names)
+    index.fields = state
+    return state
+
+
+def _fit(
+    index: _TypeIndex, state: _Fields, pairs: Iterable[tuple[str, str]]
+) -> tuple[Encoded, list[tuple[str, str]], np.ndarray, np.ndarray]:
+    """Fit the model on the candidate ``pairs``; return the encoding, the pairs, their levels
+    and their match weights."""
+    encoded = Encoded.of(state.records, state.kinds)
+    position = {node_id: n for n, node_id in enumerate(encoded.ids)}
+    ordered = sorted(pairs)
+    left = np.array([position[a] for a, _ in ordered], dtype=np.int64)
+    right = np.array([position[b] for _, b in ordered], dtype=np.int64)
+    levels = encoded.levels(left, right)
+    state.model = fit_model(encoded, left, right, levels=levels)
+    return encoded, ordered, levels, state.model.weights(encoded, left, right, levels=levels)
+
+
+def _model_of(index: _TypeIndex, state: _Fields) -> FieldModel:
+    """The fitted model, fitting it on the blocks' pairs the first time (write time)."""
+    if state.model is None:
+        _fit(index, state, state.block_pairs())
+    assert state.model is not None
+    return state.model
+
+
+def _field_verdict(
+    thresholds: Thresholds,
+    model: FieldModel,
+    records: tuple[Mapping[str, str], Mapping[str, str]],
+    identities: tuple[Mapping[str, str], Mapping[str, str]],
+    weight: float,
+) -> NameVerdict | None:
+    """What the fields say of two nodes that share some (their ``records`` and identity
+    values, and the pair's match ``weight``): merge, suggest, or nothing (which also
+    overrules a name match: two people of one name born decades apart). Equal identities are
+    the identity rule's to merge."""
+    chance = probability(weight)
+    if chance < thresholds.field_suggest:
+        return None
+    relation = _identity_relation(*identities)
+    evidence = tuple(model.explain(*records))
+    # Different identities make a merge unlikely, never impossible: an id one typing slip
+    # apart is weighed like any field; one that is another id at most leaves a suggestion.
+    near = all(
+        _near_values(value, identities[1][prop])
+        for prop, value in identities[0].items()
+        if prop in identities[1]
+    )
+    merge = chance >= thresholds.field_merge and (relation is None or near)
+    return NameVerdict(
+        merge, round(chance, 3), _fields_reason(evidence, chance), _FIELDS, evidence, weight
+    )
+
+
+def _fields_reason(evidence: Sequence[FieldEvidence], chance: float) -> str:
+    agree = [e.property for e in evidence if e.weight > 0][:4]
+    differ = [f"{e.property} {e.level}" for e in evidence if e.weight < 0][:2]
+    text = f"fields agree: {', '.join(agree) or 'none'}"
+    if differ:
+        text += f"; {', '.join(differ)}"
+    return f"{text} (probability {chance:.3f})"
+
+
+def _with_fields(
+    index: _TypeIndex, verdicts: dict[tuple[str, str], NameVerdict]
+) -> dict[tuple[str, str], NameVerdict]:
+    """The name rules' ``verdicts`` judged again with the fields: every pair that shares a
+    field besides names (found by a name or by an equal field value) is the field model's to
+    decide."""
+    state = _fields_of(index)
+    if state is None:
+        return verdicts
+    pairs = set(verdicts) | state.block_pairs()
+    if not pairs:
+        return verdicts
+    _encoded, ordered, levels, weights = _fit(index, state, pairs)
+    # Only a field besides names and identities gives the fields a say: identities alone
+    # are the identity rule's (GOOG and GOOGL stay two symbols, not a suggestion).
+    evidence = [n for n, prop in enumerate(state.kinds) if state.weighs(prop)]
+    shared = np.asarray(
+        (levels[:, evidence] >= 0).any(axis=1) if evidence else [False] * len(ordered)
+    )
+    judged = dict(verdicts)
+    for n, pair in enumerate(ordered):
+        if not shared[n] or index.identity_relation(*pair) == "same":
+            continue
+        assert state.model is not None
+        a, b = pair
+        verdict = _field_verdict(
+            index.thresholds,
+            state.model,
+            (state.records[a], state.records[b]),
+            (index.nodes[a].identity, index.nodes[b].identity),
+            float(weights[n]),
+        )
+        if verdict is None:
+            judged.pop(pair, None)
+        else:
+            judged[pair] = verdict
+    return judged
 
 
 # --------------------------------------------------------------------------------------------
@@ -548,10 +801,11 @@ def resolve(
     embed: Embedder | None = None,
     vector_lookup: VectorLookup | None = None,
     legal_forms: bool | None = None,
+    schema: Mapping[str, Mapping[str, Any]] | None = None,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
 ) -> Resolution:
     """Merges and suggestions among ``nodes``, all of one type whose identity properties are
-    ``identity``.
+    ``identity`` and whose declared properties (JSON Schema ``properties``) are ``schema``.
 
     ``evidence``: node id → edges + corroborations; ``created_at``: node id → first version
     time (both choose the canonical node). ``vectors`` (node id → embedding), ``vector_lookup``
@@ -573,11 +827,12 @@ def resolve(
         tuple(identity),
         is_organisation_type(labels[0]) if legal_forms is None else legal_forms,
         thresholds,
+        schema=schema or {},
     )
     for node in node_list:
         index.add(node)
     cosines = _Cosines(vectors, embed, lambda n: index.nodes[n].names[0].raw, vector_lookup)
-    verdicts = _candidate_verdicts(index)
+    verdicts = _with_fields(index, _candidate_verdicts(index))
     if cosines.enabled:
         promotable = [pair for pair, v in verdicts.items() if not v.merge and v.kind == _SPELLING]
         cosines.prepare(node_id for pair in promotable for node_id in pair)
@@ -589,16 +844,24 @@ def resolve(
 def resolve_all(
     nodes: Iterable[Node],
     identity_by_type: Mapping[str, Sequence[str]] | None = None,
+    *,
+    schemas_by_type: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
     **options: Any,
 ) -> Resolution:
-    """:func:`resolve` per type: nodes of different types are never compared."""
+    """:func:`resolve` per type (with its schema from ``schemas_by_type``): nodes of
+    different types are never compared."""
     by_type: dict[str, list[Node]] = defaultdict(list)
     for node in nodes:
         by_type[node.label].append(node)
     merges: list[Merge] = []
     suggestions: list[Suggestion] = []
     for label in sorted(by_type):
-        part = resolve(by_type[label], (identity_by_type or {}).get(label, ()), **options)
+        part = resolve(
+            by_type[label],
+            (identity_by_type or {}).get(label, ()),
+            schema=(schemas_by_type or {}).get(label),
+            **options,
+        )
         merges.extend(part.merges)
         suggestions.extend(part.suggestions)
     return Resolution(tuple(merges), tuple(suggestions))
@@ -744,12 +1007,28 @@ def _components(pairs: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
 
 
 def _conflicting(index: _TypeIndex, members: Iterable[str]) -> bool:
-    seen: dict[str, str] = {}
+    """Whether the members hold two identity values of one property that are two things (a
+    value one typing slip from another is not: the field model weighed that pair)."""
+    seen: dict[str, set[str]] = defaultdict(set)
     for node_id in members:
         for prop, value in index.nodes[node_id].identity.items():
-            if seen.setdefault(prop, value) != value:
+            if any(not _near_values(value, other) for other in seen[prop]):
                 return True
+            seen[prop].add(value)
     return False
+
+
+def _near_values(value: str, other: str) -> bool:
+    """Equal, or one edit (a transposition included) apart on values long enough for that to
+    be a typing slip (``GOOG`` and ``GOOGL`` are two symbols)."""
+    if value == other:
+        return True
+    if min(len(value), len(other)) < _NEAR_IDENTITY_LENGTH:
+        return False
+    return Levenshtein.distance(value, other) <= 1 or (
+        sorted(value) == sorted(other)
+        and sum(x != y for x, y in zip(value, other, strict=False)) == 2
+    )
 
 
 def _cluster(
@@ -769,7 +1048,8 @@ def _cluster(
         if not bad:
             break
         for pair, verdict in list(merge_pairs.items()):
-            if component_of[pair[0]] in bad and (only_identity or verdict.kind != _IDENTITY):
+            weighed = verdict.kind in (_IDENTITY, _FIELDS)  # the field model weighed identity
+            if component_of[pair[0]] in bad and (only_identity or not weighed):
                 del merge_pairs[pair]
                 suggest_pairs[pair] = NameVerdict(
                     False, verdict.score, f"{verdict.reason}, but identities conflict", "conflict"
@@ -793,13 +1073,16 @@ def _cluster(
         links = links_of[root]
         reasons = list(dict.fromkeys(v.reason for v in sorted(links, key=lambda v: -v.score)))
         reason = "; ".join(reasons[:3]) + ("; …" if len(reasons) > 3 else "")
+        weakest = min(links, key=lambda v: v.score)
         merges.append(
             Merge(
                 canonical=ordered[0],
                 aliases=tuple(sorted(ordered[1:])),
                 type=index.type,
-                score=round(min(v.score for v in links), 3),
+                score=round(weakest.score, 3),
                 reason=reason,
+                evidence=weakest.evidence,
+                weight=weakest.weight,
             )
         )
     best: dict[tuple[str, str], NameVerdict] = {}
@@ -811,7 +1094,8 @@ def _cluster(
         if pair not in best or verdict.score > best[pair].score:
             best[pair] = verdict
     suggestions = [
-        Suggestion(pair, index.type, round(v.score, 3), v.reason) for pair, v in best.items()
+        Suggestion(pair, index.type, round(v.score, 3), v.reason, v.evidence, v.weight)
+        for pair, v in best.items()
     ]
     merges.sort(key=lambda m: (m.type, m.canonical))
     suggestions.sort(key=lambda s: (-s.score, s.nodes))
@@ -841,9 +1125,11 @@ class ResolutionIndex:
         identity_by_type: Mapping[str, Sequence[str]] | None = None,
         *,
         legal_forms: Mapping[str, bool] | None = None,
+        schemas_by_type: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
         thresholds: Thresholds = DEFAULT_THRESHOLDS,
     ) -> None:
         self.identity_by_type = dict(identity_by_type or {})
+        self.schemas_by_type = dict(schemas_by_type or {})
         self.legal_forms = dict(legal_forms or {})
         self.thresholds = thresholds
         self._types: dict[str, _TypeIndex] = {}
@@ -868,6 +1154,7 @@ class ResolutionIndex:
                 tuple(self.identity_by_type.get(label, ())),
                 self.legal_forms.get(label, is_organisation_type(label)),
                 self.thresholds,
+                schema=self.schemas_by_type.get(label) or {},
             )
             self._types[label] = found
         return found
@@ -921,6 +1208,7 @@ def match_existing(
             verdict = compare_names(name, index.names[row], thresholds)
             if verdict is not None:
                 offer(node_id, verdict)
+    _judge_with_fields(index, new_node, names, identity, best)
     if not best:
         return None
     if vectors is not None or embed is not None:
@@ -932,6 +1220,41 @@ def match_existing(
             cosine = cosines.cosine(new_node.id, node_id) if verdict.kind == _SPELLING else None
             best[node_id] = _with_embedding(verdict, cosine, thresholds)
     return _best_match(index, best)
+
+
+def _judge_with_fields(
+    index: _TypeIndex,
+    new_node: Node,
+    names: Sequence[NormalName],
+    identity: Mapping[str, str],
+    best: dict[str, NameVerdict],
+) -> None:
+    """Judge ``new_node`` against the existing nodes it shares fields with (found by name or
+    by an equal field value), as :func:`resolve` does: the field model's verdict replaces the
+    name rules' in ``best``, and a pair the fields say are two things is dropped (a second
+    person of the same name lands on a new node, not on the first one's)."""
+    state = _fields_of(index)
+    if state is None:
+        return
+    values = {k: v for k, v in new_node.properties.items() if not k.startswith("_")}
+    record = state.record(values, names)
+    if not any(state.weighs(prop) for prop in record):
+        return
+    model = _model_of(index, state)
+    for node_id in set(best) | state.candidates(record):
+        other = state.records.get(node_id)
+        if node_id == new_node.id or not index.live(node_id) or other is None:
+            continue
+        known = index.nodes[node_id].identity
+        if not state.shares_fields(record, other) or _identity_relation(identity, known) == "same":
+            continue
+        verdict = _field_verdict(
+            index.thresholds, model, (record, other), (identity, known), model.weight(record, other)
+        )
+        if verdict is None:
+            best.pop(node_id, None)
+        else:
+            best[node_id] = verdict
 
 
 def _best_match(index: _TypeIndex, best: dict[str, NameVerdict]) -> Match:

@@ -446,9 +446,11 @@ def _merge(
     change per merged-away node."""
     upkeep = TypeUpkeep(session.type_catalog())
     by_id = {node_id: node_from_graph(node_id, data) for node_id, data in graph.nodes(data=True)}
+    labels = {node.label for node in by_id.values()}
     resolution = resolve_all(
         by_id.values(),
-        upkeep.identity_by_type({node.label for node in by_id.values()}),
+        upkeep.identity_by_type(labels),
+        schemas_by_type=upkeep.schemas_by_type(labels),
         evidence=merge_evidence(graph),
         created_at={node_id: data.get("_created_at") for node_id, data in graph.nodes(data=True)},
     )

@@ -156,6 +156,16 @@ class TypeUpkeep:
     def identity_by_type(self, labels: Iterable[str]) -> dict[str, tuple[str, ...]]:
         return {label: self.identity(label) for label in labels}
 
+    def schemas_by_type(self, labels: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """Each type's declared properties (its JSON Schema ``properties``): what the field
+        model of entity resolution compares, and how."""
+        found: dict[str, dict[str, Any]] = {}
+        for label in labels:
+            type_def = self.catalog.get("node", label)
+            if type_def is not None:
+                found[label] = dict((type_def.spec.properties or {}).get("properties") or {})
+        return found
+
 
 # --------------------------------------------------------------------------------------------
 # Snapshot of the entity's current facts
@@ -204,6 +214,7 @@ class _Snapshot:
         index = ResolutionIndex.build(
             (Node(node_id, fact.label, fact.properties) for node_id, fact in nodes.items()),
             identity,
+            schemas_by_type=TypeUpkeep(catalog).schemas_by_type(identity),
         )
         return cls(
             int(graph.graph.get("kgot_version", 0)),
