@@ -322,9 +322,9 @@ def perf(
     only: Annotated[
         list[str] | None,
         typer.Option(
-            help="Only this area: kgot's aides, controller, harness, mcp, memory, sandbox, "
-            "store, tools, views, or an installed package's (repeatable; an unknown area "
-            "lists them all)."
+            help="Only this area: kgot's aides, controller, harness, mcp, memory, resolution, "
+            "sandbox, store, tools, views, or an installed package's (repeatable; an unknown "
+            "area lists them all)."
         ),
     ] = None,
     sandbox: Annotated[

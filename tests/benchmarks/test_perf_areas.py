@@ -12,7 +12,10 @@ from kgot.benchmarks.run_all import PERF_AREAS, discover, run_all
 from kgot.cli.main import main
 from kgot.errors import ConfigError, UsageError
 
-OWN = {"aides", "controller", "harness", "mcp", "memory", "sandbox", "store", "tools", "views"}
+OWN = {
+    *("aides", "controller", "harness", "mcp", "memory", "resolution", "sandbox", "store"),
+    *("tools", "views"),
+}
 
 
 def _quick_only(quick: bool = False) -> list[Figure]:
@@ -77,6 +80,14 @@ def test_an_installed_area_may_not_take_the_name_of_one_of_kgots() -> None:
             discover()
     finally:
         PERF_AREAS.unregister("store")
+
+
+def test_the_help_names_each_of_kgots_areas(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "perf", "--help"]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    own = set(discover()) - set(PERF_AREAS.names())
+    missing = sorted(area for area in own if area not in shown)
+    assert missing == []  # a new perf_<area> script: name it in `kgot bench perf --only`'s help
 
 
 def test_kgot_bench_perf_runs_an_installed_area(
