@@ -13,6 +13,7 @@ import typer
 
 from kgot.cli.common import print_json, printable, settings_from
 from kgot.cli.store_cmd import DbOption, JsonOption, opened_store
+from kgot.errors import UsageError
 
 if TYPE_CHECKING:
     from kgot.persistence import Suggestion
@@ -39,15 +40,36 @@ def resolve(
         bool,
         typer.Option("--apply", help="Merge the duplicates and queue the suggestions."),
     ] = False,
+    explain: Annotated[
+        tuple[str, str] | None,
+        typer.Option(
+            "--explain",
+            metavar="ID ID",
+            help="Show why two nodes would be merged, suggested or kept apart: the names, the "
+            "identities, and each shared field's comparison and weight. Writes nothing.",
+        ),
+    ] = None,
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
     """Find nodes that are one real thing. Without --apply nothing is written."""
     from kgot.memory import open_memory
 
+    if explain is not None and apply:
+        raise UsageError("--explain writes nothing; leave out --apply")
     with opened_store(ctx, db, entity=entity) as store:
         memory = open_memory(store, entity, settings=settings_from(ctx).memory)
-        result = memory.resolve(apply=apply)
+        if explain is not None:
+            explained = memory.explain(*explain)
+        else:
+            result = memory.resolve(apply=apply)
+    if explain is not None:
+        if as_json:
+            print_json(explained.to_json())
+        else:
+            for line in explained.lines():
+                typer.echo(printable(line))
+        return
     data = result.to_json()
     if as_json:
         print_json(data)

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from kgot.llm import LLMClient
     from kgot.memory.embeddings import EmbedReport, NodeEmbedder
     from kgot.memory.forget import Forgotten
+    from kgot.memory.resolution import PairExplanation
     from kgot.memory.search import SearchHit
     from kgot.memory.upkeep import UpkeepReport
     from kgot.memory.verify import Verdict
@@ -153,6 +154,45 @@ class Memory:
         open_ids, rejected = self._open_merge_ids(), self._rejected_merges()
         ids = tuple(self._file(s, open_ids, rejected) for s in resolution.suggestions)
         return QueuedResolution(resolution.merges, resolution.suggestions, ids, True)
+
+    def explain(self, a: str, b: str) -> PairExplanation:
+        """Why resolution would merge nodes ``a`` and ``b``, suggest them or keep them apart:
+        the name rules' verdict, the identities, and each shared field's comparison and
+        weight under the model of the entity's nodes of their type
+        (:func:`kgot.memory.resolution.explain_pair`). Merged-away ids lead to their node.
+
+        Raises:
+            UsageError: no such current node, the two are one node, or their types differ.
+        """
+        from kgot.memory.resolution import explain_pair
+
+        graph = self.session.load_graph(include_meta=True, track=False)
+        ids = [self.session.canonical_id(node_id) or node_id for node_id in (a, b)]
+        for given, node_id in zip((a, b), ids, strict=True):
+            if node_id not in graph:
+                raise UsageError(
+                    f"no current node {given!r} in entity {self.entity!r}; node ids come from "
+                    f"`kgot memory search --entity {self.entity} …`"
+                )
+        if ids[0] == ids[1]:
+            raise UsageError(f"{a!r} and {b!r} are one node already ({ids[0]!r})")
+        label = str(graph.nodes[ids[0]].get("label", ""))
+        upkeep = TypeUpkeep(self.session.type_catalog())
+        nodes = [
+            node_from_graph(node_id, data)
+            for node_id, data in graph.nodes(data=True)
+            if data.get("label") == label or node_id == ids[1]
+        ]
+        try:
+            return explain_pair(
+                nodes,
+                ids[0],
+                ids[1],
+                upkeep.identity(label),
+                schema=upkeep.schemas_by_type([label]).get(label),
+            )
+        except ValueError as refused:
+            raise UsageError(str(refused)) from None
 
     def _embedding_evidence(self, *, store: bool) -> dict[str, Any]:
         """``resolve_all`` options that add the embedder's cosines (none when off); vectors

@@ -40,7 +40,9 @@ same blocks for :func:`match_existing`, the write-time lookup of one new node.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import unicodedata
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -71,12 +73,14 @@ __all__ = [
     "Match",
     "Merge",
     "NameVerdict",
+    "PairExplanation",
     "Resolution",
     "ResolutionIndex",
     "Suggestion",
     "Thresholds",
     "VectorLookup",
     "compare_names",
+    "explain_pair",
     "identity_value",
     "match_existing",
     "node_names",
@@ -675,7 +679,7 @@ def _fields_reason(evidence: Sequence[FieldEvidence], chance: float) -> str:
     text = f"fields agree: {', '.join(agree) or 'none'}"
     if differ:
         text += f"; {', '.join(differ)}"
-    return f"{text} (probability {chance:.3f})"
+    return f"{text}; probability {chance:.3f}"
 
 
 def _with_fields(
@@ -1336,3 +1340,163 @@ def _contained_rows(index: _TypeIndex, name: NormalName, limit: int) -> list[int
         if held == len(other.word_set) and other.word_set != words:
             found.append(row)
     return sorted(found) if len(found) <= limit else []
+
+
+# --------------------------------------------------------------------------------------------
+# Explaining one pair (`kgot memory resolve --explain A B`)
+
+
+@dataclass(frozen=True)
+class PairExplanation:
+    """Why :func:`resolve` would merge two nodes, suggest them, or keep them apart, taken on
+    their own (a group can still join them through a third node): what the name rules say,
+    what the identities say, and each shared field's comparison and weight under the model
+    estimated from the entity's nodes of the type."""
+
+    nodes: tuple[str, str]
+    type: str
+    decision: str  # "merge", "suggest" or "separate"
+    reason: str
+    names: NameVerdict | None
+    identity: str | None  # "same", "different" or None (no identity value in common)
+    evidence: tuple[FieldEvidence, ...] = ()
+    prior_weight: float | None = None  # log2 prior odds of the field model
+    weight: float | None = None  # the pair's match weight, when the fields had a say
+    probability: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "nodes": list(self.nodes),
+            "type": self.type,
+            "decision": self.decision,
+            "reason": self.reason,
+            "names": None
+            if self.names is None
+            else {
+                "merge": self.names.merge,
+                "score": self.names.score,
+                "reason": self.names.reason,
+            },
+            "identity": self.identity,
+            "prior_weight": None if self.prior_weight is None else round(self.prior_weight, 2),
+            "weight": None if self.weight is None else round(self.weight, 2),
+            "probability": None if self.probability is None else round(self.probability, 4),
+            "evidence": [e.to_json() for e in self.evidence],
+        }
+
+    def lines(self) -> list[str]:
+        """The explanation for people: a headline, the names, the identity, then one line per
+        field (its two values, how they compare, and the weight it adds)."""
+        a, b = self.nodes
+        head = f"{self.type} {a} and {b}: {self.decision} ({self.reason})"
+        names = self.names
+        out = [
+            head,
+            "  names: "
+            + (
+                "unrelated"
+                if names is None
+                else f"{names.reason} (the name rules would "
+                f"{'merge' if names.merge else 'suggest'}, score {names.score:.3f})"
+            ),
+            f"  identity: {self.identity or 'no value in common'}",
+        ]
+        if self.weight is None:
+            out.append("  fields: none besides names and identities in common; names decide")
+            return out
+        width = max([len(e.property) for e in self.evidence] + [5])
+        out.append(f"  {'prior':<{width}}  {self.prior_weight:+.1f}")
+        for e in self.evidence:
+            shown = f"{e.values[0]!r} | {e.values[1]!r}"
+            out.append(f"  {e.property:<{width}}  {e.weight:+.1f}  {e.level}: {shown}")
+        out.append(f"  {'total':<{width}}  {self.weight:+.1f}  probability {self.probability:.4f}")
+        return out
+
+
+def explain_pair(
+    nodes: Iterable[Node],
+    a: str,
+    b: str,
+    identity: Sequence[str] = (),
+    *,
+    schema: Mapping[str, Mapping[str, Any]] | None = None,
+    legal_forms: bool | None = None,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+) -> PairExplanation:
+    """How :func:`resolve` judges nodes ``a`` and ``b`` among ``nodes`` (all of their type:
+    the field model is estimated from the whole population, as in a batch).
+
+    Raises:
+        ValueError: ``a`` or ``b`` is not among ``nodes``, or their types differ.
+    """
+    node_list = list(nodes)
+    by_id = {node.id: node for node in node_list}
+    missing = [node_id for node_id in (a, b) if node_id not in by_id]
+    if missing:
+        raise ValueError(f"no node {missing[0]!r} among the nodes to compare")
+    label = by_id[a].label
+    if by_id[b].label != label:
+        raise ValueError(
+            f"{a!r} is a {label} and {b!r} a {by_id[b].label}: only nodes of one type are "
+            "ever the same thing"
+        )
+    index = _TypeIndex(
+        label,
+        tuple(identity),
+        is_organisation_type(label) if legal_forms is None else legal_forms,
+        thresholds,
+        schema=schema or {},
+    )
+    for node in node_list:
+        if node.label == label:
+            index.add(node)
+    names = max(
+        (
+            verdict
+            for x in index.nodes[a].names
+            for y in index.nodes[b].names
+            if (verdict := compare_names(x, y, thresholds)) is not None
+        ),
+        key=NameVerdict.rank,
+        default=None,
+    )
+    relation = index.identity_relation(a, b)
+    explained = PairExplanation((a, b), label, "separate", "", names, relation)
+    state = _fields_of(index)
+    if state is not None and state.shares_fields(state.records[a], state.records[b]):
+        _fit(index, state, set(_candidate_verdicts(index)) | state.block_pairs() | {(a, b)})
+        assert state.model is not None
+        model = state.model
+        weight = model.weight(state.records[a], state.records[b])
+        verdict = _field_verdict(
+            thresholds,
+            model,
+            (state.records[a], state.records[b]),
+            (index.nodes[a].identity, index.nodes[b].identity),
+            weight,
+        )
+        explained = dataclasses.replace(
+            explained,
+            evidence=tuple(model.explain(state.records[a], state.records[b])),
+            prior_weight=math.log2(model.prior / (1 - model.prior)),
+            weight=weight,
+            probability=probability(weight),
+        )
+        if relation != "same":
+            return _decided(explained, verdict, "the fields say two things")
+    if relation == "same":
+        shared = sorted(set(index.nodes[a].identity.items()) & set(index.nodes[b].identity.items()))
+        prop, value = shared[0]
+        return dataclasses.replace(explained, decision="merge", reason=f"same {prop} '{value}'")
+    if relation == "different":
+        return dataclasses.replace(explained, reason="their identities differ")
+    return _decided(explained, names, "the names are unrelated")
+
+
+def _decided(
+    explained: PairExplanation, verdict: NameVerdict | None, otherwise: str
+) -> PairExplanation:
+    if verdict is None:
+        return dataclasses.replace(explained, reason=otherwise)
+    decision = "merge" if verdict.merge else "suggest"
+    return dataclasses.replace(explained, decision=decision, reason=verdict.reason)

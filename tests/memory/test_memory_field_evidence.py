@@ -6,6 +6,7 @@ in a batch and at write time through the memory's hook on a real store."""
 from __future__ import annotations
 
 import itertools
+import json
 from typing import Any
 
 import numpy as np
@@ -251,3 +252,32 @@ def test_febrl2_with_an_identity_that_has_typos() -> None:
     frame, links = _febrl().load_febrl2(return_links=True)
     truth = {tuple(sorted(pair)) for pair in links}
     assert _f1(_merged_pairs(_febrl_nodes(frame), ("soc_sec_id",)), truth) >= 0.97
+
+
+def test_kgot_memory_resolve_explains_a_pair_field_by_field(
+    store: Store, store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kgot.tests.support.command_line import refused, run_cli
+
+    store.create_entity("people", types=[PERSON], shadow=True)
+    session = store.session("people")
+    session.load_graph()
+    session.commit(Changeset(added_nodes=tuple(_people())), Provenance(run_id="r", step="test"))
+
+    def kgot(*args: str) -> tuple[int, str, str]:
+        return run_cli(capsys, "memory", "resolve", "--db", store_url, "-e", "people", *args)
+
+    code, out, err = kgot("--explain", "p7", "p7_dup")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith("Person p7 and p7_dup: merge (fields agree")
+    assert any(line.split()[0] == "born" and "day and month swapped" in line for line in lines)
+    assert lines[-1].split()[0] == "total" and "probability" in lines[-1]
+
+    code, out, _ = kgot("--json", "--explain", "amy_1916", "amy_1984")
+    data = json.loads(out)
+    assert (code, data["decision"], data["names"]["merge"]) == (0, "separate", True)
+    assert data["probability"] < 0.5 and {e["property"] for e in data["evidence"]} >= {"born"}
+
+    refused(kgot("--explain", "p7", "nobody"), "no current node 'nobody' in entity 'people'")
+    refused(kgot("--apply", "--explain", "p7", "p9"), "--explain writes nothing")
