@@ -348,7 +348,7 @@ class TracingSettings(_Section):
     otel: bool = Field(
         False,
         description="export every run's spans to OpenTelemetry (the global tracer provider; "
-        "needs `pip install 'kgot[otel]'`)",
+        "needs `pip install -e '.[otel]'`)",
     )
 
 

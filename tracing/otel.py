@@ -1,4 +1,4 @@
-"""Optional export of kgot's trace to OpenTelemetry (``pip install 'kgot[otel]'``).
+"""Optional export of kgot's trace to OpenTelemetry (``pip install -e '.[otel]'``).
 
 :class:`OtelExporter` is a sink: handed every event of a run, it turns each kgot span into an
 OpenTelemetry span with the event's own times, so a trace viewer shows the run, its steps and
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 ATTRIBUTE_CHARS = 1_000
 _INSTALL_HINT = (
     "exporting the trace to OpenTelemetry needs the opentelemetry-api and opentelemetry-sdk "
-    "packages: pip install 'kgot[otel]' (or turn [tracing] otel / KGOT_OTEL off)"
+    "packages: pip install -e '.[otel]' (or turn [tracing] otel / KGOT_OTEL off)"
 )
 
 

@@ -70,5 +70,6 @@ def paris_in_one_round(facts_file: Path) -> dict[str, list[Any]]:
 
 def event_types(result: AskResult) -> list[str]:
     """The kinds of the run's events, leaving out the step_started / step_finished brackets
-    around every step."""
-    return [event.type for event in result.trace if not event.type.startswith("step_")]
+    around every step and the model and tool calls (spans of their own inside the steps)."""
+    spans = ("step_started", "step_finished", "model_call", "tool_call")
+    return [event.type for event in result.trace if event.type not in spans]

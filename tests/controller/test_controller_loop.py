@@ -70,6 +70,10 @@ def test_insert_then_retrieve(run: Run, facts_file: Path) -> None:
     ]
     [tool_result] = events(result, "tool_result")
     assert tool_result["ok"] and "2,102,650" in tool_result["output"]
+    # Every request and the tool call are in the trace too, as spans of their own.
+    assert len(events(result, "model_call")) == result.llm_calls
+    [tool_call] = events(result, "tool_call")
+    assert tool_call["name"] == tool_result["name"] and tool_call["ok"]
     # The code-writing prompt saw the tool output; the query prompt saw the updated graph.
     assert "2,102,650" in scripted.calls_for("update_graph")[0].prompt
     assert "paris" in scripted.calls_for("query")[0].prompt

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -95,5 +96,5 @@ def test_the_exporter_says_how_to_install_opentelemetry_when_it_is_missing(
         return real_import(name, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(builtins, "__import__", without_otel)
-    with pytest.raises(ConfigError, match=r"pip install 'kgot\[otel\]'"):
+    with pytest.raises(ConfigError, match=re.escape("pip install -e '.[otel]'")):
         otel.OtelExporter()
