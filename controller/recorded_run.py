@@ -118,10 +118,10 @@ class RecordedRun:
         )
         return self
 
-    async def __aexit__(self, kind: type[BaseException] | None, error: Any, _tb: Any) -> None:
-        if kind is None:
+    async def __aexit__(self, raised: type[BaseException] | None, error: Any, _tb: Any) -> None:
+        if raised is None:
             status = "done"
-        elif issubclass(kind, asyncio.CancelledError | KeyboardInterrupt):
+        elif issubclass(raised, asyncio.CancelledError | KeyboardInterrupt):
             status = "interrupted"
         else:
             status = "failed"
