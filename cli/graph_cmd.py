@@ -196,10 +196,20 @@ def import_(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Validate and report, write nothing.")
     ] = False,
+    raw: Annotated[
+        bool,
+        typer.Option(
+            "--raw",
+            help="Write the file's facts as they are: no write-time rules (a duplicate under "
+            "another id stays a second node, a new value of a functional property does not "
+            "supersede the old one).",
+        ),
+    ] = False,
     db: DbOption = None,
 ) -> None:
-    """Merge FILE into an entity's graph: validated against its types, one atomic commit."""
-    store_cmd.import_entity(ctx, entity, file, replace, dry_run, db)
+    """Merge FILE into an entity's graph: validated against its types, one atomic commit,
+    through the same write-time rules and trust (`[memory.trust] import`) as every writer."""
+    store_cmd.import_entity(ctx, entity, file, replace, dry_run, db, raw=raw)
 
 
 def _language_fix(summary: str, backend: str) -> str:

@@ -573,21 +573,41 @@ def _past_version(store: Store, session: Any, entity: str, wanted: int | datetim
 
 
 def import_entity(
-    ctx: typer.Context, entity: str, file: Path, replace: bool, dry_run: bool, db: str | None
+    ctx: typer.Context,
+    entity: str,
+    file: Path,
+    replace: bool,
+    dry_run: bool,
+    db: str | None,
+    *,
+    raw: bool = False,
 ) -> None:
-    """Merge the graph in FILE into an entity (validated, one atomic commit)."""
+    """Merge the graph in FILE into an entity (validated, one atomic commit), through the
+    memory's write-time rules and the import's trust unless ``raw``."""
     from kgot.errors import ChangesetError
     from kgot.graph_backends import read_import_file
+    from kgot.memory.imports import import_with_rules
     from kgot.persistence import CommitConflictError, Provenance
     from kgot.persistence.transfer import import_graph
 
-    provenance = Provenance(run_id="", step="import", source_ref=str(file.resolve()))
+    trust = settings_from(ctx).memory.trust_for("import")
+    provenance = Provenance(
+        run_id="",
+        step="import",
+        source_ref=str(file.resolve()),
+        source_kind=trust.source_kind,
+        confidence=trust.confidence,
+    )
     with opened_store(ctx, db, entity=entity) as store:
         graph = read_import_file(file, store.limits)  # size and counts before building it
+        session = store.session(entity)
         try:
-            result = import_graph(
-                store.session(entity), graph, provenance, replace=replace, dry_run=dry_run
-            )
+            if raw:
+                result = import_graph(session, graph, provenance, replace=replace, dry_run=dry_run)
+            else:
+                outcome = import_with_rules(
+                    session, graph, provenance, replace=replace, dry_run=dry_run
+                )
         except CommitConflictError:
             raise UsageError(
                 f"other writers kept changing facts of entity {entity!r} that {file} touches, "
@@ -600,6 +620,35 @@ def import_entity(
                 f"(fix the file, or add the missing types with `kgot types add --entity "
                 f"{entity} FILE`)"
             ) from None
+    if raw:
+        _report_raw_import(file, entity, result, dry_run)
+        return
+    queued = f"; {plural(outcome.queued, 'suggestion')} for review" if outcome.queued else ""
+    landed = f"; {plural(len(outcome.notes), 'note')} of the rules" if outcome.notes else ""
+    if dry_run:
+        typer.echo(
+            f"dry run: importing {file} into entity {entity!r} would apply: "
+            f"{outcome.planned.summary()}{queued}{landed}"
+        )
+    elif (
+        outcome.written is not None
+        and outcome.written.version is not None
+        and (outcome.written.version != outcome.version_before)
+    ):
+        typer.echo(
+            f"imported {file} into entity {entity!r}: {outcome.planned.summary()} "
+            f"(version {outcome.written.version}){queued}{landed}"
+        )
+    else:
+        typer.echo(
+            f"{file} holds nothing new for entity {entity!r} (version {outcome.version_before})"
+            f"{queued}"
+        )
+    for note in outcome.notes:
+        typer.echo(printable(f"  {note}"), err=True)
+
+
+def _report_raw_import(file: Path, entity: str, result: Any, dry_run: bool) -> None:
     summary = result.changeset.summary()
     if dry_run:
         typer.echo(f"dry run: importing {file} into entity {entity!r} would apply: {summary}")

@@ -68,22 +68,11 @@ def import_graph(
         CommitConflictError: other writers kept changing facts the import touches (nothing
             was written).
     """
-    limits = session.limits
-    for count, cap, noun in (
-        (graph.number_of_nodes(), limits.max_import_nodes, "node"),
-        (graph.number_of_edges(), limits.max_import_edges, "edge"),
-    ):
-        if count > cap:
-            raise ChangesetError(
-                [
-                    f"the graph holds {count:,} {noun}s, more than the {cap:,} one import may "
-                    f"hold (rule: import size; split it, or raise store.max_import_{noun}s)"
-                ]
-            )
+    check_import_size(session, graph)
     for attempt in range(2):
         current = session.load_graph(include_meta=True, track=False)
         before = int(current.graph[VERSION_ATTRIBUTE])
-        changeset = _changeset(current, graph, replace=replace)
+        changeset = import_changeset(current, graph, replace=replace)
         if dry_run:
             problems = session.check(changeset, base=before)
             if problems:
@@ -99,7 +88,32 @@ def import_graph(
     raise AssertionError("unreachable: the loop returns or raises")
 
 
-def _changeset(current: nx.MultiDiGraph, graph: nx.MultiDiGraph, *, replace: bool) -> Changeset:
+def check_import_size(session: EntitySession, graph: nx.MultiDiGraph) -> None:
+    """Refuse a graph larger than one import may hold (the store's limits).
+
+    Raises:
+        ChangesetError: the graph holds more nodes or edges than ``store.max_import_*``.
+    """
+    limits = session.limits
+    for count, cap, noun in (
+        (graph.number_of_nodes(), limits.max_import_nodes, "node"),
+        (graph.number_of_edges(), limits.max_import_edges, "edge"),
+    ):
+        if count > cap:
+            raise ChangesetError(
+                [
+                    f"the graph holds {count:,} {noun}s, more than the {cap:,} one import may "
+                    f"hold (rule: import size; split it, or raise store.max_import_{noun}s)"
+                ]
+            )
+
+
+def import_changeset(
+    current: nx.MultiDiGraph, graph: nx.MultiDiGraph, *, replace: bool
+) -> Changeset:
+    """What importing ``graph`` changes in ``current`` (an entity's graph with metadata):
+    facts added or changed, and with ``replace`` the facts ``graph`` lacks removed. Metadata
+    the file leaves out keeps its stored value; read-only metadata is not compared."""
     incoming = graph.copy()
     for node_id, attributes in incoming.nodes(data=True):
         _align_meta(attributes, current.nodes.get(str(node_id)))
