@@ -740,7 +740,7 @@ def _start_graph(graph_file: str | None, limits: StoreLimits | None) -> nx.Multi
         return nx.MultiDiGraph()
     from kgot.config import DEFAULT_LIMITS
     from kgot.graph_backends import read_import_file
-    from kgot.graph_backends.state import size_problems
+    from kgot.graph_backends.graph_state import size_problems
     from kgot.graph_model import edges_of, nodes_of
 
     limits = limits or DEFAULT_LIMITS

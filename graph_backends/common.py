@@ -21,10 +21,10 @@ import networkx as nx
 
 from kgot.errors import ChangesetError
 from kgot.graph_backends.base import GraphView, QueryLanguage, QueryResult, ViewRequest
+from kgot.graph_backends.graph_state import ChangeListener, GraphState
 from kgot.graph_backends.jobs.outcome import MAX_ITEMS
 from kgot.graph_backends.resident_graph import ResidentGraph, ResidentUnavailable
 from kgot.graph_backends.runner import GraphCodeError, JobSpec, run_job, run_job_async
-from kgot.graph_backends.state import ChangeListener, GraphState
 from kgot.graph_backends.view_lines import LineFormat
 from kgot.graph_backends.views import ViewIndex
 from kgot.graph_model import Changeset, GraphStats

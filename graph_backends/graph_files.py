@@ -26,6 +26,13 @@ import networkx as nx
 from kgot.atomic_file import current_umask, replace_file
 from kgot.config import DEFAULT_LIMITS, StoreLimits
 from kgot.errors import ChangesetError, GraphFileError
+from kgot.graph_backends.graph_state import (
+    FillError,
+    checked,
+    fill_graph,
+    normalize_in_place,
+    raise_problems,
+)
 from kgot.graph_backends.jobs.outcome import collector_paused
 from kgot.graph_backends.jobs.rdf_decode import decode
 from kgot.graph_backends.jobs.rdf_model import (
@@ -35,13 +42,6 @@ from kgot.graph_backends.jobs.rdf_model import (
     RDF_TYPE,
     REL,
     graph_ntriples,
-)
-from kgot.graph_backends.state import (
-    FillError,
-    checked,
-    fill_graph,
-    normalize_in_place,
-    raise_problems,
 )
 from kgot.graph_model.records import INT_MAX, INT_MIN, MAX_VALUE_DEPTH
 

@@ -23,11 +23,11 @@ import networkx as nx
 from kgot.errors import ChangesetError
 from kgot.graph_backends.base import QueryResult
 from kgot.graph_backends.common import PropertyGraphBackend, query_result
+from kgot.graph_backends.graph_state import without_restatements
 from kgot.graph_backends.jobs.outcome import MAX_ITEMS
 from kgot.graph_backends.jobs.rdf_model import edge_group_ntriples, node_ntriples
 from kgot.graph_backends.jobs.sparql_job import result_is_empty
 from kgot.graph_backends.languages import SPARQL
-from kgot.graph_backends.state import without_restatements
 from kgot.graph_backends.view_lines import TurtleLines
 from kgot.graph_model import Changeset
 from kgot.graph_model.records import LABEL, RELATIONSHIP

@@ -1,6 +1,6 @@
 """Keeps a run's graph resident in a sandbox worker of its own, in step with the host's.
 
-The host's :class:`~kgot.graph_backends.state.GraphState` stays the graph of record: every
+The host's :class:`~kgot.graph_backends.graph_state.GraphState` stays the graph of record: every
 changeset is diffed, checked and applied there first. This listener notes which elements each
 applied changeset touched; before the next job it sends the worker the records of exactly those
 (their state now, or their removal), so a job ships only the model's code and the worker's copy
@@ -42,7 +42,7 @@ from kgot.graph_model.records import (
 from kgot.sandbox.resident import StateRefused
 
 if TYPE_CHECKING:
-    from kgot.graph_backends.state import GraphState
+    from kgot.graph_backends.graph_state import GraphState
     from kgot.sandbox.resident import ResidentWorker
 
 log = logging.getLogger(__name__)

@@ -1,9 +1,10 @@
 """Module names are unique in meaning: two modules of kgot may share a file name only when the
 name means the same thing in both packages (each package's ``api.py`` is its public functions).
 
-A name used in more than one package is listed here with the meaning its modules share, or as a
-clash still to be renamed. A new module that takes a name already used must be added
-deliberately; a clash renamed away must be struck off the list (the list only shrinks).
+A name used in more than one package is listed here with the meaning its modules share. A new
+module that takes a name already used must be added deliberately, or renamed so its name says
+what it is (issue 28, part 5 renamed the last clashes: graph_files, file_tool, tool_session,
+answer_scoring, tool_schemas, graph_state, argument_schemas).
 """
 
 from __future__ import annotations
@@ -29,15 +30,9 @@ SAME_MEANING = {
     "market_data": "prices and quotes of traded symbols",
     "resident": "the sandbox's resident worker (host side and job side)",
     "runner": "running the package's units of work (graph jobs, tool calls)",
-    "schema": "the tables the package keeps in the store (tools/schema.py is a clash below)",
+    "schema": "the tables the package keeps in the store",
     "views": "the graph as shown in prompts",
     "writes": "the package's write path to an entity's graph",
-}
-# name -> the modules of that name that mean something else than the others (or than
-# SAME_MEANING says): to be renamed by their packages' owners (issue 28, part 5).
-TO_RENAME = {
-    "schema": {"tools/schema.py"},  # tool arguments' JSON schemas, not tables
-    "state": {"controller/state.py", "graph_backends/state.py"},  # a run's / a graph's
 }
 
 
@@ -56,24 +51,12 @@ def modules_by_name() -> dict[str, set[str]]:
 def test_a_module_name_used_twice_means_the_same_thing_everywhere() -> None:
     shared = {name: paths for name, paths in modules_by_name().items() if len(paths) > 1}
     unexplained = {
-        name: sorted(paths)
-        for name, paths in shared.items()
-        if name not in SAME_MEANING and name not in TO_RENAME
+        name: sorted(paths) for name, paths in shared.items() if name not in SAME_MEANING
     }
     assert unexplained == {}, (
         "modules share a name: rename one so the name says what it is, or, if the name means "
         "the same in each package, add it to SAME_MEANING in tests/test_module_names.py"
     )
-
-
-def test_the_clashes_still_to_rename_are_still_there() -> None:
-    names = modules_by_name()
-    renamed = {
-        name: sorted(paths - names.get(name, set()))
-        for name, paths in TO_RENAME.items()
-        if not paths <= names.get(name, set())
-    }
-    assert renamed == {}, "strike what was renamed off TO_RENAME in tests/test_module_names.py"
 
 
 def test_the_aide_row_modules_have_names_of_their_own() -> None:

@@ -13,8 +13,8 @@ from pydantic import ValidationError
 from kgot.config import Settings, ToolsSettings
 from kgot.errors import ConfigError, SandboxUnavailableError
 from kgot.tools import file_tool, llm_query, python_tool, web_page, web_search, wikipedia
+from kgot.tools.argument_schemas import arguments, explain_validation, signature
 from kgot.tools.base import ToolContext, ToolInfo
-from kgot.tools.schema import arguments, explain_validation, signature
 from kgot.tools.spec import ToolSpec
 from kgot.tools.tool_session import ToolSession
 

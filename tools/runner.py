@@ -23,9 +23,9 @@ from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from pydantic import BaseModel, ValidationError
 
 from kgot.errors import ToolError
+from kgot.tools.argument_schemas import explain_validation, signature
 from kgot.tools.base import MORE_HINT_KEY, NATIVE_KEY, ToolFailure, ToolOutcome
 from kgot.tools.flight import SingleFlight, interrupted_from_outside
-from kgot.tools.schema import explain_validation, signature
 from kgot.tracing import excerpt
 from kgot.tracing.call_events import ARGS_EXCERPT_CHARS, ToolCall
 from kgot.tracing.spans import child_span_ids, emit

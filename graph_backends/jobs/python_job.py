@@ -16,7 +16,7 @@ and ``nx``.
   a node it left as it was, ``G.add_edge`` of an edge identical to one there) are reported as
   added with their current attributes: the diff alone would not show them, and the entity's
   store counts such a re-addition as a corroboration (a new source) or a reinforcement (the
-  same source). Applying one to a graph changes nothing (:mod:`kgot.graph_backends.state`).
+  same source). Applying one to a graph changes nothing (:mod:`kgot.graph_backends.graph_state`).
 """
 
 from __future__ import annotations

@@ -10,10 +10,10 @@ import pytest
 
 from kgot.errors import ChangesetError, CodeExecutionError, QueryError
 from kgot.graph_backends import open_backend
+from kgot.graph_backends.graph_state import changeset_problems, normalized_copy
 from kgot.graph_backends.jobs import python_job, sparql_job
 from kgot.graph_backends.jobs.outcome import describe_exception, is_empty, to_jsonable
 from kgot.graph_backends.jobs.rdf_model import graph_ntriples
-from kgot.graph_backends.state import changeset_problems, normalized_copy
 from kgot.graph_model import Changeset, Edge, Node
 from kgot.graph_model.records import (
     diff_graphs,

@@ -237,7 +237,7 @@ def test_the_recent_tail_kept_across_changes_matches_one_built_afresh(seed):
     of changes they must equal views whose recent part is rebuilt from scratch."""
     import random
 
-    from kgot.graph_backends.state import GraphState
+    from kgot.graph_backends.graph_state import GraphState
     from kgot.graph_backends.views import ViewIndex, _RecentTail
 
     rng = random.Random(seed)
