@@ -86,6 +86,15 @@ def endpoint_url(settings: ModelSettings) -> str | None:
     return settings.base_url
 
 
+def served_model_name(model: str) -> str:
+    """The name an OpenAI-compatible server is asked for: ``model`` without a prefix that only
+    says to reach it through the base URL (``ollama:llama3.1:8b`` asks for ``llama3.1:8b``);
+    any other prefix is part of the name. Empty when nothing follows such a prefix."""
+    provider, colon, name = model.partition(":")
+    compatible = provider.strip().lower().replace("-", "_") in _COMPATIBLE_PREFIXES
+    return name if colon and compatible else model
+
+
 def build_chat_model(settings: ModelSettings) -> BaseChatModel:
     """The chat model one role's settings describe.
 
@@ -123,7 +132,7 @@ def build_chat_model(settings: ModelSettings) -> BaseChatModel:
     api_key = settings.api_key.get_secret_value() if settings.api_key else None
 
     if settings.base_url:
-        served_name = name if provider in _COMPATIBLE_PREFIXES else model
+        served_name = served_model_name(model)
         if not served_name:
             raise ConfigError(f"model {model!r} has no name after the provider prefix")
         return _openai_compatible(served_name, settings.base_url, api_key, common)

@@ -180,7 +180,9 @@ def embedder_from_settings(settings: MemorySettings) -> NodeEmbedder | None:
         settings.embeddings_api_key.get_secret_value() if settings.embeddings_api_key else None
     )
     if base_url:
-        name = _served_name(spec) or DEFAULT_COMPATIBLE_MODEL
+        from kgot.llm.models import served_model_name
+
+        name = served_model_name(spec) or DEFAULT_COMPATIBLE_MODEL
         embeddings = _openai_compatible(name, base_url, api_key)
         return NodeEmbedder(spec or name, embeddings, settings.embedding_similarity)
     return NodeEmbedder(spec, _init_embeddings(spec, api_key), settings.embedding_similarity)
@@ -213,13 +215,6 @@ def embedder_for_writes(settings: MemorySettings) -> NodeEmbedder | None:
             embedder = None
         _RUN_EMBEDDERS[key] = embedder
         return embedder
-
-
-def _served_name(spec: str) -> str:
-    from kgot.llm.models import _COMPATIBLE_PREFIXES
-
-    provider, colon, name = spec.partition(":")
-    return name if colon and provider in _COMPATIBLE_PREFIXES else spec
 
 
 def _openai_compatible(name: str, base_url: str, api_key: str | None) -> Embeddings:

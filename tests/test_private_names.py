@@ -20,11 +20,6 @@ import kgot
 
 ROOT = Path(kgot.__file__).resolve().parent  # the checkout: the repository root is the package
 SKIPPED = {"tests", "docs", "build", "examples", ".git", ".venv", "__pycache__"}
-# module -> the private names of others it still uses, each waiting for its owner's package to
-# be free to edit (issue 28, part 5). The list only shrinks: strike off what was fixed.
-STILL_PRIVATE = {
-    "memory/embeddings.py": {"from kgot.llm.models import _COMPATIBLE_PREFIXES"},
-}
 
 
 def _private(name: str) -> bool:
@@ -138,9 +133,10 @@ def test_own_names_dunders_and_objects_attributes_are_not_flagged() -> None:
     assert private_uses(source, "kgot.memory.api", is_module=modules.__contains__) == []
 
 
-def _found() -> dict[str, set[str]]:
-    return {
-        path.relative_to(ROOT).as_posix(): set(hits)
+@pytest.mark.slow  # parses every module of kgot (~4 s)
+def test_no_module_uses_another_module_s_private_names() -> None:
+    found = {
+        path.relative_to(ROOT).as_posix(): hits
         for path in _modules()
         if (
             hits := private_uses(
@@ -150,25 +146,5 @@ def _found() -> dict[str, set[str]]:
             )
         )
     }
-
-
-def _without_line(uses: set[str]) -> set[str]:
-    return {use.split(": ", 1)[1] for use in uses}
-
-
-@pytest.mark.slow  # parses every module of kgot (~4 s)
-def test_no_module_uses_another_module_s_private_names() -> None:
-    found = _found()
-    new = {
-        module: sorted(_without_line(uses) - STILL_PRIVATE.get(module, set()))
-        for module, uses in found.items()
-    }
-    new = {module: uses for module, uses in new.items() if uses}
-    assert new == {}, "make the name public, or move it to the module that uses it"
-    fixed = {
-        module: sorted(uses - _without_line(found.get(module, set())))
-        for module, uses in STILL_PRIVATE.items()
-    }
-    fixed = {module: uses for module, uses in fixed.items() if uses}
-    assert fixed == {}, "strike what was fixed off STILL_PRIVATE in tests/test_private_names.py"
+    assert found == {}, "make the name public, or move it to the module that uses it"
     assert len(list(_modules())) > 100  # the walk did find kgot's modules

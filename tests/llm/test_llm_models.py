@@ -12,7 +12,7 @@ from langchain_openai import ChatOpenAI
 from kgot.config import ModelSettings
 from kgot.errors import ConfigError
 from kgot.llm import LLMClient, ScriptedChatModel, UsageLedger, build_chat_model, build_llm_clients
-from kgot.llm.models import PLACEHOLDER_API_KEY
+from kgot.llm.models import PLACEHOLDER_API_KEY, served_model_name
 
 
 def test_no_model_configured_is_one_line_saying_how_to_configure_one(make_settings) -> None:
@@ -169,3 +169,19 @@ def test_json_object_on_a_non_openai_model_is_a_config_error() -> None:
             endpoint="fake",
             structured_output="json_object",
         )
+
+
+@pytest.mark.parametrize(
+    ("model", "served"),
+    [
+        ("ollama:llama3.1:8b", "llama3.1:8b"),  # the prefix only says how to reach it
+        ("Open-AI:gpt-4o-mini", "Open-AI:gpt-4o-mini"),  # not a known prefix once normalised
+        ("LM-Studio:qwen", "qwen"),  # normalised as build_chat_model reads providers
+        ("meta:llama", "meta:llama"),  # another prefix is part of the name
+        ("llama3.1", "llama3.1"),
+        ("vllm:", ""),  # nothing after the prefix: the caller refuses or picks a default
+    ],
+)
+def test_the_name_an_openai_compatible_server_is_asked_for(model: str, served: str) -> None:
+    """One rule for chat models and embeddings (memory.embeddings asks it too)."""
+    assert served_model_name(model) == served
