@@ -7,11 +7,12 @@ the one `kgot entities` uses (``--db`` / ``KGOT_DB`` / config).
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from kgot.cli.common import print_json, printable, settings_from
+from kgot.cli.layout import plural
 from kgot.cli.store_cmd import DbOption, JsonOption, opened_store
 from kgot.errors import UsageError
 
@@ -49,20 +50,54 @@ def resolve(
             "identities, and each shared field's comparison and weight. Writes nothing.",
         ),
     ] = None,
+    adjudicate: Annotated[
+        bool,
+        typer.Option(
+            "--adjudicate",
+            help="Ask the configured model about the merge suggestions (best first): 'same' "
+            "merges, 'different' rejects, 'unsure' leaves it for a person. With --apply it "
+            "acts on the queue; without, it only reports the answers. Costs model calls.",
+        ),
+    ] = False,
+    max_calls: Annotated[
+        int, typer.Option("--max-calls", help="--adjudicate: the most model calls.")
+    ] = 20,
+    max_cost: Annotated[
+        float | None,
+        typer.Option(
+            "--max-cost",
+            metavar="USD",
+            help="--adjudicate: stop once the calls cost this much (needs the model's price).",
+            show_default=False,
+        ),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(help="--adjudicate: `provider:name` of the model (default: configured)."),
+    ] = None,
+    base_url: Annotated[
+        str | None, typer.Option(help="--adjudicate: OpenAI-compatible endpoint of the model.")
+    ] = None,
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
     """Find nodes that are one real thing. Without --apply nothing is written."""
     from kgot.memory import open_memory
 
-    if explain is not None and apply:
-        raise UsageError("--explain writes nothing; leave out --apply")
+    if explain is not None and (apply or adjudicate):
+        raise UsageError("--explain writes nothing; leave out --apply and --adjudicate")
+    if not adjudicate and (model or base_url or max_cost is not None or max_calls != 20):
+        raise UsageError("--max-calls, --max-cost, --model and --base-url go with --adjudicate")
+    settings = settings_from(ctx, {"llm.model": model, "llm.base_url": base_url})
+    report = None
     with opened_store(ctx, db, entity=entity) as store:
-        memory = open_memory(store, entity, settings=settings_from(ctx).memory)
+        memory = open_memory(store, entity, settings=settings.memory)
         if explain is not None:
             explained = memory.explain(*explain)
         else:
             result = memory.resolve(apply=apply)
+            if adjudicate:
+                report = _adjudicate(memory, result, settings, apply, max_calls, max_cost)
     if explain is not None:
         if as_json:
             print_json(explained.to_json())
@@ -71,9 +106,16 @@ def resolve(
                 typer.echo(printable(line))
         return
     data = result.to_json()
+    if report is not None:
+        data["adjudication"] = report.to_json()
     if as_json:
         print_json(data)
         return
+    _print_resolution(data, report, apply=apply, entity=entity)
+
+
+def _print_resolution(data: dict[str, Any], report: Any, *, apply: bool, entity: str) -> None:
+    """``kgot memory resolve``'s lines: merges, suggestions, the model's verdicts."""
     verb = "merged" if apply else "would merge"
     for merge in data["merges"]:
         typer.echo(
@@ -90,10 +132,43 @@ def resolve(
                 f"(score {row['score']}; {queued})"
             )
         )
-    if not data["merges"] and not data["suggestions"]:
+    if report is not None:
+        for decision in report.decisions:
+            typer.echo(
+                printable(
+                    f"the model says {decision.verdict}: {' and '.join(decision.nodes)} "
+                    f"({decision.done}; {decision.reason})"
+                )
+            )
+        cost = "unknown cost" if report.cost_usd is None else f"${report.cost_usd:.4f}"
+        stopped = (
+            f"; stopped at {report.stopped_by}, {report.left} not asked" if report.left else ""
+        )
+        typer.echo(f"adjudication: {plural(report.calls, 'model call')}, {cost}{stopped}")
+    if not data["merges"] and not data["suggestions"] and report is None:
         typer.echo(f"no duplicates found in entity {entity!r}")
     elif not apply:
         typer.echo("nothing was changed; run with --apply to merge and queue suggestions")
+
+
+def _adjudicate(
+    memory: Any,
+    result: Any,
+    settings: Any,
+    apply: bool,
+    max_calls: int,
+    max_cost: float | None,
+) -> Any:
+    """The model's verdicts on the merge suggestions: the queue's open ones (--apply, after
+    filing this resolution's), or this dry run's."""
+    from kgot.llm import LLMClient
+    from kgot.memory.adjudicate import adjudicate, pairs_of
+
+    client = LLMClient.from_settings("execution", settings.llm.execution, llm=settings.llm)
+    pairs = None if apply else pairs_of(result.suggestions, result.suggestion_ids)
+    return adjudicate(
+        memory, client, pairs=pairs, apply=apply, max_calls=max_calls, max_cost_usd=max_cost
+    )
 
 
 @app.command("suggestions")

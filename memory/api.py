@@ -222,11 +222,14 @@ class Memory:
             return None  # a person said no before
         if pair in open_ids:
             return open_ids[pair]  # queued before (maybe for another reason)
-        payload = {
+        payload: dict[str, Any] = {
             "nodes": list(suggestion.nodes),
             "type": suggestion.type,
             "reason": suggestion.reason,
         }
+        # The field model's evidence goes with it, for the person (or model) who decides.
+        row = suggestion.to_json()
+        payload.update({k: row[k] for k in ("weight", "evidence") if k in row})
         return int(self.session.suggest("merge", payload, suggestion.score))
 
     def _open_merge_ids(self) -> dict[tuple[str, ...], int]:
@@ -258,8 +261,9 @@ class Memory:
             )
         return found
 
-    def accept(self, suggestion_id: int) -> str:
-        """Carry out an open suggestion; a line saying what was done.
+    def accept(self, suggestion_id: int, *, provenance: Provenance | None = None) -> str:
+        """Carry out an open suggestion; a line saying what was done. ``provenance``: who
+        decided (default: a person, step ``memory:accept``).
 
         Raises:
             UsageError: no open suggestion with that id in this entity, or its nodes are no
@@ -267,10 +271,14 @@ class Memory:
         """
         row = self._open_suggestion(suggestion_id)
         payload = dict(row.payload)
+        if provenance is None:
+            from kgot.persistence import Provenance
+
+            provenance = Provenance(run_id="", step=ACCEPT_STEP)
         if row.kind == "merge":
-            done = self._accept_merge(suggestion_id, payload)
+            done = self._accept_merge(suggestion_id, payload, provenance)
         elif row.kind == "contradiction":
-            done = self._accept_contradiction(suggestion_id, payload)
+            done = self._accept_contradiction(suggestion_id, payload, provenance)
         else:
             raise UsageError(f"suggestion {suggestion_id} has an unknown kind {row.kind!r}")
         # The write above marked the suggestion accepted in its own transaction (decides=):
@@ -293,8 +301,9 @@ class Memory:
             )
         return found
 
-    def _accept_merge(self, suggestion_id: int, payload: Mapping[str, Any]) -> str:
-        from kgot.persistence import Provenance
+    def _accept_merge(
+        self, suggestion_id: int, payload: Mapping[str, Any], provenance: Provenance
+    ) -> str:
 
         ends = [self._current(suggestion_id, str(n)) for n in payload.get("nodes", ())]
         graph = self.session.load_graph(include_meta=True)
@@ -317,7 +326,11 @@ class Memory:
         nodes = {n: node_from_graph(n, graph.nodes[n]) for n in ordered}
         label = nodes[canonical].label
         upkeep = TypeUpkeep(self.session.type_catalog())
-        _refuse_identity_conflict(suggestion_id, self.entity, nodes, upkeep.identity(label))
+        if "weight" not in payload:
+            # Names alone suggested it: different identities mean two things (the values were
+            # set after the suggestion). A field-model suggestion weighed them already, so a
+            # person who accepts it decides that one value was wrong (history keeps it).
+            _refuse_identity_conflict(suggestion_id, self.entity, nodes, upkeep.identity(label))
         properties = merged_properties(
             nodes[canonical],
             [nodes[a] for a in aliases],
@@ -326,16 +339,16 @@ class Memory:
         self.session.merge_nodes(
             canonical,
             aliases,
-            Provenance(run_id="", step=ACCEPT_STEP),
+            provenance,
             properties=properties,
             decides=suggestion_id,
         )
         return f"accepted suggestion {suggestion_id}: merged {', '.join(aliases)} into {canonical}"
 
-    def _accept_contradiction(self, suggestion_id: int, payload: Mapping[str, Any]) -> str:
-        from kgot.persistence import Provenance
+    def _accept_contradiction(
+        self, suggestion_id: int, payload: Mapping[str, Any], provenance: Provenance
+    ) -> str:
 
-        provenance = Provenance(run_id="", step=ACCEPT_STEP)
         graph = self.session.load_graph(include_meta=True)
         confidence = payload.get("new_confidence")
         meta = {"_confidence": float(confidence)} if confidence is not None else {}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -281,3 +282,63 @@ def test_kgot_memory_resolve_explains_a_pair_field_by_field(
 
     refused(kgot("--explain", "p7", "nobody"), "no current node 'nobody' in entity 'people'")
     refused(kgot("--apply", "--explain", "p7", "p9"), "--explain writes nothing")
+
+
+def test_the_model_adjudicates_suggestions_within_its_budget(
+    store: Store, store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kgot.tests.support.command_line import refused, run_cli
+
+    people = _people()[:40]
+    # p5 and p6 again, each under an id of its own: the fields agree, the ids do not.
+    renamed = [
+        _person(f"p{n}_new_id", people[n].properties["name"], **_fields(people[n]) | new_id)
+        for n, new_id in ((5, {"tax_id": "5"}), (6, {"tax_id": "6"}))
+    ]
+    store.create_entity("people", types=[{**PERSON, "identity": ["tax_id"]}], shadow=True)
+    session = store.session("people")
+    session.load_graph()
+    session.commit(Changeset(added_nodes=(*people, *renamed)), Provenance(run_id="r", step="t"))
+    script = tmp_path / "judge.json"
+    script.write_text(
+        json.dumps(
+            {
+                "memory:adjudicate": [
+                    {"verdict": "same", "reason": "same name, birth date and town"},
+                    {"verdict": "different", "reason": "the ids differ"},
+                ]
+            }
+        ),
+        encoding="utf-8",
+    )
+
+    def kgot(*args: str) -> tuple[int, str, str]:
+        return run_cli(capsys, "memory", "resolve", "--db", store_url, "-e", "people", *args)
+
+    model = ("--adjudicate", "--model", f"scripted:{script}")
+    refused(kgot(*model, "--max-calls", "0"), "--max-calls must be 1 or more")
+    refused(kgot("--max-calls", "3"), "go with --adjudicate")
+
+    code, out, err = kgot(*model, "--max-calls", "1", "--json")  # a dry run: answers only
+    assert code == 0, err
+    data = json.loads(out)["adjudication"]
+    assert (data["calls"], data["left"], data["stopped_by"]) == (1, 1, "max_calls 1")
+    assert data["decisions"][0]["done"] == "not applied"
+    assert len(store.session("people").load_graph()) == 42  # nothing written
+
+    code, out, err = kgot(*model, "--apply", "--json")
+    assert code == 0, err
+    decided = {
+        d["verdict"]: (d["nodes"], d["done"]) for d in json.loads(out)["adjudication"]["decisions"]
+    }
+    (same, merged), (different, rejected) = decided["same"], decided["different"]
+    assert (merged, rejected) == ("merged", "rejected")
+    graph = store.session("people").load_graph()
+    assert sum(node in graph for node in same) == 1  # the first pair asked about merged
+    assert all(node in graph for node in different)  # the second rejected, both kept
+    commits = [c for c in store.session("people").commits() if c["step"] == "memory:adjudicate"]
+    assert len(commits) == 1 and "same name, birth date and town" in commits[0]["tool_call"]
+    rejected_pairs = [
+        s.payload["nodes"] for s in open_memory(store, "people").suggestions("rejected")
+    ]
+    assert rejected_pairs == [different]
