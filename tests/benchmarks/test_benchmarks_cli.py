@@ -204,13 +204,13 @@ def test_perf_runs_every_script(
     assert code == 2  # a script failed; the other still printed its figures
     figures = [json.loads(line) for line in stdout.splitlines()]
     assert [f["value"] for f in figures] == [24.0, 5.0] and figures[0]["ok"] is False
-    assert "perf_brokenarea failed: RuntimeError: no database" in err
+    assert "\nbrokenarea failed: RuntimeError: no database" in err
 
-    [timings] = [line for line in err.splitlines() if line.startswith("time per script: ")]
-    assert "perf_fakearea " in timings and "perf_brokenarea " in timings
+    [timings] = [line for line in err.splitlines() if line.startswith("time per area: ")]
+    assert "fakearea " in timings and "brokenarea " in timings
 
     code, _, err = run_cli(capsys, "perf", "--only", "nosucharea")
-    assert code == 2 and "no perf script for area 'nosucharea'" in err
+    assert code == 2 and "no perf area 'nosucharea' is installed" in err
 
 
 # ---------------------------------------------------------------- Ctrl-C in a real process
@@ -634,6 +634,6 @@ def test_perf_sandbox_measures_the_subprocess_kind(capsys: pytest.CaptureFixture
         capsys, "perf", "--only", "sandbox", "--quick", "--json", "--sandbox", "subprocess"
     )
     assert code in (0, 1), err  # 2 = a script failed; missed targets are the kind's
-    assert "perf_sandbox failed" not in err
+    assert "sandbox failed" not in err
     names = {json.loads(line)["name"] for line in stdout.splitlines()}
     assert "job with a mount, warm p50" in names
