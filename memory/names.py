@@ -21,6 +21,10 @@ judgement; the rules here:
 * Dropped only for organisation-like types (:func:`is_organisation_type`), because as plain
   words they name products and places: Co, Company, LP, AG, SA, NV, BV, SE, SpA, AB, ASA, AS,
   KK, KG, KGaA, Oy, SAS ("iPhone SE" is not "iPhone", "Model SA" is not "Model").
+* Dropped from the name but kept as evidence: the legal systems of the forms
+  (:attr:`NormalName.legal_systems`: Inc and Co are common law, AG and KGaA German, SA and SpA
+  Romance, …). Two names equal but for forms of different systems ("Merck & Co." and "Merck
+  KGaA") are suggested, never merged (:func:`legal_systems_differ`).
 * Never dropped: Holdings, Group, International, Partners, Bank, Trust, Fund. These name a
   *different legal body* often enough ("Alphabet" vs "Alphabet Holdings", "Meta" vs "Meta
   Financial Group", an operating bank vs its holding company) that equating them would merge
@@ -103,6 +107,31 @@ _ORGANISATION_LEGAL: frozenset[tuple[str, ...]] = frozenset(
 )
 _LONGEST_LEGAL = max(len(form) for form in _ALWAYS_LEGAL | _ORGANISATION_LEGAL)
 
+# Where each legal form is used: two names equal but for legal forms of different systems
+# ("Merck & Co." and "Merck KGaA") are two companies as often as one, so resolution suggests
+# them instead of merging. An SE (a European company) sits beside any European form.
+_LEGAL_SYSTEMS: dict[tuple[str, ...], str] = {
+    **dict.fromkeys(
+        [("inc",), ("incorporated",), ("corp",), ("corporation",), ("ltd",), ("limited",),
+         ("plc",), ("p", "l", "c"), ("llc",), ("l", "l", "c"), ("llp",), ("l", "l", "p"),
+         ("pty",), ("co",), ("company",), ("lp",), ("l", "p")],
+        "common law",
+    ),
+    **dict.fromkeys(
+        [("gmbh",), ("aktiengesellschaft",), ("ag",), ("kg",), ("kgaa",)], "German"
+    ),
+    **dict.fromkeys(
+        [("sarl",), ("s", "a", "r", "l"), ("srl",), ("s", "r", "l"), ("s", "a"), ("sa",),
+         ("s", "p", "a"), ("spa",), ("s", "a", "s"), ("sas",)],
+        "Romance",
+    ),
+    **dict.fromkeys([("n", "v"), ("nv",), ("b", "v"), ("bv",)], "Dutch"),
+    **dict.fromkeys([("oyj",), ("oy",), ("ab",), ("asa",), ("as",)], "Nordic"),
+    ("kk",): "Japanese",
+    ("bhd",): "Malaysian",
+    ("se",): "European",
+}  # fmt: skip
+
 # Type labels whose nodes are organisations (compared case-insensitively, singular).
 _ORGANISATION_LABELS = frozenset(
     {
@@ -182,6 +211,14 @@ def strip_legal_forms(words: tuple[str, ...], *, organisation: bool) -> tuple[st
     ``("goldman", "sachs", "and", "co")`` → ``("goldman", "sachs")`` for organisations (the
     "and" that joined a dropped form goes with it).
     """
+    return _split_legal_forms(words, organisation=organisation)[0]
+
+
+def _split_legal_forms(
+    words: tuple[str, ...], *, organisation: bool
+) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
+    """:func:`strip_legal_forms`, and the forms it dropped (last first)."""
+    dropped: list[tuple[str, ...]] = []
     if len(words) > 1 and words[0] == "the":
         words = words[1:]
     forms = _ALWAYS_LEGAL | _ORGANISATION_LEGAL if organisation else _ALWAYS_LEGAL
@@ -190,12 +227,13 @@ def strip_legal_forms(words: tuple[str, ...], *, organisation: bool) -> tuple[st
         changed = False
         for size in range(min(_LONGEST_LEGAL, len(words) - 1), 0, -1):
             if words[-size:] in forms:
+                dropped.append(words[-size:])
                 words = words[:-size]
                 if len(words) > 1 and words[-1] == "and":
                     words = words[:-1]
                 changed = True
                 break
-    return words
+    return words, tuple(dropped)
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +257,8 @@ class NormalName:
     numbers: frozenset[str]
     acronym_like: bool
     initials: frozenset[str]
+    # the legal systems of the forms dropped from it ("common law" for Inc, "German" for KGaA)
+    legal_systems: frozenset[str] = frozenset()
     # The words as a set, made once: resolution compares it with thousands of other names.
     word_set: frozenset[str] = field(init=False, compare=False, repr=False)
 
@@ -236,7 +276,7 @@ def normalize_name(text: str, *, organisation: bool = False) -> NormalName:
     """
     folded = fold_text(text)
     all_words = tuple(folded.split())
-    words = strip_legal_forms(all_words, organisation=organisation)
+    words, dropped = _split_legal_forms(all_words, organisation=organisation)
     key = " ".join(words)
     compact = "".join(words)
     initials: set[str] = set()
@@ -255,7 +295,18 @@ def normalize_name(text: str, *, organisation: bool = False) -> NormalName:
         numbers=frozenset(word for word in words if _DIGIT.search(word)),
         acronym_like=_acronym_like(text, words),
         initials=frozenset(initials),
+        legal_systems=frozenset(_LEGAL_SYSTEMS.get(form, "other") for form in dropped),
     )
+
+
+def legal_systems_differ(a: NormalName, b: NormalName) -> bool:
+    """Whether both names carried legal forms and no system is common to them ("Merck & Co."
+    and "Merck KGaA": common law and German). A European SE fits any European form."""
+    if not a.legal_systems or not b.legal_systems or a.legal_systems & b.legal_systems:
+        return False
+    european = {"European", "German", "Romance", "Dutch", "Nordic"}
+    both = a.legal_systems | b.legal_systems
+    return not ("European" in both and both <= european)
 
 
 def _acronym_like(text: str, words: tuple[str, ...]) -> bool:

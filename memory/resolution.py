@@ -66,7 +66,12 @@ from kgot.memory.field_evidence import (
     infer_kinds,
     probability,
 )
-from kgot.memory.names import NormalName, is_organisation_type, normalize_name
+from kgot.memory.names import (
+    NormalName,
+    is_organisation_type,
+    legal_systems_differ,
+    normalize_name,
+)
 from kgot.memory.scoring import parse_instant
 
 __all__ = [
@@ -235,7 +240,22 @@ class NameVerdict:
 def compare_names(
     a: NormalName, b: NormalName, thresholds: Thresholds = DEFAULT_THRESHOLDS
 ) -> NameVerdict | None:
-    """The name rules of the module docstring for one pair of names; None = unrelated."""
+    """The name rules of the module docstring for one pair of names; None = unrelated. Names
+    equal but for legal forms of different systems ("Merck & Co." and "Merck KGaA") are only
+    suggested: the legal form is evidence of which company is meant."""
+    verdict = _compare_name_forms(a, b, thresholds)
+    if verdict is not None and verdict.merge and legal_systems_differ(a, b):
+        systems = f"{'/'.join(sorted(a.legal_systems))} and {'/'.join(sorted(b.legal_systems))}"
+        return NameVerdict(
+            False,
+            min(verdict.score, thresholds.acronym),
+            f"{verdict.reason}, but legal forms of different systems ({systems})",
+            "legal",
+        )
+    return verdict
+
+
+def _compare_name_forms(a: NormalName, b: NormalName, thresholds: Thresholds) -> NameVerdict | None:
     if not a.key or not b.key:
         return None
     if a.key == b.key:

@@ -309,3 +309,24 @@ def test_scale_when_many_nodes_share_few_spellings():
     # Every spelling collapses into one node; initials stay suggestions.
     assert len(result.merges) == len(first) * len(last)
     assert any(s.reason == "same name up to initials" for s in result.suggestions)
+
+
+def test_legal_forms_of_different_systems_are_evidence_not_noise():
+    """'Merck & Co.' (US) and 'Merck KGaA' (German) are two companies: suggested, never merged;
+    forms of one system still merge, and an SE sits beside any European form."""
+    nodes = [
+        org("us", "Merck & Co."),
+        org("de", "Merck KGaA"),
+        org("us_inc", "Merck & Co., Inc."),
+        org("ms", "Microsoft Corporation"),
+        org("ms_corp", "Microsoft Corp."),
+        org("siemens_se", "Siemens SE"),
+        org("siemens_ag", "Siemens AG"),
+    ]
+    result = resolve(nodes)
+    merged = {(m.canonical, *m.aliases) for m in result.merges}
+    assert merged == {("ms", "ms_corp"), ("siemens_ag", "siemens_se"), ("us", "us_inc")}
+    [suggestion] = result.suggestions
+    assert (
+        suggestion.nodes == ("de", "us") and "legal forms of different systems" in suggestion.reason
+    )
