@@ -1,5 +1,5 @@
 """`python -m kgot` is the same as the `kgot` command."""
 
-from kgot.cli.main import run
+from kgot.cli import run
 
 run()

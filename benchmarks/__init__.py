@@ -16,22 +16,69 @@ Names are loaded on first use: importing this package (as every perf script does
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kgot.benchmarks.datasets import BenchTask, load_gaia, load_simpleqa
+    from kgot.benchmarks.figures import Figure, perf_main, print_figures
+    from kgot.benchmarks.gaia import GaiaBenchmark, plan_gaia, run_gaia
+    from kgot.benchmarks.harness import (
+        BenchInterrupted,
+        BenchOutcome,
+        check_run_options,
+        split_recorded,
+        write_outputs,
+    )
+    from kgot.benchmarks.progress import ProgressView
+    from kgot.benchmarks.report import describe_cost
+    from kgot.benchmarks.results import (
+        MANIFEST_FILE,
+        RESULTS_FILE,
+        ResultsLog,
+        check_out_dir,
+        read_manifest,
+    )
+    from kgot.benchmarks.run_all import execute as run_perf
+    from kgot.benchmarks.run_all import report_exit_code
+    from kgot.benchmarks.scoring import (
+        Grade,
+        gaia_question_scorer,
+        simpleqa_metrics,
+        strip_final_answer,
+    )
+    from kgot.benchmarks.simpleqa import SimpleQABenchmark, plan_simpleqa, run_simpleqa
 
 __all__ = [
+    "MANIFEST_FILE",
+    "RESULTS_FILE",
     "BenchInterrupted",
     "BenchOutcome",
     "BenchTask",
     "Figure",
+    "GaiaBenchmark",
     "Grade",
+    "ProgressView",
+    "ResultsLog",
+    "SimpleQABenchmark",
+    "check_out_dir",
+    "check_run_options",
+    "describe_cost",
     "gaia_question_scorer",
     "load_gaia",
     "load_simpleqa",
+    "perf_main",
+    "plan_gaia",
+    "plan_simpleqa",
     "print_figures",
+    "read_manifest",
+    "report_exit_code",
     "run_gaia",
+    "run_perf",
     "run_simpleqa",
     "simpleqa_metrics",
+    "split_recorded",
     "strip_final_answer",
+    "write_outputs",
 ]
 
 _HOME = {
@@ -39,22 +86,43 @@ _HOME = {
     "BenchOutcome": "harness",
     "BenchTask": "datasets",
     "Figure": "figures",
+    "GaiaBenchmark": "gaia",
     "Grade": "scoring",
+    "MANIFEST_FILE": "results",
+    "ProgressView": "progress",
+    "RESULTS_FILE": "results",
+    "ResultsLog": "results",
+    "SimpleQABenchmark": "simpleqa",
+    "check_out_dir": "results",
+    "check_run_options": "harness",
+    "describe_cost": "report",
     "gaia_question_scorer": "scoring",
     "load_gaia": "datasets",
     "load_simpleqa": "datasets",
+    "perf_main": "figures",
+    "plan_gaia": "gaia",
+    "plan_simpleqa": "simpleqa",
     "print_figures": "figures",
+    "read_manifest": "results",
+    "report_exit_code": "run_all",
     "run_gaia": "gaia",
+    "run_perf": "run_all",
     "run_simpleqa": "simpleqa",
     "simpleqa_metrics": "scoring",
+    "split_recorded": "harness",
     "strip_final_answer": "scoring",
+    "write_outputs": "harness",
 }
+
+_ATTRIBUTE = {"run_perf": "execute"}  # exported under a name that says what it runs
 
 
 def __getattr__(name: str) -> Any:
     if name not in _HOME:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+    value = getattr(
+        importlib.import_module(f"{__name__}.{_HOME[name]}"), _ATTRIBUTE.get(name, name)
+    )
     globals()[name] = value
     return value
 

@@ -127,7 +127,7 @@ def run(quick: bool = False) -> list[Figure]:
     """The figures at 10,000 nodes (``quick``: 2,000 nodes, fewer queries)."""
     import random
 
-    from kgot.mcp_server.tokens import add_token
+    from kgot.mcp_server import add_token
 
     size, count = (2_000, 120) if quick else (10_000, 400)
     population = synthetic_nodes(size, seed=SEED, label=LABEL)

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from kgot.benchmarks.figures import Figure, print_figures
 from kgot.config import ToolsSettings
-from kgot.documents.convert_pool import ConverterPool
+from kgot.documents import ConverterPool
 from kgot.tools import ToolContext, ToolRunner, build_tools
 
 RUNNER_TARGET_MS = 1.0

@@ -13,9 +13,7 @@ from kgot.cli.common import print_json, settings_from
 from kgot.errors import UsageError
 
 if TYPE_CHECKING:
-    from kgot.benchmarks.datasets import BenchTask
-    from kgot.benchmarks.harness import BenchOutcome
-    from kgot.benchmarks.progress import ProgressView
+    from kgot.benchmarks import BenchOutcome, BenchTask, ProgressView
 
 app = typer.Typer(
     help="Benchmarks: GAIA, SimpleQA, and kgot's performance figures.", no_args_is_help=True
@@ -150,8 +148,7 @@ def gaia(
     quiet: QuietOption = False,
 ) -> None:
     """Run GAIA: strict leaderboard scoring per level, close calls apart, cost and latency."""
-    from kgot.benchmarks.gaia import plan_gaia, run_gaia
-    from kgot.benchmarks.harness import check_run_options
+    from kgot.benchmarks import check_run_options, plan_gaia, run_gaia
 
     _check_mode(mode)
     check_run_options(concurrency=concurrency, timeout=timeout)
@@ -246,8 +243,7 @@ def simpleqa(
     quiet: QuietOption = False,
 ) -> None:
     """Run SimpleQA: a grader model grades each answer; SimpleQA's F1 and accuracy figures."""
-    from kgot.benchmarks.harness import check_run_options
-    from kgot.benchmarks.simpleqa import plan_simpleqa, run_simpleqa
+    from kgot.benchmarks import check_run_options, plan_simpleqa, run_simpleqa
 
     _check_mode(mode)
     check_run_options(concurrency=concurrency, timeout=timeout)
@@ -296,10 +292,13 @@ def report(
     as_json: JsonOption = False,
 ) -> None:
     """Rewrite the summary, report and chart of an output folder from its results.jsonl."""
-    from kgot.benchmarks.gaia import GaiaBenchmark
-    from kgot.benchmarks.harness import write_outputs
-    from kgot.benchmarks.results import MANIFEST_FILE, read_manifest
-    from kgot.benchmarks.simpleqa import SimpleQABenchmark
+    from kgot.benchmarks import (
+        MANIFEST_FILE,
+        GaiaBenchmark,
+        SimpleQABenchmark,
+        read_manifest,
+        write_outputs,
+    )
 
     if not out.is_dir():
         raise UsageError(f"{out} is not a folder; pass the --out folder of a benchmark run")
@@ -339,10 +338,10 @@ def perf(
 
     Exit status: 0 all met, 1 a target missed, 2 a script failed.
     """
-    from kgot.benchmarks.run_all import execute, report_exit_code
+    from kgot.benchmarks import report_exit_code, run_perf
 
     kind = settings_from(ctx, {"sandbox.kind": sandbox}).sandbox.kind
-    report = execute(quick=quick, as_json=as_json, only=only or (), sandbox=kind)
+    report = run_perf(quick=quick, as_json=as_json, only=only or (), sandbox=kind)
     code = report_exit_code(report)
     if code:
         raise typer.Exit(code)
@@ -368,7 +367,7 @@ def _model_overrides(
 
 
 def _progress(quiet: bool) -> ProgressView:
-    from kgot.benchmarks.progress import ProgressView
+    from kgot.benchmarks import ProgressView
 
     return ProgressView(enabled=not quiet)
 
@@ -376,8 +375,7 @@ def _progress(quiet: bool) -> ProgressView:
 def _print_plan(
     plan: dict[str, Any], tasks: list[BenchTask], out_dir: Path, retry_errors: bool, as_json: bool
 ) -> None:
-    from kgot.benchmarks.harness import split_recorded
-    from kgot.benchmarks.results import RESULTS_FILE, ResultsLog, check_out_dir
+    from kgot.benchmarks import RESULTS_FILE, ResultsLog, check_out_dir, split_recorded
 
     check_out_dir(out_dir)
     # Read only: a run may be appending to this folder right now (its last line may be a
@@ -398,7 +396,7 @@ def _print_plan(
 
 
 def _print_outcome(outcome: BenchOutcome, as_json: bool) -> None:
-    from kgot.benchmarks.report import describe_cost
+    from kgot.benchmarks import describe_cost
 
     summary = outcome.summary
     if as_json:

@@ -14,7 +14,7 @@ from kgot.cli.store_cmd import DbOption, JsonOption, opened_store
 from kgot.errors import UsageError
 
 if TYPE_CHECKING:
-    from kgot.mcp_server.serving import Stopped
+    from kgot.mcp_server import Stopped
 
 app = typer.Typer(
     help="Serve entity graphs over the Model Context Protocol; manage its tokens.",
@@ -80,15 +80,15 @@ def serve(
     db: DbOption = None,
 ) -> None:
     """Serve over stdio (--entity E) or Streamable HTTP (--http HOST:PORT --tokens FILE)."""
-    from kgot.mcp_server.asking import AskLimits
-    from kgot.mcp_server.serving import (
+    from kgot.mcp_server import (
+        AskLimits,
         ServeOptions,
+        checked_label,
         parse_address,
         require_sdk,
         serve_http,
         serve_stdio,
     )
-    from kgot.mcp_server.tokens import checked_label
 
     require_sdk()
     options = ServeOptions(
@@ -158,8 +158,7 @@ def token_add(
     The tokens file names entities, not a store: the entities are checked
     in the store given here, which should be the one `serve --http` serves.
     """
-    from kgot.mcp_server.client_config import require_entity
-    from kgot.mcp_server.tokens import add_token, checked_label, parse_scopes
+    from kgot.mcp_server import add_token, checked_label, parse_scopes, require_entity
 
     checked_label(label)  # what needs no store is checked first
     parse_scopes([scope])
@@ -184,7 +183,7 @@ def token_add(
 @token_app.command("list")
 def token_list(tokens: TokensOption, as_json: JsonOption = False) -> None:
     """List the tokens: label, entities, scopes, creation time (never the tokens)."""
-    from kgot.mcp_server.tokens import read_token_file
+    from kgot.mcp_server import read_token_file
 
     records = read_token_file(tokens.expanduser()).records
     if as_json:
@@ -205,7 +204,7 @@ def token_revoke(
     tokens: TokensOption,
 ) -> None:
     """Remove a token; a running server refuses it from its next request."""
-    from kgot.mcp_server.tokens import revoke_token
+    from kgot.mcp_server import revoke_token
 
     revoke_token(tokens.expanduser(), label)
     typer.echo(f"revoked token {label!r}")
@@ -270,17 +269,23 @@ def config(
     import os
 
     from kgot.cli.common import global_options
-    from kgot.mcp_server import client_config as configs
-    from kgot.mcp_server.tokens import checked_label
+    from kgot.mcp_server import (
+        checked_label,
+        client_named,
+        http_config,
+        http_url,
+        kgot_launch,
+        require_entity,
+        stdio_config,
+        store_argument,
+    )
 
-    chosen = configs.client_named(client)
+    chosen = client_named(client)
     if http is not None:
         for given, option in ((entity, "--entity"), (label, "--label"), (db, "--db")):
             if given is not None:
                 raise UsageError(f"over --http the token decides who and what; drop {option}")
-        print_json(
-            configs.http_config(chosen, configs.http_url(http), token_env=token_env, name=name)
-        )
+        print_json(http_config(chosen, http_url(http), token_env=token_env, name=name))
         return
     if token_env is not None:
         raise UsageError("--token-env belongs to --http; stdio needs no token")
@@ -288,8 +293,8 @@ def config(
         raise UsageError(f"give --entity NAME: the entity {chosen.title} will use")
     writer = checked_label(label or chosen.name, "--label")
     with opened_store(ctx, db, entity=entity) as store:
-        configs.require_entity(store, entity)
-        location = configs.store_argument(settings_from(ctx, {"store.db": db}).store.db)
+        require_entity(store, entity)
+        location = store_argument(settings_from(ctx, {"store.db": db}).store.db)
     if location.password_dropped:
         sys.stderr.write(
             "kgot: the store URL's password is left out of the configuration; give it to the "
@@ -299,9 +304,9 @@ def config(
         Path(os.environ["KGOT_CONFIG"]) if os.environ.get("KGOT_CONFIG") else None
     )
     print_json(
-        configs.stdio_config(
+        stdio_config(
             chosen,
-            configs.kgot_launch(),
+            kgot_launch(),
             entity=entity,
             label=writer,
             db=location.value,

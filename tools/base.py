@@ -22,7 +22,7 @@ from kgot.errors import ErrorKind, ToolFailure, TransientNetworkError  # noqa: F
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
-    from kgot.documents.convert_pool import ConverterPool
+    from kgot.documents import ConverterPool
     from kgot.sandbox.base import Sandbox
 
 # Metadata keys on a BaseTool that the runner reads.

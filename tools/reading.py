@@ -14,7 +14,7 @@ import zipfile
 import zlib
 from pathlib import Path, PurePosixPath
 
-from kgot.documents.formats import (
+from kgot.documents import (
     AUDIO_FORMAT,
     DOCUMENT_FORMATS,
     IMAGE_FORMAT,

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kgot.config import SandboxSettings
-from kgot.documents.convert_pool import ConverterPool, shared_pool
+from kgot.documents import ConverterPool, shared_pool
 from kgot.sandbox.base import MOUNT_DIR
 from kgot.tools.access import (
     WORKSPACE_MARKER,

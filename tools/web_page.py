@@ -17,7 +17,7 @@ from urllib.parse import unquote, urlsplit
 
 from pydantic import Field
 
-from kgot.documents.formats import AUDIO_FORMAT, ZIP_FORMAT, detect_format, guess_extension
+from kgot.documents import AUDIO_FORMAT, ZIP_FORMAT, detect_format, guess_extension
 from kgot.tools.base import ToolFailure, ToolResult
 from kgot.tools.dates import parse_date
 from kgot.tools.media import capability_notes

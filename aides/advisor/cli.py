@@ -20,13 +20,20 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from kgot.cli.common import confirm_irreversible, print_json, printable, settings_from
-from kgot.cli.store_cmd import DbOption, JsonOption, opened_store
+from kgot.cli import (
+    DbOption,
+    JsonOption,
+    confirm_irreversible,
+    opened_store,
+    print_json,
+    printable,
+    settings_from,
+)
 from kgot.errors import UsageError
 
 if TYPE_CHECKING:
     from kgot.aides.aide_rows import AideRow
-    from kgot.cli.extensions import CommandGroups
+    from kgot.cli import CommandGroups
     from kgot.persistence import Store
 
 user_app = typer.Typer(

@@ -44,14 +44,12 @@ from mcp.server.mcpserver import Context
 from pydantic import BaseModel, Field
 
 from kgot.errors import UsageError
-from kgot.mcp_server.handlers import MAX_NAME_CHARS, EntityArg, in_thread
-from kgot.mcp_server.tool_schemas import JsonValue
-from kgot.mcp_server.tooling import READ, WRITE, ToolSet
+from kgot.mcp_server import MAX_NAME_CHARS, READ, WRITE, EntityArg, JsonValue, ToolSet, in_thread
 
 if TYPE_CHECKING:
     from kgot.aides.aide_rows import AideRow
     from kgot.config import Settings
-    from kgot.mcp_server.server import KgotMCP
+    from kgot.mcp_server import KgotMCP
     from kgot.persistence import Store
 
 __all__ = ["AdvisorOut", "advisor_of", "briefing_cost_bound", "register"]

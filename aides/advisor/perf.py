@@ -37,7 +37,7 @@ from kgot.aides.advisor.alerts import AlertIndex, evaluate, evaluate_all
 from kgot.aides.advisor.evidence import MarketIndex, build_pack, fact_strength
 from kgot.aides.advisor.holdings import PositionRow
 from kgot.aides.advisor.market_data import quote_from
-from kgot.benchmarks.figures import Figure, perf_main
+from kgot.benchmarks import Figure, perf_main
 from kgot.graph_model import Changeset, Edge, Node, count_tokens
 from kgot.persistence import Provenance, Store, open_store
 
