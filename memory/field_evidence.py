@@ -116,6 +116,7 @@ _NAME_PART = re.compile(
 _TEXT_NAME = re.compile(r"address|street|suburb|city|town|locality|district|county|region")
 _ISO_DATE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})")
 _COMPACT_DATE = re.compile(r"^(\d{4})(\d{2})(\d{2})$")
+_NOT_ALNUM = re.compile(r"[\W_]+")
 
 
 @dataclass(frozen=True)
@@ -175,7 +176,7 @@ def compare(kind: FieldKind, a: str, b: str) -> int:
 
 
 def _alnum(text: str) -> str:
-    return "".join(ch for ch in text if ch.isalnum())
+    return _NOT_ALNUM.sub("", text)
 
 
 def _date_parts(text: str) -> tuple[str, str, str] | None:

@@ -41,6 +41,7 @@ same blocks for :func:`match_existing`, the write-time lookup of one new node.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import math
 import unicodedata
@@ -83,6 +84,7 @@ __all__ = [
     "ResolutionIndex",
     "Suggestion",
     "Thresholds",
+    "TypeHints",
     "VectorLookup",
     "compare_names",
     "explain_pair",
@@ -110,6 +112,7 @@ _BLOCKING_KINDS = frozenset(
 _NAME_FIELD = "name"  # the node's name as a field, when the type has no name parts
 _NEAR_IDENTITY_LENGTH = 6  # identity values this long may be one typing slip apart
 _RARE_BLOCK = 5  # a field value held by this few nodes makes each of them a candidate alone
+_KIND_SAMPLE = 2_000  # records read to infer how each field is compared
 
 
 @dataclass(frozen=True)
@@ -131,9 +134,31 @@ class Thresholds:
     field_merge: float = 0.95
     field_suggest: float = 0.5
     field_block: int = 50  # nodes sharing one field value beyond this are too many to pair
+    # Another identity value entirely is strong evidence of two things, not a veto: after the
+    # field model weighed it, a pair merges only at this probability (else a suggestion).
+    field_merge_other_id: float = 0.9999
 
 
 DEFAULT_THRESHOLDS = Thresholds()
+
+
+@dataclass(frozen=True)
+class TypeHints:
+    """What a type declares about resolving its nodes (a type file's ``resolution``):
+    ``compare`` maps a property to how it is compared (a :class:`FieldKind` value, or
+    ``ignore``) over what is inferred; ``merge_at`` / ``suggest_at`` replace the field model's
+    probabilities (:attr:`Thresholds.field_merge`, :attr:`Thresholds.field_suggest`)."""
+
+    compare: Mapping[str, str] = field(default_factory=dict)
+    merge_at: float | None = None
+    suggest_at: float | None = None
+
+    def thresholds(self, base: Thresholds) -> Thresholds:
+        return dataclasses.replace(
+            base,
+            field_merge=self.merge_at if self.merge_at is not None else base.field_merge,
+            field_suggest=self.suggest_at if self.suggest_at is not None else base.field_suggest,
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -445,6 +470,7 @@ class _TypeIndex:
     by_identity: dict[tuple[str, str], list[str]] = field(default_factory=lambda: defaultdict(list))
     # The type's declared properties (JSON Schema), for the field model's comparison kinds.
     schema: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    compare: Mapping[str, str] = field(default_factory=dict)  # the type's comparison hints
     # node id -> its scalar properties other than names and metadata
     values: dict[str, dict[str, Any]] = field(default_factory=dict)
     fields: _Fields | None = None  # built on first use (_fields_of)
@@ -604,13 +630,27 @@ class _Fields:
                     hits.update(set(block))
         return rare | {node_id for node_id, count in hits.items() if count >= 2}
 
-    def block_pairs(self) -> set[tuple[str, str]]:
-        pairs: set[tuple[str, str]] = set()
+    def block_pairs(self, position: Mapping[str, int]) -> np.ndarray:
+        """Candidate pairs from the blocks, as pair codes ``a * n + b`` of record positions
+        (``a < b``): the pairs that share two blocking values, or one that few records hold
+        (:data:`_RARE_BLOCK`). Pairs sharing only one common value (a popular given name) are
+        too many to weigh in a large population and rarely one thing; the name rules still
+        bring every pair whose names match."""
+        size = len(position)
+        common: list[np.ndarray] = []
+        rare: list[np.ndarray] = [np.empty(0, dtype=np.int64)]
         for block in self.blocks.values():
-            unique = sorted(set(block))
-            if 2 <= len(unique) <= self.block_limit:
-                pairs.update((a, b) for n, a in enumerate(unique) for b in unique[n + 1 :])
-        return pairs
+            members = np.unique(np.fromiter((position[n] for n in block), dtype=np.int64))
+            if not 2 <= len(members) <= self.block_limit:
+                continue
+            first, second = np.triu_indices(len(members), 1)
+            codes = members[first] * size + members[second]
+            (rare if len(members) <= _RARE_BLOCK else common).append(codes)
+        shared = np.empty(0, dtype=np.int64)
+        if common:
+            codes, counts = np.unique(np.concatenate(common), return_counts=True)
+            shared = codes[counts >= 2]
+        return np.union1d(shared, np.concatenate(rare))
 
 
 def _block_form(kind: FieldKind, value: str) -> str:
@@ -628,8 +668,9 @@ def _fields_of(index: _TypeIndex) -> _Fields | None:
         return index.fields
     if index.organisation:
         return None
-    records = [index.values[node_id] for node_id in index.nodes]
-    kinds = infer_kinds(records, index.schema, identity=index.identity_props)
+    # The kinds are read from a sample: a few thousand records say how a field looks.
+    records = [index.values[node_id] for node_id in itertools.islice(index.nodes, _KIND_SAMPLE)]
+    kinds = infer_kinds(records, index.schema, identity=index.identity_props, hints=index.compare)
     if not kinds:
         return None
     if not any(kind is FieldKind.NAME for kind in kinds.values()):
@@ -642,24 +683,23 @@ def _fields_of(index: _TypeIndex) -> _Fields | None:
 
 
 def _fit(
-    index: _TypeIndex, state: _Fields, pairs: Iterable[tuple[str, str]]
-) -> tuple[Encoded, list[tuple[str, str]], np.ndarray, np.ndarray]:
-    """Fit the model on the candidate ``pairs``; return the encoding, the pairs, their levels
-    and their match weights."""
-    encoded = Encoded.of(state.records, state.kinds)
-    position = {node_id: n for n, node_id in enumerate(encoded.ids)}
-    ordered = sorted(pairs)
-    left = np.array([position[a] for a, _ in ordered], dtype=np.int64)
-    right = np.array([position[b] for _, b in ordered], dtype=np.int64)
+    state: _Fields, encoded: Encoded, codes: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Fit the model on the candidate pairs ``codes`` (``a * n + b`` of positions in
+    ``encoded``); return the pairs' left and right positions, levels and match weights."""
+    size = max(len(encoded.ids), 1)
+    left, right = codes // size, codes % size
     levels = encoded.levels(left, right)
     state.model = fit_model(encoded, left, right, levels=levels)
-    return encoded, ordered, levels, state.model.weights(encoded, left, right, levels=levels)
+    return left, right, levels, state.model.weights(encoded, left, right, levels=levels)
 
 
-def _model_of(index: _TypeIndex, state: _Fields) -> FieldModel:
+def _model_of(state: _Fields) -> FieldModel:
     """The fitted model, fitting it on the blocks' pairs the first time (write time)."""
     if state.model is None:
-        _fit(index, state, state.block_pairs())
+        encoded = Encoded.of(state.records, state.kinds)
+        position = {node_id: n for n, node_id in enumerate(encoded.ids)}
+        _fit(state, encoded, state.block_pairs(position))
     assert state.model is not None
     return state.model
 
@@ -670,24 +710,29 @@ def _field_verdict(
     records: tuple[Mapping[str, str], Mapping[str, str]],
     identities: tuple[Mapping[str, str], Mapping[str, str]],
     weight: float,
+    *,
+    explained: bool = True,
 ) -> NameVerdict | None:
     """What the fields say of two nodes that share some (their ``records`` and identity
     values, and the pair's match ``weight``): merge, suggest, or nothing (which also
     overrules a name match: two people of one name born decades apart). Equal identities are
-    the identity rule's to merge."""
+    the identity rule's to merge. Without ``explained`` the verdict carries no evidence yet (a
+    batch explains only the links it reports, see :func:`_cluster`)."""
     chance = probability(weight)
     if chance < thresholds.field_suggest:
         return None
     relation = _identity_relation(*identities)
-    evidence = tuple(model.explain(*records))
+    evidence = tuple(model.explain(*records)) if explained else ()
     # Different identities make a merge unlikely, never impossible: an id one typing slip
-    # apart is weighed like any field; one that is another id at most leaves a suggestion.
+    # apart is weighed like any field; another id entirely needs near-certainty from the rest.
     near = all(
         _near_values(value, identities[1][prop])
         for prop, value in identities[0].items()
         if prop in identities[1]
     )
-    merge = chance >= thresholds.field_merge and (relation is None or near)
+    merge = chance >= (
+        thresholds.field_merge if relation is None or near else thresholds.field_merge_other_id
+    )
     return NameVerdict(
         merge, round(chance, 3), _fields_reason(evidence, chance), _FIELDS, evidence, weight
     )
@@ -706,39 +751,56 @@ def _with_fields(
     index: _TypeIndex, verdicts: dict[tuple[str, str], NameVerdict]
 ) -> dict[tuple[str, str], NameVerdict]:
     """The name rules' ``verdicts`` judged again with the fields: every pair that shares a
-    field besides names (found by a name or by an equal field value) is the field model's to
-    decide."""
+    field besides names (found by a name or by equal field values) is the field model's to
+    decide. The pairs are weighed as arrays; only those the model or the names put forward
+    become verdicts."""
     state = _fields_of(index)
     if state is None:
         return verdicts
-    pairs = set(verdicts) | state.block_pairs()
-    if not pairs:
+    encoded = Encoded.of(state.records, state.kinds)
+    position = {node_id: n for n, node_id in enumerate(encoded.ids)}
+    size = max(len(encoded.ids), 1)
+    named = np.array(
+        [min(position[a], position[b]) * size + max(position[a], position[b]) for a, b in verdicts],
+        dtype=np.int64,
+    )
+    codes = np.union1d(named, state.block_pairs(position))
+    if not len(codes):
         return verdicts
-    _encoded, ordered, levels, weights = _fit(index, state, pairs)
+    left, right, levels, weights = _fit(state, encoded, codes)
     # Only a field besides names and identities gives the fields a say: identities alone
     # are the identity rule's (GOOG and GOOGL stay two symbols, not a suggestion).
     evidence = [n for n, prop in enumerate(state.kinds) if state.weighs(prop)]
-    shared = np.asarray(
-        (levels[:, evidence] >= 0).any(axis=1) if evidence else [False] * len(ordered)
-    )
+    if not evidence:
+        return verdicts
+    shared = (levels[:, evidence] >= 0).any(axis=1)
+    likely = weights >= _log_odds(index.thresholds.field_suggest)
+    visit = shared & (likely | np.isin(codes, named))
     judged = dict(verdicts)
-    for n, pair in enumerate(ordered):
-        if not shared[n] or index.identity_relation(*pair) == "same":
+    assert state.model is not None
+    for row in np.flatnonzero(visit):
+        x, y = encoded.ids[int(left[row])], encoded.ids[int(right[row])]
+        pair = (x, y) if x < y else (y, x)
+        if index.identity_relation(x, y) == "same":
             continue
-        assert state.model is not None
-        a, b = pair
         verdict = _field_verdict(
             index.thresholds,
             state.model,
-            (state.records[a], state.records[b]),
-            (index.nodes[a].identity, index.nodes[b].identity),
-            float(weights[n]),
+            (state.records[x], state.records[y]),
+            (index.nodes[x].identity, index.nodes[y].identity),
+            float(weights[row]),
+            explained=False,
         )
         if verdict is None:
             judged.pop(pair, None)
         else:
             judged[pair] = verdict
     return judged
+
+
+def _log_odds(chance: float) -> float:
+    """The match weight (log2 odds) of a posterior probability."""
+    return math.log2(chance / (1 - chance))
 
 
 # --------------------------------------------------------------------------------------------
@@ -826,10 +888,12 @@ def resolve(
     vector_lookup: VectorLookup | None = None,
     legal_forms: bool | None = None,
     schema: Mapping[str, Mapping[str, Any]] | None = None,
+    hints: TypeHints | None = None,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
 ) -> Resolution:
     """Merges and suggestions among ``nodes``, all of one type whose identity properties are
-    ``identity`` and whose declared properties (JSON Schema ``properties``) are ``schema``.
+    ``identity``, whose declared properties (JSON Schema ``properties``) are ``schema`` and
+    whose resolution hints are ``hints``.
 
     ``evidence``: node id → edges + corroborations; ``created_at``: node id → first version
     time (both choose the canonical node). ``vectors`` (node id → embedding), ``vector_lookup``
@@ -846,12 +910,14 @@ def resolve(
         raise ValueError(
             f"resolve compares nodes of one type, got {', '.join(labels)}; use resolve_all"
         )
+    hints = hints or TypeHints()
     index = _TypeIndex(
         labels[0],
         tuple(identity),
         is_organisation_type(labels[0]) if legal_forms is None else legal_forms,
-        thresholds,
+        hints.thresholds(thresholds),
         schema=schema or {},
+        compare=hints.compare,
     )
     for node in node_list:
         index.add(node)
@@ -870,10 +936,11 @@ def resolve_all(
     identity_by_type: Mapping[str, Sequence[str]] | None = None,
     *,
     schemas_by_type: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
+    hints_by_type: Mapping[str, TypeHints] | None = None,
     **options: Any,
 ) -> Resolution:
-    """:func:`resolve` per type (with its schema from ``schemas_by_type``): nodes of
-    different types are never compared."""
+    """:func:`resolve` per type (with its schema and hints from ``schemas_by_type`` and
+    ``hints_by_type``): nodes of different types are never compared."""
     by_type: dict[str, list[Node]] = defaultdict(list)
     for node in nodes:
         by_type[node.label].append(node)
@@ -884,6 +951,7 @@ def resolve_all(
             by_type[label],
             (identity_by_type or {}).get(label, ()),
             schema=(schemas_by_type or {}).get(label),
+            hints=(hints_by_type or {}).get(label),
             **options,
         )
         merges.extend(part.merges)
@@ -1030,15 +1098,21 @@ def _components(pairs: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
     return groups
 
 
-def _conflicting(index: _TypeIndex, members: Iterable[str]) -> bool:
+def _conflicting(
+    index: _TypeIndex, members: Iterable[str], weighed: Mapping[str, str] | None = None
+) -> bool:
     """Whether the members hold two identity values of one property that are two things (a
-    value one typing slip from another is not: the field model weighed that pair)."""
-    seen: dict[str, set[str]] = defaultdict(set)
+    value one typing slip from another is not). Members the field model merged, having
+    weighed their identities (``weighed``: member → its group), never conflict with each
+    other."""
+    seen: dict[str, dict[str, str]] = defaultdict(dict)  # prop -> value -> group
     for node_id in members:
+        group = (weighed or {}).get(node_id, node_id)
         for prop, value in index.nodes[node_id].identity.items():
-            if any(not _near_values(value, other) for other in seen[prop]):
-                return True
-            seen[prop].add(value)
+            for other, other_group in seen[prop].items():
+                if other_group != group and not _near_values(value, other):
+                    return True
+            seen[prop].setdefault(value, group)
     return False
 
 
@@ -1068,12 +1142,22 @@ def _cluster(
     for only_identity in (False, True):
         components = _components(merge_pairs)
         component_of = {member: root for root, members in components.items() for member in members}
-        bad = {root for root, members in components.items() if _conflicting(index, members)}
+        weighed = {
+            member: root
+            for root, members in _components(
+                pair for pair, verdict in merge_pairs.items() if verdict.kind == _FIELDS
+            ).items()
+            for member in members
+        }
+        bad = {
+            root for root, members in components.items() if _conflicting(index, members, weighed)
+        }
         if not bad:
             break
         for pair, verdict in list(merge_pairs.items()):
-            weighed = verdict.kind in (_IDENTITY, _FIELDS)  # the field model weighed identity
-            if component_of[pair[0]] in bad and (only_identity or not weighed):
+            # identity links, and field-model links, which weighed the identities already
+            trusted = verdict.kind in (_IDENTITY, _FIELDS)
+            if component_of[pair[0]] in bad and (only_identity or not trusted):
                 del merge_pairs[pair]
                 suggest_pairs[pair] = NameVerdict(
                     False, verdict.score, f"{verdict.reason}, but identities conflict", "conflict"
@@ -1087,17 +1171,18 @@ def _cluster(
     merges: list[Merge] = []
     groups = _components(merge_pairs)
     root_of = {member: root for root, members in groups.items() for member in members}
-    links_of: dict[str, list[NameVerdict]] = defaultdict(list)
+    links_of: dict[str, list[tuple[tuple[str, str], NameVerdict]]] = defaultdict(list)
     for pair, verdict in merge_pairs.items():
-        links_of[root_of[pair[0]]].append(verdict)
+        links_of[root_of[pair[0]]].append((pair, verdict))
     for root, members in groups.items():
         ordered = sorted(members, key=priority)
         for member in ordered:
             canonical[member] = ordered[0]
-        links = links_of[root]
+        weakest_pair, weakest = min(links_of[root], key=lambda link: link[1].score)
+        weakest = _explained(index, weakest_pair, weakest)
+        links = [weakest, *(v for pair, v in links_of[root] if pair != weakest_pair)]
         reasons = list(dict.fromkeys(v.reason for v in sorted(links, key=lambda v: -v.score)))
         reason = "; ".join(reasons[:3]) + ("; …" if len(reasons) > 3 else "")
-        weakest = min(links, key=lambda v: v.score)
         merges.append(
             Merge(
                 canonical=ordered[0],
@@ -1110,6 +1195,7 @@ def _cluster(
             )
         )
     best: dict[tuple[str, str], NameVerdict] = {}
+    asked: dict[tuple[str, str], tuple[str, str]] = {}  # canonical pair -> the pair judged
     for (a, b), verdict in suggest_pairs.items():
         ca, cb = canonical.get(a, a), canonical.get(b, b)
         if ca == cb:
@@ -1117,13 +1203,29 @@ def _cluster(
         pair = (ca, cb) if ca < cb else (cb, ca)
         if pair not in best or verdict.score > best[pair].score:
             best[pair] = verdict
-    suggestions = [
-        Suggestion(pair, index.type, round(v.score, 3), v.reason, v.evidence, v.weight)
-        for pair, v in best.items()
-    ]
+            asked[pair] = (a, b)
+    suggestions = []
+    for pair, verdict in best.items():
+        v = _explained(index, asked[pair], verdict)
+        suggestions.append(
+            Suggestion(pair, index.type, round(v.score, 3), v.reason, v.evidence, v.weight)
+        )
     merges.sort(key=lambda m: (m.type, m.canonical))
     suggestions.sort(key=lambda s: (-s.score, s.nodes))
     return Resolution(tuple(merges), tuple(suggestions))
+
+
+def _explained(index: _TypeIndex, pair: tuple[str, str], verdict: NameVerdict) -> NameVerdict:
+    """``verdict`` with the field model's evidence and the reason it gives, when the fields
+    decided it and the batch left the explaining for the links it reports."""
+    state = index.fields
+    if verdict.kind != _FIELDS or verdict.evidence or state is None or state.model is None:
+        return verdict
+    a, b = pair
+    evidence = tuple(state.model.explain(state.records[a], state.records[b]))
+    return dataclasses.replace(
+        verdict, evidence=evidence, reason=_fields_reason(evidence, verdict.score)
+    )
 
 
 _NEVER = datetime.max.replace(tzinfo=UTC)
@@ -1150,10 +1252,12 @@ class ResolutionIndex:
         *,
         legal_forms: Mapping[str, bool] | None = None,
         schemas_by_type: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
+        hints_by_type: Mapping[str, TypeHints] | None = None,
         thresholds: Thresholds = DEFAULT_THRESHOLDS,
     ) -> None:
         self.identity_by_type = dict(identity_by_type or {})
         self.schemas_by_type = dict(schemas_by_type or {})
+        self.hints_by_type = dict(hints_by_type or {})
         self.legal_forms = dict(legal_forms or {})
         self.thresholds = thresholds
         self._types: dict[str, _TypeIndex] = {}
@@ -1173,12 +1277,14 @@ class ResolutionIndex:
     def for_type(self, label: str) -> _TypeIndex:
         found = self._types.get(label)
         if found is None:
+            hints = self.hints_by_type.get(label) or TypeHints()
             found = _TypeIndex(
                 label,
                 tuple(self.identity_by_type.get(label, ())),
                 self.legal_forms.get(label, is_organisation_type(label)),
-                self.thresholds,
+                hints.thresholds(self.thresholds),
                 schema=self.schemas_by_type.get(label) or {},
+                compare=hints.compare,
             )
             self._types[label] = found
         return found
@@ -1232,7 +1338,7 @@ def match_existing(
             verdict = compare_names(name, index.names[row], thresholds)
             if verdict is not None:
                 offer(node_id, verdict)
-    _judge_with_fields(index, new_node, names, identity, best)
+    record = _judge_with_fields(index, new_node, names, identity, best)
     if not best:
         return None
     if vectors is not None or embed is not None:
@@ -1243,7 +1349,23 @@ def match_existing(
         for node_id, verdict in list(best.items()):
             cosine = cosines.cosine(new_node.id, node_id) if verdict.kind == _SPELLING else None
             best[node_id] = _with_embedding(verdict, cosine, thresholds)
-    return _best_match(index, best)
+    return _explain_match(index, best, _best_match(index, best), record)
+
+
+def _explain_match(
+    index: _TypeIndex,
+    best: Mapping[str, NameVerdict],
+    match: Match,
+    record: Mapping[str, str] | None,
+) -> Match:
+    """``match`` with the field model's reason, when the fields decided it: explained once,
+    for the node the new one lands on or is suggested with, not for every candidate."""
+    state = index.fields
+    if best[match.node_id].kind != _FIELDS or record is None or state is None:
+        return match
+    assert state.model is not None
+    evidence = state.model.explain(record, state.records[match.node_id])
+    return dataclasses.replace(match, reason=_fields_reason(evidence, match.score))
 
 
 def _judge_with_fields(
@@ -1252,19 +1374,20 @@ def _judge_with_fields(
     names: Sequence[NormalName],
     identity: Mapping[str, str],
     best: dict[str, NameVerdict],
-) -> None:
+) -> dict[str, str] | None:
     """Judge ``new_node`` against the existing nodes it shares fields with (found by name or
     by an equal field value), as :func:`resolve` does: the field model's verdict replaces the
     name rules' in ``best``, and a pair the fields say are two things is dropped (a second
-    person of the same name lands on a new node, not on the first one's)."""
+    person of the same name lands on a new node, not on the first one's). Returns the new
+    node's record (``None``: the fields had no say)."""
     state = _fields_of(index)
     if state is None:
-        return
+        return None
     values = {k: v for k, v in new_node.properties.items() if not k.startswith("_")}
     record = state.record(values, names)
     if not any(state.weighs(prop) for prop in record):
-        return
-    model = _model_of(index, state)
+        return None
+    model = _model_of(state)
     for node_id in set(best) | state.candidates(record):
         other = state.records.get(node_id)
         if node_id == new_node.id or not index.live(node_id) or other is None:
@@ -1273,12 +1396,18 @@ def _judge_with_fields(
         if not state.shares_fields(record, other) or _identity_relation(identity, known) == "same":
             continue
         verdict = _field_verdict(
-            index.thresholds, model, (record, other), (identity, known), model.weight(record, other)
+            index.thresholds,
+            model,
+            (record, other),
+            (identity, known),
+            model.weight(record, other),
+            explained=False,
         )
         if verdict is None:
             best.pop(node_id, None)
         else:
             best[node_id] = verdict
+    return record
 
 
 def _best_match(index: _TypeIndex, best: dict[str, NameVerdict]) -> Match:
@@ -1440,6 +1569,7 @@ def explain_pair(
     identity: Sequence[str] = (),
     *,
     schema: Mapping[str, Mapping[str, Any]] | None = None,
+    hints: TypeHints | None = None,
     legal_forms: bool | None = None,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
 ) -> PairExplanation:
@@ -1460,12 +1590,15 @@ def explain_pair(
             f"{a!r} is a {label} and {b!r} a {by_id[b].label}: only nodes of one type are "
             "ever the same thing"
         )
+    hints = hints or TypeHints()
+    thresholds = hints.thresholds(thresholds)
     index = _TypeIndex(
         label,
         tuple(identity),
         is_organisation_type(label) if legal_forms is None else legal_forms,
         thresholds,
         schema=schema or {},
+        compare=hints.compare,
     )
     for node in node_list:
         if node.label == label:
@@ -1484,7 +1617,16 @@ def explain_pair(
     explained = PairExplanation((a, b), label, "separate", "", names, relation)
     state = _fields_of(index)
     if state is not None and state.shares_fields(state.records[a], state.records[b]):
-        _fit(index, state, set(_candidate_verdicts(index)) | state.block_pairs() | {(a, b)})
+        encoded = Encoded.of(state.records, state.kinds)
+        position = {node_id: n for n, node_id in enumerate(encoded.ids)}
+        size = max(len(encoded.ids), 1)
+        named = [
+            min(position[x], position[y]) * size + max(position[x], position[y])
+            for x, y in {*_candidate_verdicts(index), (a, b)}
+        ]
+        _fit(
+            state, encoded, np.union1d(np.array(named, dtype=np.int64), state.block_pairs(position))
+        )
         assert state.model is not None
         model = state.model
         weight = model.weight(state.records[a], state.records[b])
