@@ -128,6 +128,7 @@ class Memory:
             nodes,
             upkeep.identity_by_type(labels),
             schemas_by_type=upkeep.schemas_by_type(labels),
+            hints_by_type=upkeep.hints_by_type(labels),
             evidence=evidence,
             created_at=created_at,
             **self._embedding_evidence(store=apply),
@@ -190,6 +191,7 @@ class Memory:
                 ids[1],
                 upkeep.identity(label),
                 schema=upkeep.schemas_by_type([label]).get(label),
+                hints=upkeep.hints_by_type([label]).get(label),
             )
         except ValueError as refused:
             raise UsageError(str(refused)) from None

@@ -451,6 +451,7 @@ def _merge(
         by_id.values(),
         upkeep.identity_by_type(labels),
         schemas_by_type=upkeep.schemas_by_type(labels),
+        hints_by_type=upkeep.hints_by_type(labels),
         evidence=merge_evidence(graph),
         created_at={node_id: data.get("_created_at") for node_id, data in graph.nodes(data=True)},
     )

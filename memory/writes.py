@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 from kgot.graph_model import Changeset, Edge, Node
 
 if TYPE_CHECKING:
-    from kgot.memory.resolution import ResolutionIndex
+    from kgot.memory.resolution import ResolutionIndex, TypeHints
     from kgot.persistence import EntitySession, TypeCatalog
 
 __all__ = [
@@ -156,6 +156,21 @@ class TypeUpkeep:
     def identity_by_type(self, labels: Iterable[str]) -> dict[str, tuple[str, ...]]:
         return {label: self.identity(label) for label in labels}
 
+    def hints_by_type(self, labels: Iterable[str]) -> dict[str, TypeHints]:
+        """Each type's resolution hints (its type file's ``resolution``)."""
+        from kgot.memory.resolution import TypeHints
+
+        found: dict[str, TypeHints] = {}
+        for label in labels:
+            settings = self._settings("node", label)
+            if settings is not None and (
+                settings.compare or settings.merge_at or settings.suggest_at
+            ):
+                found[label] = TypeHints(
+                    dict(settings.compare), settings.merge_at, settings.suggest_at
+                )
+        return found
+
     def schemas_by_type(self, labels: Iterable[str]) -> dict[str, dict[str, Any]]:
         """Each type's declared properties (its JSON Schema ``properties``): what the field
         model of entity resolution compares, and how."""
@@ -215,6 +230,7 @@ class _Snapshot:
             (Node(node_id, fact.label, fact.properties) for node_id, fact in nodes.items()),
             identity,
             schemas_by_type=TypeUpkeep(catalog).schemas_by_type(identity),
+            hints_by_type=TypeUpkeep(catalog).hints_by_type(identity),
         )
         return cls(
             int(graph.graph.get("kgot_version", 0)),

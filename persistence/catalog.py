@@ -36,7 +36,18 @@ TypeKind = Literal["node", "edge"]
 Creator = Literal["system", "agent", "user"]
 
 # The optional upkeep settings a type definition takes at its top level (see UpkeepSettings).
-UPKEEP_KEYS = ("identity", "functional", "half_life_days", "ttl_days", "rank_weight")
+UPKEEP_KEYS = (
+    "identity",
+    "functional",
+    "half_life_days",
+    "ttl_days",
+    "rank_weight",
+    "resolution",
+)
+# How entity resolution may be told to compare a property (kgot.memory.field_evidence's
+# kinds; "ignore" leaves the property out), and its keys in a type file's `resolution`.
+COMPARISONS = ("name", "date", "identifier", "postcode", "text", "number", "category", "ignore")
+_RESOLUTION_KEYS = ("compare", "merge_at", "suggest_at")
 DEFAULT_RANK_WEIGHT = 0.5
 
 NODE_NAME = re.compile(r"^[A-Z][A-Za-z0-9]*$")
@@ -91,6 +102,10 @@ class UpkeepSettings:
         ttl_days: a fact expires N days after it was last written or reinforced; ``None`` =
             never.
         rank_weight: how much the type matters in ranking, 0 to 1.
+        compare: node types: how entity resolution compares a property
+            (:data:`COMPARISONS`), over what it infers; ``ignore`` leaves one out.
+        merge_at / suggest_at: node types: the probability of one thing at which resolution's
+            field model merges a pair, and suggests it (default 0.95 and 0.5).
     """
 
     identity: tuple[str, ...] = ()
@@ -99,6 +114,9 @@ class UpkeepSettings:
     half_life_days: float | None = None
     ttl_days: float | None = None
     rank_weight: float = DEFAULT_RANK_WEIGHT
+    compare: tuple[tuple[str, str], ...] = ()
+    merge_at: float | None = None
+    suggest_at: float | None = None
 
     @property
     def evergreen(self) -> bool:
@@ -130,6 +148,7 @@ class UpkeepSettings:
                 problems.append(f"`rank_weight` must be a number from 0 to 1, not {weight!r}")
             else:
                 rank_weight = float(weight)
+        compare, merge_at, suggest_at = _resolution(data.get("resolution"), kind, problems)
         return cls(
             identity=identity,
             functional=functional,
@@ -137,6 +156,9 @@ class UpkeepSettings:
             half_life_days=_positive_days(data, "half_life_days", problems),
             ttl_days=_positive_days(data, "ttl_days", problems),
             rank_weight=rank_weight,
+            compare=compare,
+            merge_at=merge_at,
+            suggest_at=suggest_at,
         )
 
     def to_dict(self, kind: TypeKind) -> dict[str, Any]:
@@ -145,6 +167,11 @@ class UpkeepSettings:
         if kind == "node":
             data["identity"] = list(self.identity)
             data["functional"] = list(self.functional)
+            data["resolution"] = {
+                "compare": dict(self.compare),
+                "merge_at": self.merge_at,
+                "suggest_at": self.suggest_at,
+            }
         else:
             data["functional"] = self.functional_edge
         data["half_life_days"] = self.half_life_days
@@ -169,10 +196,58 @@ class UpkeepSettings:
         return [
             f"{field_name} names property {name!r} the schema lacks (declare it under "
             f"`properties` or drop it from `{field_name}`)"
-            for field_name, names in (("identity", self.identity), ("functional", self.functional))
+            for field_name, names in (
+                ("identity", self.identity),
+                ("functional", self.functional),
+                ("resolution.compare", tuple(prop for prop, _ in self.compare)),
+            )
             for name in names
             if name not in declared
         ]
+
+
+def _resolution(
+    value: Any, kind: TypeKind | None, problems: list[str]
+) -> tuple[tuple[tuple[str, str], ...], float | None, float | None]:
+    """``resolution`` of a type file: ``{compare: {property: comparison}, merge_at: p,
+    suggest_at: p}``, all optional (entity resolution's hints for the type's nodes)."""
+    if value is None:
+        return (), None, None
+    if kind == "edge" or not isinstance(value, Mapping):
+        problems.append(
+            "`resolution` is for node types: {compare: {property: "
+            f"{'|'.join(COMPARISONS)}}}, merge_at: 0-1, suggest_at: 0-1}}, not {value!r}"
+        )
+        return (), None, None
+    unknown = sorted(set(value) - set(_RESOLUTION_KEYS))
+    if unknown:
+        problems.append(
+            f"`resolution` takes {', '.join(_RESOLUTION_KEYS)}, not {', '.join(unknown)}"
+        )
+    compare: list[tuple[str, str]] = []
+    given = value.get("compare") or {}
+    if not isinstance(given, Mapping):
+        problems.append("`resolution.compare` maps property names to comparisons")
+        given = {}
+    for prop, how in given.items():
+        if how not in COMPARISONS:
+            problems.append(
+                f"`resolution.compare` of {prop!r} must be one of {', '.join(COMPARISONS)}, "
+                f"not {how!r}"
+            )
+        else:
+            compare.append((str(prop), str(how)))
+    chances: list[float | None] = []
+    for key in ("merge_at", "suggest_at"):
+        chance = value.get(key)
+        if chance is not None and (not _is_number(chance) or not 0 < chance < 1):
+            problems.append(f"`resolution.{key}` must be a probability above 0 and below 1")
+            chance = None
+        chances.append(None if chance is None else float(chance))
+    merge_at, suggest_at = chances
+    if merge_at is not None and suggest_at is not None and suggest_at > merge_at:
+        problems.append("`resolution.suggest_at` must not be above `merge_at`")
+    return tuple(sorted(compare)), merge_at, suggest_at
 
 
 def _functional(

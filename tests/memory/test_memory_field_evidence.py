@@ -342,3 +342,40 @@ def test_the_model_adjudicates_suggestions_within_its_budget(
         s.payload["nodes"] for s in open_memory(store, "people").suggestions("rejected")
     ]
     assert rejected_pairs == [different]
+
+
+def test_a_type_declares_how_its_fields_compare_and_when_to_merge(store: Store) -> None:
+    """`resolution` in a type file: a comparison per property over what is inferred, and the
+    field model's probabilities; a malformed one is refused with the rule it breaks."""
+    from kgot.persistence import TypeRejectedError
+
+    hinted = {
+        **PERSON,
+        "resolution": {"compare": {"town": "ignore"}, "merge_at": 0.9, "suggest_at": 0.3},
+    }
+    store.create_entity("people", types=[hinted], shadow=True)
+    catalog = store.session("people").type_catalog()
+    settings = catalog.node_types["Person"].upkeep
+    assert (dict(settings.compare), settings.merge_at, settings.suggest_at) == (
+        {"town": "ignore"},
+        0.9,
+        0.3,
+    )
+    nodes = [_person("a", "Ann Lee", born="1970-01-01", town="dubbo"),
+             _person("b", "Ann Lee", born="1970-01-01", town="hobart")]  # fmt: skip
+    session = store.session("people")
+    session.load_graph()
+    session.commit(Changeset(added_nodes=tuple(nodes)), Provenance(run_id="r", step="t"))
+    explained = open_memory(store, "people").explain("a", "b")
+    assert "town" not in {e.property for e in explained.evidence}  # ignored, as declared
+
+    with pytest.raises(TypeRejectedError, match=r"resolution\.compare"):
+        store.create_entity(
+            "bad", types=[{**PERSON, "resolution": {"compare": {"town": "fuzzy"}}}], shadow=True
+        )
+    with pytest.raises(TypeRejectedError, match="suggest_at"):
+        store.create_entity(
+            "worse",
+            types=[{**PERSON, "resolution": {"merge_at": 0.4, "suggest_at": 0.6}}],
+            shadow=True,
+        )
