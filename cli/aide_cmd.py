@@ -21,7 +21,7 @@ from kgot.cli.store_cmd import DbOption, JsonOption, opened_store
 from kgot.errors import ConfigError, KgotError, UsageError
 
 if TYPE_CHECKING:
-    from kgot.aides.runtime import Aide
+    from kgot.aides import Aide
 
 app = typer.Typer(
     help="Aides: watch sources, grow an entity's graph, deliver digests.",
@@ -52,7 +52,7 @@ def create(
     db: DbOption = None,
 ) -> None:
     """Create an aide bound to an entity."""
-    from kgot.aides.runtime import create_aide
+    from kgot.aides import create_aide
 
     with opened_store(ctx, db, create=True) as store:
         aide = create_aide(store, name, entity, program=program)
@@ -82,7 +82,7 @@ def source_list(
     ctx: typer.Context, name: NameArgument, as_json: JsonOption = False, db: DbOption = None
 ) -> None:
     """The aide's sources with their ids, items and errors."""
-    from kgot.aides.schema import AIDE_ITEM_STATUSES
+    from kgot.aides import AIDE_ITEM_STATUSES
 
     with _aide(ctx, db, name) as aide:
         found = aide.sources()
@@ -306,7 +306,7 @@ def run(
     --every runs its first cycle at start-up, then each DURATION after the
     last one ended. --cron waits for the expression's next time (UTC), as
     cron does; --now runs a cycle at start-up too."""
-    from kgot.aides.aide_rows import claim_worker, release_worker
+    from kgot.aides import claim_worker, release_worker
     from kgot.persistence.owner import current_owner
 
     schedule = parse_schedule(once=once, every=every, cron=cron, run_now=run_now)
@@ -395,10 +395,8 @@ def status(
     ctx: typer.Context, name: NameArgument, as_json: JsonOption = False, db: DbOption = None
 ) -> None:
     """Last cycles, backlog, failures, sources, outputs and cost."""
-    from kgot.aides import aide_rows
-
     with _aide(ctx, db, name) as aide:
-        data = _status(aide, aide_rows)
+        data = _status(aide)
     if as_json:
         print_json(data)
         return
@@ -440,14 +438,12 @@ def items_cmd(
     db: DbOption = None,
 ) -> None:
     """What the aide read, and what became of it."""
-    from kgot.aides import aide_rows
-    from kgot.aides.aide_rows import attempts_note
-    from kgot.aides.schema import AIDE_ITEM_STATUSES
+    from kgot.aides import AIDE_ITEM_STATUSES, attempts_note, item_rows
 
     if item_status is not None and item_status not in AIDE_ITEM_STATUSES:
         raise UsageError(f"--status {item_status!r} is not one of {', '.join(AIDE_ITEM_STATUSES)}")
     with _aide(ctx, db, name) as aide:
-        rows = aide_rows.items(aide.store, aide.row, item_status, limit)
+        rows = item_rows(aide.store, aide.row, item_status, limit)
     data = [_item_json(row) for row in rows]
     if as_json:
         print_json(data)
@@ -469,12 +465,12 @@ def items_cmd(
 @app.command("list")
 def list_cmd(ctx: typer.Context, as_json: JsonOption = False, db: DbOption = None) -> None:
     """List aides."""
-    from kgot.aides import aide_rows
+    from kgot.aides import list_aides
     from kgot.persistence import StoreNotFoundError
 
     try:
         with opened_store(ctx, db) as store:
-            rows = aide_rows.list_aides(store)
+            rows = list_aides(store)
     except StoreNotFoundError:
         rows = []
     data = [{"name": r.name, "entity": r.entity, "program": r.program} for r in rows]
@@ -495,15 +491,15 @@ def delete(
     db: DbOption = None,
 ) -> None:
     """Delete an aide and what it recorded (asks first); its entity's graph stays."""
-    from kgot.aides import aide_rows
+    from kgot.aides import count_of, item_counts
 
     with _aide(ctx, db, name) as aide:  # an unknown aide fails before any question
         if not yes:
-            items = sum(aide_rows.item_counts(aide.store, aide.row).values())
+            items = sum(item_counts(aide.store, aide.row).values())
             recorded = (
-                f"{aide_rows.count_of(len(aide.sources()), 'source')}, "
-                f"{aide_rows.count_of(items, 'item')}, "
-                f"{aide_rows.count_of(len(aide.outputs()), 'output')}"
+                f"{count_of(len(aide.sources()), 'source')}, "
+                f"{count_of(items, 'item')}, "
+                f"{count_of(len(aide.outputs()), 'output')}"
             )
             confirm_irreversible(
                 f"deleting aide {name!r} ({recorded})",
@@ -518,7 +514,7 @@ def delete(
 
 @contextmanager
 def _aide(ctx: typer.Context, db: str | None, name: str, settings: Any = None) -> Iterator[Aide]:
-    from kgot.aides.runtime import open_aide
+    from kgot.aides import open_aide
     from kgot.persistence import StoreNotFoundError
     from kgot.persistence.target import parse_target
 
@@ -660,17 +656,26 @@ def _log_to_stderr(as_json: bool) -> None:
     logger.propagate = False
 
 
-def _status(aide: Aide, aide_rows: Any) -> dict[str, Any]:
+def _status(aide: Aide) -> dict[str, Any]:
+    from kgot.aides import (
+        cost_since,
+        cycle_rows,
+        item_counts,
+        output_rows,
+        pending_items,
+        source_rows,
+    )
+
     now = datetime.now(UTC)
     midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
-    counts = aide_rows.item_counts(aide.store, aide.row)
+    counts = item_counts(aide.store, aide.row)
     return {
         "name": aide.name,
         "entity": aide.entity,
         "program": aide.row.program,
         "items": counts,
-        "backlog": len(aide_rows.pending_items(aide.store, aide.row, None)),
-        "cost_today_usd": aide_rows.cost_since(aide.store, aide.row, midnight),
+        "backlog": len(pending_items(aide.store, aide.row, None)),
+        "cost_today_usd": cost_since(aide.store, aide.row, midnight),
         "sources": [
             {
                 "id": row.id,
@@ -680,11 +685,11 @@ def _status(aide: Aide, aide_rows: Any) -> dict[str, Any]:
                 "failures": row.failures,
                 "polled_at": _time(row.polled_at),
             }
-            for row in aide_rows.sources(aide.store, aide.row)
+            for row in source_rows(aide.store, aide.row)
         ],
         "outputs": [
             {"id": row.id, "kind": row.kind, "spec": dict(row.spec)}
-            for row in aide_rows.outputs(aide.store, aide.row)
+            for row in output_rows(aide.store, aide.row)
         ],
         "cycles": [
             {
@@ -702,7 +707,7 @@ def _status(aide: Aide, aide_rows: Any) -> dict[str, Any]:
                 "duration_s": row.duration_s,
                 "errors": row.errors or [],
             }
-            for row in aide_rows.cycles(aide.store, aide.row)
+            for row in cycle_rows(aide.store, aide.row)
         ],
     }
 

@@ -94,7 +94,7 @@ def ingest(
     db: DbOption = None,
 ) -> None:
     """Add what a text states to an entity's graph, and say what became of it."""
-    from kgot.aides.ingest import TextTooLongError, ingest_text_async, read_document
+    from kgot.aides import TextTooLongError, ingest_text_async, read_document
 
     settings = settings_from(
         ctx,
