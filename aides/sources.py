@@ -319,7 +319,7 @@ async def poll_rss_async(
     Cursor: ``etag`` and ``modified`` (the server's validators) and ``seen`` (ids of entries
     already returned, the newest :data:`MAX_SEEN_IDS`).
     """
-    from kgot.tools.base import ToolFailure
+    from kgot.tools import ToolFailure
     from kgot.webclient import shown_url
 
     previous = dict(cursor or {})
@@ -1022,8 +1022,7 @@ async def poll_search_async(
 
     Cursor: ``seen`` (result URLs already returned, the newest :data:`MAX_SEEN_IDS`).
     """
-    from kgot.tools.base import ToolFailure
-    from kgot.tools.web_search import providers_for
+    from kgot.tools import ToolFailure, providers_for
 
     previous = dict(cursor or {})
     chain = providers_for(settings.tools, _http(settings))
@@ -1145,7 +1144,7 @@ def html_to_text(fragment: str) -> str:
         collector.feed(fragment)
         collector.close()
     except (AssertionError, ValueError):  # HTMLParser's own failures on broken markup
-        from kgot.tools.text import strip_markup
+        from kgot.tools import strip_markup
 
         return strip_markup(fragment)
     return _clean_text("".join(collector.parts))

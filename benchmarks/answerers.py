@@ -340,8 +340,7 @@ class Grader:
         """
         from langchain_core.messages import BaseMessage, HumanMessage
 
-        from kgot.llm import UsageLedger
-        from kgot.llm.structured import repair_messages
+        from kgot.llm import UsageLedger, repair_messages
 
         ledger = UsageLedger()
         client = self._client(ledger)

@@ -36,7 +36,7 @@ from kgot.aides import create_aide
 from kgot.benchmarks.figures import Figure, perf_main
 from kgot.config import load_settings
 from kgot.graph_model import Changeset, Node
-from kgot.llm.scripted import ScriptedChatModel
+from kgot.llm import ScriptedChatModel
 from kgot.persistence import Provenance, open_store
 
 AREA = "aides"

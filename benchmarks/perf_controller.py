@@ -46,7 +46,7 @@ from typing import Any
 from kgot.benchmarks.figures import Figure, print_figures
 from kgot.config import Settings, load_settings
 from kgot.graph_model import Changeset, Edge, Node
-from kgot.llm.scripted import ScriptedCall, ScriptedChatModel
+from kgot.llm import ScriptedCall, ScriptedChatModel
 from kgot.persistence import Provenance, open_store
 
 AREA = "controller"

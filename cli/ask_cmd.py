@@ -323,12 +323,12 @@ def _check_models(settings: Any) -> None:
         ConfigError: no model configured, or an endpoint is unreachable (names its URL).
     """
     from kgot.config import ROLES
-    from kgot.llm.models import endpoint_url, require_models
+    from kgot.llm import endpoint_url, require_models
 
     require_models(settings.llm)
     urls = sorted({url for role in ROLES if (url := endpoint_url(getattr(settings.llm, role)))})
     if urls:
-        from kgot.llm.http import ensure_reachable
+        from kgot.llm import ensure_reachable
 
         async def probe_all() -> None:
             await asyncio.gather(*(ensure_reachable(url) for url in urls))
@@ -342,7 +342,7 @@ def _context_overflow(question: str, settings: Any) -> str | None:
     still starts: the estimate over-counts, and some servers accept more than they state."""
     from kgot.errors import ConfigError
     from kgot.graph_model.token_estimate import count_tokens
-    from kgot.llm.models import build_chat_model
+    from kgot.llm import build_chat_model
 
     windows: list[tuple[int, str, str]] = []
     for role in ("planning", "execution"):
@@ -405,7 +405,7 @@ def runs_list(
     """List recent runs, newest first."""
     from kgot.cli.layout import Column, short_time, table_lines
     from kgot.persistence import open_store
-    from kgot.tools.workspace_owner import remove_stale_workspaces
+    from kgot.tools import remove_stale_workspaces
 
     settings = settings_from(ctx, {"store.db": db})
     runs: list[Any] = []

@@ -20,7 +20,7 @@ from kgot.errors import KgotError, UsageError
 
 if TYPE_CHECKING:
     from kgot.config import Settings
-    from kgot.tools.base import ToolArgument, ToolInfo
+    from kgot.tools import ToolArgument, ToolInfo
 
 app = typer.Typer(help="List the tools the loop uses, or run one directly.", no_args_is_help=True)
 
@@ -31,7 +31,7 @@ def list_tools(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
 ) -> None:
     """Show every tool with its arguments and whether it is enabled (and why not)."""
-    from kgot.tools.registry import describe_tools  # not kgot.tools: no LangChain to list
+    from kgot.tools import describe_tools  # loads the registry only: no LangChain to list
 
     infos = describe_tools(settings_from(ctx))
     if as_json:
@@ -147,8 +147,7 @@ def run_tool(
         },
     )
     args, attachments = _request(name, settings, arg or [], attach or [])
-    from kgot.tools import ToolContext, ToolRunner, build_tools
-    from kgot.tools.access import workspace_has_files
+    from kgot.tools import ToolContext, ToolRunner, build_tools, workspace_has_files
 
     with contextlib.ExitStack() as cleanup:
         if workspace is not None:
@@ -195,7 +194,7 @@ def _request(
         UsageError: an unknown or disabled tool, malformed ``--arg``, arguments the tool does
             not take, a missing ``--attach`` file.
     """
-    from kgot.tools.registry import TOOL_NAMES, argument_problem, configuration_reason
+    from kgot.tools import TOOL_NAMES, argument_problem, configuration_reason
 
     if name not in TOOL_NAMES:
         raise UsageError(f"no tool named {name!r}; known tools: {', '.join(TOOL_NAMES)}")
@@ -237,7 +236,7 @@ def _services(name: str, settings: Settings, cleanup: contextlib.ExitStack) -> t
 def _workspace_dir(path: Path) -> Path:
     """``--workspace DIR``, created (owner-only, marked as kgot's) when missing, so the user
     finds it whether or not the call saves anything."""
-    from kgot.tools.access import make_workspace_dir
+    from kgot.tools import make_workspace_dir
 
     resolved = path.expanduser().resolve()
     if resolved.exists() and not resolved.is_dir():

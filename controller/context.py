@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kgot.llm.usage import empty_step_figures
+from kgot.llm import empty_step_figures
 from kgot.tracing.events import ToolResult, TraceEvent
 from kgot.tracing.step_usage import Usage, empty_usage
 

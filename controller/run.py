@@ -28,7 +28,7 @@ from kgot.controller.signals import RunTerminated, stopped_by_termination
 from kgot.controller.state import RunState
 from kgot.errors import GraphFileError, KgotError, UsageError
 from kgot.graph_model import Changeset, apply_to_networkx
-from kgot.llm.scripted import NoScriptedReplyError
+from kgot.llm import NoScriptedReplyError
 from kgot.persistence.storable import storable_text
 from kgot.tracing.events import EventSink, RunFinished, RunStarted, StepFinished, TraceEvent
 from kgot.tracing.spans import span
@@ -483,7 +483,7 @@ def clean_up_after_dead_runs(store: Store) -> tuple[list[str], list[Path]]:
     ``interrupted`` (resumable), and remove the temporary tool directories such processes
     left; return the run ids and directories. Live runs and their directories are left alone.
     """
-    from kgot.tools.workspace_owner import remove_stale_workspaces
+    from kgot.tools import remove_stale_workspaces
 
     return store.interrupt_dead_runs(), remove_stale_workspaces()
 
@@ -578,7 +578,7 @@ async def _services(
     provided: list[BaseTool] = []
     if session is not None:
         from kgot.controller.tool_providers import entity_tools
-        from kgot.tools.type_tools import build_type_tools
+        from kgot.tools import build_type_tools
 
         type_tools = list(build_type_tools(session, run_id=spec.run_id))
         type_tools += _memory_tools(session)
@@ -614,7 +614,7 @@ def _memory_tools(session: Any) -> list[BaseTool]:
     kgot.memory, so the check is handed in). Listed with the type tools: their results are not
     turned into graph facts."""
     from kgot.memory.verify import verify_claim
-    from kgot.tools.memory_tools import build_memory_tools
+    from kgot.tools import build_memory_tools
 
     def check(subject: str, **claim: Any) -> dict[str, Any]:
         return verify_claim(session, subject, **claim).to_json()

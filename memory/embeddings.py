@@ -180,7 +180,7 @@ def embedder_from_settings(settings: MemorySettings) -> NodeEmbedder | None:
         settings.embeddings_api_key.get_secret_value() if settings.embeddings_api_key else None
     )
     if base_url:
-        from kgot.llm.models import served_model_name
+        from kgot.llm import served_model_name
 
         name = served_model_name(spec) or DEFAULT_COMPATIBLE_MODEL
         embeddings = _openai_compatible(name, base_url, api_key)
@@ -221,7 +221,7 @@ def _openai_compatible(name: str, base_url: str, api_key: str | None) -> Embeddi
     from langchain_openai import OpenAIEmbeddings
     from pydantic import SecretStr
 
-    from kgot.llm.models import PLACEHOLDER_API_KEY
+    from kgot.llm import PLACEHOLDER_API_KEY
 
     try:
         return OpenAIEmbeddings(

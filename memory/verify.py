@@ -485,7 +485,7 @@ def _with_text(verdict: Verdict, text: str) -> Verdict:
 
 
 def _client(model: LLMClient | BaseChatModel) -> LLMClient:
-    from kgot.llm.client import LLMClient, describe_endpoint, describe_model
+    from kgot.llm import LLMClient, describe_endpoint, describe_model
 
     if isinstance(model, LLMClient):
         return model

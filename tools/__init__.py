@@ -18,6 +18,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from kgot.tools.access import make_workspace_dir, workspace_has_files
     from kgot.tools.base import (
         ErrorKind,
         ToolArgument,
@@ -26,22 +27,42 @@ if TYPE_CHECKING:
         ToolInfo,
         ToolOutcome,
     )
-    from kgot.tools.registry import TOOL_NAMES, build_tools, describe_tools
+    from kgot.tools.memory_tools import build_memory_tools
+    from kgot.tools.registry import (
+        TOOL_NAMES,
+        argument_problem,
+        build_tools,
+        configuration_reason,
+        describe_tools,
+    )
     from kgot.tools.runner import ToolRunner
+    from kgot.tools.text import strip_markup
+    from kgot.tools.type_tools import build_type_tools
+    from kgot.tools.web_search import providers_for
+    from kgot.tools.workspace_owner import remove_stale_workspaces
 
 # Exports load on first use: a module that needs one part of the tool belt (the registry, for
 # `kgot tools list`) must not pay for LangChain through this package's __init__.
 _EXPORTS = {
     "ErrorKind": "kgot.tools.base",
+    "TOOL_NAMES": "kgot.tools.registry",
     "ToolArgument": "kgot.tools.base",
     "ToolContext": "kgot.tools.base",
     "ToolFailure": "kgot.tools.base",
     "ToolInfo": "kgot.tools.base",
     "ToolOutcome": "kgot.tools.base",
-    "TOOL_NAMES": "kgot.tools.registry",
-    "build_tools": "kgot.tools.registry",
-    "describe_tools": "kgot.tools.registry",
     "ToolRunner": "kgot.tools.runner",
+    "argument_problem": "kgot.tools.registry",
+    "build_memory_tools": "kgot.tools.memory_tools",
+    "build_tools": "kgot.tools.registry",
+    "build_type_tools": "kgot.tools.type_tools",
+    "configuration_reason": "kgot.tools.registry",
+    "describe_tools": "kgot.tools.registry",
+    "make_workspace_dir": "kgot.tools.access",
+    "providers_for": "kgot.tools.web_search",
+    "remove_stale_workspaces": "kgot.tools.workspace_owner",
+    "strip_markup": "kgot.tools.text",
+    "workspace_has_files": "kgot.tools.access",
 }
 
 __all__ = [
@@ -53,8 +74,17 @@ __all__ = [
     "ToolInfo",
     "ToolOutcome",
     "ToolRunner",
+    "argument_problem",
+    "build_memory_tools",
     "build_tools",
+    "build_type_tools",
+    "configuration_reason",
     "describe_tools",
+    "make_workspace_dir",
+    "providers_for",
+    "remove_stale_workspaces",
+    "strip_markup",
+    "workspace_has_files",
 ]
 
 

@@ -33,7 +33,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from kgot.errors import ConfigError, UsageError
-from kgot.tools.base import ToolFailure
+from kgot.tools import ToolFailure
 
 __all__ = [
     "MARKET_DATA_TOOL_NAME",

@@ -115,7 +115,7 @@ def briefing_cost_bound(settings: "Settings", budget: int | None) -> tuple[int, 
     (``None``: the planning model's price is unknown)."""
     from kgot.aides.advisor.evidence import DEFAULT_BUDGET
     from kgot.aides.advisor.writing import MAX_FIXES
-    from kgot.llm.prices import PriceTable
+    from kgot.llm import PriceTable
 
     drafts = MAX_FIXES + 1
     model = settings.llm.planning.model
