@@ -36,6 +36,7 @@ from kgot.errors import UsageError
 from kgot.graph_model import Changeset, Edge, Node
 from kgot.memory.merge_groups import merge_evidence, merged_properties, node_from_graph
 from kgot.memory.resolution import Resolution, Suggestion, resolve_all
+from kgot.memory.tickers import ticker_names, with_ticker_names
 from kgot.memory.upkeep import run_upkeep
 from kgot.memory.writes import PreparedChangeset, TypeUpkeep, prepare_changeset
 
@@ -125,7 +126,7 @@ class Memory:
         created_at = {node_id: data.get("_created_at") for node_id, data in graph.nodes(data=True)}
         labels = {node.label for node in nodes}
         resolution = resolve_all(
-            nodes,
+            with_ticker_names(nodes, ticker_names(graph)),
             upkeep.identity_by_type(labels),
             schemas_by_type=upkeep.schemas_by_type(labels),
             hints_by_type=upkeep.hints_by_type(labels),

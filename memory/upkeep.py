@@ -62,6 +62,7 @@ from kgot.memory.scoring import (
     retention,
     temporal_properties,
 )
+from kgot.memory.tickers import ticker_names, with_ticker_names
 from kgot.memory.writes import TypeUpkeep
 from kgot.persistence.context import CommitConflictError
 from kgot.persistence.facts import fact_id
@@ -448,7 +449,7 @@ def _merge(
     by_id = {node_id: node_from_graph(node_id, data) for node_id, data in graph.nodes(data=True)}
     labels = {node.label for node in by_id.values()}
     resolution = resolve_all(
-        by_id.values(),
+        with_ticker_names(by_id.values(), ticker_names(graph)),
         upkeep.identity_by_type(labels),
         schemas_by_type=upkeep.schemas_by_type(labels),
         hints_by_type=upkeep.hints_by_type(labels),

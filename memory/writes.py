@@ -212,6 +212,7 @@ class _Snapshot:
     @classmethod
     def load(cls, session: EntitySession) -> _Snapshot:
         from kgot.memory.resolution import ResolutionIndex
+        from kgot.memory.tickers import ticker_names, with_ticker_names
 
         graph = session.load_graph(include_meta=True, track=False)
         nodes = {node_id: _fact(data, "label") for node_id, data in graph.nodes(data=True)}
@@ -227,7 +228,10 @@ class _Snapshot:
             {fact.label for fact in nodes.values()} | set(catalog.node_types)
         )
         index = ResolutionIndex.build(
-            (Node(node_id, fact.label, fact.properties) for node_id, fact in nodes.items()),
+            with_ticker_names(
+                (Node(node_id, fact.label, fact.properties) for node_id, fact in nodes.items()),
+                ticker_names(graph),
+            ),
             identity,
             schemas_by_type=TypeUpkeep(catalog).schemas_by_type(identity),
             hints_by_type=TypeUpkeep(catalog).hints_by_type(identity),

@@ -463,3 +463,49 @@ def test_a_write_reports_new_changed_and_superseded_facts_as_data(store: Store) 
     assert outcome.summary() == (
         f"0 nodes and 0 edges inserted, 1 updated, 1 superseded (version {outcome.version})"
     )
+
+
+def test_a_ticker_named_company_lands_on_its_issuer(store: Store) -> None:
+    """'AAPL' written as a company is Apple when the graph links Apple to the AAPL security;
+    a ticker nobody issues stays a node of its own, and so does one two companies claim."""
+    asset = {
+        "kind": "node",
+        "name": "Asset",
+        "description": "A listed security.",
+        "properties": {"type": "object", "properties": {"symbol": {"type": "string"}}},
+        "identity": ["symbol"],
+    }
+    issued_by = {"kind": "edge", "name": "issued_by", "description": "Its issuer."}
+    store.create_entity("desk", types=[*UPKEEP_TYPES, asset, issued_by])
+    session = store.session("desk")
+    session.load_graph()
+    session.commit(
+        Changeset(
+            added_nodes=(
+                _company("apple", "Apple Inc."),
+                _company("alphabet", "Alphabet Inc."),
+                Node("aapl_stock", "Asset", {"symbol": "AAPL"}),
+                Node("goog_stock", "Asset", {"symbol": "GOOG"}),
+                Node("googl_stock", "Asset", {"symbol": "GOOGL"}),
+            ),
+            added_edges=(
+                Edge("aapl_stock", "apple", "issued_by"),
+                Edge("goog_stock", "alphabet", "issued_by"),
+                Edge("googl_stock", "alphabet", "issued_by"),
+            ),
+        ),
+        _provenance(),
+    )
+    memory = open_memory(store, "desk")
+    memory.session.load_graph()
+    outcome = memory.commit(
+        Changeset(added_nodes=(_company("aapl_mention", "AAPL"), _company("msft", "MSFT"))),
+        _provenance("https://news.example/1"),
+    )
+    assert [(m.given, m.into) for m in outcome.merged] == [("aapl_mention", "apple")]
+    assert outcome.inserted_nodes == ("msft",)
+
+    session.load_graph()
+    session.commit(Changeset(added_nodes=(_company("googl_raw", "GOOGL"),)), _provenance())
+    merges = open_memory(store, "desk").resolve().merges
+    assert [(m.canonical, m.aliases) for m in merges] == [("alphabet", ("googl_raw",))]
