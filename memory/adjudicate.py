@@ -99,26 +99,9 @@ class _Pair:
     reason: str
 
 
-def adjudicate(
-    memory: Memory,
-    client: LLMClient,
-    *,
-    pairs: Sequence[tuple[int | None, tuple[str, str], str, str]] | None = None,
-    apply: bool = True,
-    max_calls: int = 20,
-    max_cost_usd: float | None = None,
-) -> AdjudicationReport:
-    """:func:`aadjudicate` for code that is not in an event loop (the CLI)."""
-    return asyncio.run(
-        aadjudicate(
-            memory,
-            client,
-            pairs=pairs,
-            apply=apply,
-            max_calls=max_calls,
-            max_cost_usd=max_cost_usd,
-        )
-    )
+def adjudicate(memory: Memory, client: LLMClient, **options: Any) -> AdjudicationReport:
+    """:func:`aadjudicate` (same options) for code that is not in an event loop (the CLI)."""
+    return asyncio.run(aadjudicate(memory, client, **options))
 
 
 async def aadjudicate(

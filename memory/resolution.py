@@ -62,10 +62,10 @@ from kgot.memory.field_evidence import (
     FieldEvidence,
     FieldKind,
     FieldModel,
-    comparable,
     fit_model,
     infer_kinds,
     probability,
+    record_values,
 )
 from kgot.memory.names import (
     NormalName,
@@ -589,14 +589,9 @@ class _Fields:
 
     def record(self, values: Mapping[str, Any], names: Sequence[NormalName]) -> dict[str, str]:
         """The comparable values of a node with these properties and names."""
-        record: dict[str, str] = {}
-        for prop in self.kinds:
-            if prop == _NAME_FIELD:
-                value = names[0].key if names else None
-            else:
-                value = comparable(values.get(prop))
-            if value is not None:
-                record[prop] = value
+        record = record_values(values, (prop for prop in self.kinds if prop != _NAME_FIELD))
+        if self.name_field and names:
+            record[_NAME_FIELD] = names[0].key
         return record
 
     def add(self, node_id: str, values: Mapping[str, Any], names: Sequence[NormalName]) -> None:
