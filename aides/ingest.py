@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kgot.controller.ingest import Ingestor, IngestReport, TextTooLongError, check_ingestion
+from kgot.controller import Ingestor, IngestReport, TextTooLongError, check_ingestion
 from kgot.errors import UsageError
 
 if TYPE_CHECKING:

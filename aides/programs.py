@@ -38,7 +38,7 @@ from kgot.extension_points import Registry
 if TYPE_CHECKING:
     import networkx as nx
 
-    from kgot.controller.ingest import Ingestor, IngestReport
+    from kgot.controller import Ingestor, IngestReport
 
 MAX_FACTS = 80  # changed facts shown to the model per digest
 MAX_RELATED = 40  # facts the retrieved result names, shown besides the changed ones

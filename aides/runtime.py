@@ -47,8 +47,7 @@ if TYPE_CHECKING:
 
     from kgot.aides.aide_rows import AideRow
     from kgot.config import Settings
-    from kgot.controller.ingest import IngestReport
-    from kgot.controller.recorded_run import RecordedRun
+    from kgot.controller import IngestReport, RecordedRun
     from kgot.persistence import Store
 
 log = logging.getLogger("kgot.aides")
@@ -291,7 +290,7 @@ class Aide:
         """
         # The controller (LangGraph, LangChain) is loaded when a cycle runs, not when the aide
         # commands start.
-        from kgot.controller.recorded_run import traced_step
+        from kgot.controller import traced_step
         from kgot.persistence.owner import current_owner
 
         self.check_ready()  # before the cycle is recorded: nothing half-done to explain
@@ -368,8 +367,7 @@ class Aide:
         return f"aide {self.name}/cycle {cycle_id}"
 
     def _recorded_run(self, cycle_id: int) -> RecordedRun:
-        from kgot.controller.recorded_run import RecordedRun
-        from kgot.controller.run import otel_sink
+        from kgot.controller import RecordedRun, otel_sink
 
         return RecordedRun(
             self.store,
@@ -445,8 +443,7 @@ class Aide:
         should_stop: Callable[[], bool],
     ) -> None:
         from kgot.aides.programs import digest
-        from kgot.controller.ingest import Ingestor
-        from kgot.controller.recorded_run import traced_step
+        from kgot.controller import Ingestor, traced_step
 
         # Under the cycle's run id: its ingestions are steps of the cycle's run.
         run_id = self._run_id(report.cycle_id)

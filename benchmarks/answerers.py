@@ -29,7 +29,7 @@ from kgot.benchmarks.datasets import BenchTask
 from kgot.benchmarks.harness import AnswerFn
 from kgot.benchmarks.prompts import DIRECT_SYSTEM, GAIA_ANSWER_RULES, render_grader_prompt
 from kgot.config import ModelSettings, Settings
-from kgot.controller.result import AskResult
+from kgot.controller import AskResult
 from kgot.errors import StructuredOutputError
 from kgot.tracing import Usage, emit, span
 from kgot.tracing.events import (

@@ -33,7 +33,7 @@ from kgot.benchmarks.results import (
 from kgot.errors import ConfigError, KgotError, SandboxUnavailableError, StoreError, UsageError
 
 if TYPE_CHECKING:
-    from kgot.controller.result import AskResult
+    from kgot.controller import AskResult
 
 __all__ = [
     "SETUP_ERRORS",

@@ -481,7 +481,7 @@ def _langgraph_floor(tmp: Path, rounds: int = 40, repeats: int = 5) -> float:
     from langgraph.graph import StateGraph
     from langgraph.types import Command
 
-    from kgot.controller.state import PendingResult, RunState, ToolCallRecord
+    from kgot.controller import PendingResult, RunState, ToolCallRecord
     from kgot.persistence import open_checkpointer
 
     async def decide(state: RunState) -> Command[Any]:

@@ -57,7 +57,7 @@ def _bookkeeping_ms_per_task(folder: Path, count: int, concurrency: int) -> floa
     from kgot.benchmarks.gaia import GaiaBenchmark
     from kgot.benchmarks.harness import run_tasks
     from kgot.benchmarks.results import ResultsLog
-    from kgot.controller.result import AskResult
+    from kgot.controller import AskResult
 
     async def answer(task: BenchTask) -> AskResult:
         return AskResult(
@@ -100,7 +100,7 @@ def _resume_load_ms(folder: Path, count: int) -> float:
 
     from kgot.benchmarks.harness import Attempt, base_record
     from kgot.benchmarks.results import ResultsLog
-    from kgot.controller.result import AskResult
+    from kgot.controller import AskResult
 
     path = folder / "resume.jsonl"
     with path.open("w", encoding="utf-8") as handle:

@@ -43,14 +43,17 @@ import networkx as nx
 
 from kgot.benchmarks.figures import Figure, print_figures
 from kgot.config import SandboxSettings
-from kgot.graph_backends.base import ViewRequest
-from kgot.graph_backends.common import PropertyGraphBackend
-from kgot.graph_backends.graph_files import read_graph, write_graph
-from kgot.graph_backends.jobs.sparql_guard import check
-from kgot.graph_backends.networkx_backend import NetworkXBackend
-from kgot.graph_backends.rdf_backend import RdfBackend
-from kgot.graph_backends.view_lines import LineFormat
-from kgot.graph_backends.views import BACKGROUND_INDEX_NODES
+from kgot.graph_backends import (
+    BACKGROUND_INDEX_NODES,
+    LineFormat,
+    NetworkXBackend,
+    PropertyGraphBackend,
+    RdfBackend,
+    ViewRequest,
+    check_sparql,
+    read_graph,
+    write_graph,
+)
 from kgot.graph_model import Changeset, Edge, Node
 from kgot.sandbox import open_sandbox
 from kgot.sandbox.base import Sandbox
@@ -501,11 +504,11 @@ def measure_guard(rounds: int = 20) -> list[Figure]:
         )
     ]
     for name, text in (("no keyword, not parsed", plain), ("with a keyword, parsed", keyword)):
-        check(text, "query")  # warm
+        check_sparql(text, "query")  # warm
         costs = []
         for _ in range(rounds):
             started = time.perf_counter()
-            assert check(text, "query").finding is None
+            assert check_sparql(text, "query").finding is None
             costs.append(_ms_since(started))
         figures.append(
             Figure(

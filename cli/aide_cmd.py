@@ -346,7 +346,7 @@ async def _serve(
     starts (no program stage, no next item), the cycle is recorded as ``stopped``, and the
     command exits 128 + the signal's number (130, 143, 129).
     """
-    from kgot.controller.signals import RunTerminated, stopped_by_termination
+    from kgot.controller import RunTerminated, stopped_by_termination
 
     with stopped_by_termination() as stop_signals:
         try:
@@ -716,7 +716,7 @@ def _item_json(row: Any) -> dict[str, Any]:
     report = row.report or {}
     summary = ""
     if row.status == "done" and report:
-        from kgot.controller.ingest import IngestReport
+        from kgot.controller import IngestReport
 
         fields = {k: v for k, v in report.items() if k in IngestReport.__dataclass_fields__}
         summary = IngestReport(**fields).summary()

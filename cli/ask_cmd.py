@@ -533,8 +533,7 @@ def _run_lines(data: dict[str, Any], commits: list[Any], events: list[Any]) -> l
 
 
 async def _checkpoint_summary(settings: Any, run_id: str) -> dict[str, Any]:
-    from kgot.controller import build_controller_graph
-    from kgot.controller.graph import run_config
+    from kgot.controller import build_controller_graph, run_config
     from kgot.persistence import open_checkpointer
 
     async with open_checkpointer(settings.store.db) as saver:

@@ -111,11 +111,10 @@ def query(
     settings = settings_from(ctx, overrides)
 
     from kgot.errors import StepFailure
-    from kgot.graph_backends import open_backend, read_graph
-    from kgot.graph_backends.jobs.outcome import MAX_ITEMS
+    from kgot.graph_backends import MAX_READ_ITEMS, open_backend, read_graph
     from kgot.sandbox import open_sandbox
 
-    limit = max_items or MAX_ITEMS
+    limit = max_items or MAX_READ_ITEMS
     graph = read_graph(file)
     box = open_sandbox(settings.sandbox.model_copy(update={"pool_size": 0}))
     try:

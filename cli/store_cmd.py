@@ -504,8 +504,7 @@ def export_entity(
 ) -> None:
     """Write an entity's graph to FILE (format by extension): the current one, or the one it
     had at the version or time ``as_of`` names."""
-    from kgot.graph_backends import write_graph
-    from kgot.graph_backends.graph_files import graph_format
+    from kgot.graph_backends import graph_format, write_graph
     from kgot.persistence.transfer import export_graph
 
     graph_format(file)  # an unusable target fails before the store is opened

@@ -27,7 +27,7 @@ import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from kgot.graph_backends.jobs.rdf_model import NODE, decode_local, encode_local
+from kgot.graph_backends import RDF_NODE, rdf_decode_local, rdf_encode_local
 
 if TYPE_CHECKING:
     from kgot.controller.context import RunContext
@@ -37,7 +37,7 @@ __all__ = ["canonical_code", "current_aliases", "rewrite_aliases"]
 
 # A prefixed node name (`node:` then a local part that does not end in '.'), or a full node IRI.
 _PREFIXED = re.compile(r"(?<![\w:\-%])node:((?:[\w\-%:]|\.(?=[\w\-%:]))+)")
-_FULL = re.compile("<" + re.escape(NODE) + r"([^>\s]+)>")
+_FULL = re.compile("<" + re.escape(RDF_NODE) + r"([^>\s]+)>")
 
 
 def rewrite_aliases(code: str, aliases: Mapping[str, str], language: str) -> str:
@@ -52,12 +52,12 @@ def rewrite_aliases(code: str, aliases: Mapping[str, str], language: str) -> str
 
 def _rewrite_sparql(query: str, aliases: Mapping[str, str]) -> str:
     def prefixed(match: re.Match[str]) -> str:
-        target = aliases.get(decode_local(match.group(1)))
-        return match.group(0) if target is None else "node:" + encode_local(target)
+        target = aliases.get(rdf_decode_local(match.group(1)))
+        return match.group(0) if target is None else "node:" + rdf_encode_local(target)
 
     def full(match: re.Match[str]) -> str:
-        target = aliases.get(decode_local(match.group(1)))
-        return match.group(0) if target is None else f"<{NODE}{encode_local(target)}>"
+        target = aliases.get(rdf_decode_local(match.group(1)))
+        return match.group(0) if target is None else f"<{RDF_NODE}{rdf_encode_local(target)}>"
 
     return _FULL.sub(full, _PREFIXED.sub(prefixed, query))
 

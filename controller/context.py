@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from kgot.config import Settings
     from kgot.controller.trust import FactLens
-    from kgot.graph_backends.base import GraphBackend
+    from kgot.graph_backends import GraphBackend
     from kgot.llm import LLMCall, LLMClient, UsageLedger
     from kgot.persistence import EntitySession
     from kgot.sandbox.base import Sandbox

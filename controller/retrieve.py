@@ -16,7 +16,7 @@ from kgot.controller.schemas import NeedMath
 from kgot.controller.state import RunState
 from kgot.controller.views import fact_lens, graph_view
 from kgot.errors import QueryError, StepFailure
-from kgot.graph_backends.base import QueryResult
+from kgot.graph_backends import QueryResult
 from kgot.prompts import render_prompt
 from kgot.sandbox.base import Job, run_async
 from kgot.tracing import excerpt

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
     from langgraph.checkpoint.base import BaseCheckpointSaver
 
-    from kgot.graph_backends.base import GraphBackend
+    from kgot.graph_backends import GraphBackend
     from kgot.persistence import Store, StoreLimits
     from kgot.sandbox.base import Sandbox
 
@@ -739,8 +739,7 @@ def _start_graph(graph_file: str | None, limits: StoreLimits | None) -> nx.Multi
     if graph_file is None:
         return nx.MultiDiGraph()
     from kgot.config import DEFAULT_LIMITS
-    from kgot.graph_backends import read_import_file
-    from kgot.graph_backends.graph_state import size_problems
+    from kgot.graph_backends import read_import_file, size_problems
     from kgot.graph_model import edges_of, nodes_of
 
     limits = limits or DEFAULT_LIMITS

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from kgot.graph_backends.jobs.rdf_model import NODE, decode_local
+from kgot.graph_backends import RDF_NODE, rdf_decode_local
 from kgot.memory.scoring import (
     DEFAULT_WEIGHTS,
     fact_freshness,
@@ -353,9 +353,9 @@ def _strings(value: Any) -> Iterator[str]:
 
 def _sparql_node(text: str) -> str | None:
     """The node id of a SPARQL result's ``node:…`` name (or full ``urn:kgot:node:…`` IRI)."""
-    for prefix in ("node:", NODE):
+    for prefix in ("node:", RDF_NODE):
         if text.startswith(prefix) and len(text) > len(prefix):
-            return decode_local(text[len(prefix) :])
+            return rdf_decode_local(text[len(prefix) :])
     return None
 
 

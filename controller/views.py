@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from kgot.controller.context import RunContext
 from kgot.controller.trust import FactLens
-from kgot.graph_backends.base import ViewRequest
+from kgot.graph_backends import ViewRequest
 
 
 def graph_view(ctx: RunContext, question: str, focus: Sequence[str] = ()) -> str:

@@ -9,7 +9,8 @@ contract and the property-graph ↔ RDF mapping.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from kgot.errors import UsageError
 from kgot.graph_backends.base import (
@@ -30,23 +31,61 @@ from kgot.graph_backends.graph_files import (
 if TYPE_CHECKING:
     import networkx as nx
 
+    from kgot.graph_backends.common import PropertyGraphBackend
+    from kgot.graph_backends.graph_state import size_problems
+    from kgot.graph_backends.jobs.outcome import MAX_ITEMS as MAX_READ_ITEMS
+    from kgot.graph_backends.jobs.rdf_model import NODE as RDF_NODE
+    from kgot.graph_backends.jobs.rdf_model import decode_local as rdf_decode_local
+    from kgot.graph_backends.jobs.rdf_model import encode_local as rdf_encode_local
+    from kgot.graph_backends.jobs.sparql_guard import check as check_sparql
+    from kgot.graph_backends.networkx_backend import NetworkXBackend
+    from kgot.graph_backends.rdf_backend import RdfBackend
+    from kgot.graph_backends.view_lines import LineFormat
+    from kgot.graph_backends.views import BACKGROUND_INDEX_NODES
     from kgot.sandbox.base import Sandbox
 
 BACKENDS = ("networkx", "rdf")
 
+# Loaded on first use (the backends bring pyoxigraph and the sandbox's job code): name -> its
+# module and its name there (the jobs' names say more with the package's prefix).
+_LAZY = {
+    "BACKGROUND_INDEX_NODES": ("views", "BACKGROUND_INDEX_NODES"),
+    "LineFormat": ("view_lines", "LineFormat"),
+    "MAX_READ_ITEMS": ("jobs.outcome", "MAX_ITEMS"),
+    "NetworkXBackend": ("networkx_backend", "NetworkXBackend"),
+    "PropertyGraphBackend": ("common", "PropertyGraphBackend"),
+    "RDF_NODE": ("jobs.rdf_model", "NODE"),
+    "RdfBackend": ("rdf_backend", "RdfBackend"),
+    "check_sparql": ("jobs.sparql_guard", "check"),
+    "rdf_decode_local": ("jobs.rdf_model", "decode_local"),
+    "rdf_encode_local": ("jobs.rdf_model", "encode_local"),
+    "size_problems": ("graph_state", "size_problems"),
+}
+
 __all__ = [
     "BACKENDS",
+    "BACKGROUND_INDEX_NODES",
     "FORMATS",
+    "MAX_READ_ITEMS",
+    "RDF_NODE",
     "GraphBackend",
     "GraphView",
+    "LineFormat",
+    "NetworkXBackend",
+    "PropertyGraphBackend",
     "QueryLanguage",
     "QueryResult",
+    "RdfBackend",
     "ViewRequest",
+    "check_sparql",
     "graph_format",
     "open_backend",
     "prepare_backend",
+    "rdf_decode_local",
+    "rdf_encode_local",
     "read_graph",
     "read_import_file",
+    "size_problems",
     "write_graph",
 ]
 
@@ -123,3 +162,11 @@ def open_backend(
             max_property_bytes=max_property_bytes,
         )
     raise UsageError(f"unknown graph backend {name!r}; choose one of: {', '.join(BACKENDS)}")
+
+
+def __getattr__(name: str) -> Any:
+    found = _LAZY.get(name)
+    if found is None:
+        raise AttributeError(f"module 'kgot.graph_backends' has no attribute {name!r}")
+    module, attribute = found
+    return getattr(importlib.import_module(f"kgot.graph_backends.{module}"), attribute)

@@ -201,7 +201,7 @@ async def remember(
         KgotError: no model, no sandbox, …
     """
     await asyncio.to_thread(importlib.import_module, "kgot.controller.ingest")  # as in ask
-    from kgot.controller.ingest import Ingestor, split_text
+    from kgot.controller import Ingestor, split_text
 
     if not text.strip():
         raise UsageError("the text to remember is empty")

@@ -282,7 +282,7 @@ class _Cycle:
         then the structured answer over the pack and what the query found; whether any
         insight was written."""
         from kgot.aides.advisor.insights import insight_question, run_pass
-        from kgot.controller.ingest import Ingestor
+        from kgot.controller import Ingestor
         from kgot.errors import ModelError, SandboxUnavailableError
 
         index = MarketIndex(self.graph, self.session.type_catalog(), now=self.now)
