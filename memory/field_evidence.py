@@ -453,7 +453,7 @@ class FieldModel:
             x, y = a.get(prop), b.get(prop)
             if x is None or y is None:
                 continue
-            level = compare(kind, x, y)
+            level = 0 if x == y else compare(kind, x, y)  # (most shared values are equal)
             if level:
                 total += tables[prop][level]
             else:

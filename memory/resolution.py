@@ -728,9 +728,9 @@ def _field_verdict(
     merge = chance >= (
         thresholds.field_merge if relation is None or near else thresholds.field_merge_other_id
     )
-    return NameVerdict(
-        merge, round(chance, 3), _fields_reason(evidence, chance), _FIELDS, evidence, weight
-    )
+    # Unexplained verdicts get their reason when explained (only those reported are).
+    reason = _fields_reason(evidence, chance) if explained else f"probability {chance:.3f}"
+    return NameVerdict(merge, round(chance, 3), reason, _FIELDS, evidence, weight)
 
 
 def _fields_reason(evidence: Sequence[FieldEvidence], chance: float) -> str:
