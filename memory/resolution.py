@@ -1175,7 +1175,11 @@ def _cluster(
             canonical[member] = ordered[0]
         weakest_pair, weakest = min(links_of[root], key=lambda link: link[1].score)
         weakest = _explained(index, weakest_pair, weakest)
-        links = [weakest, *(v for pair, v in links_of[root] if pair != weakest_pair)]
+        # The field model's other links are explained by the weakest one's evidence.
+        links = [
+            weakest,
+            *(v for pair, v in links_of[root] if pair != weakest_pair and v.kind != _FIELDS),
+        ]
         reasons = list(dict.fromkeys(v.reason for v in sorted(links, key=lambda v: -v.score)))
         reason = "; ".join(reasons[:3]) + ("; …" if len(reasons) > 3 else "")
         merges.append(
