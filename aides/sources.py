@@ -45,7 +45,7 @@ from urllib.request import url2pathname
 from kgot.errors import UsageError
 from kgot.persistence.storable import storable_text
 from kgot.retrying import one_line
-from kgot.sandbox.staging import is_under
+from kgot.sandbox import is_under
 
 if TYPE_CHECKING:
     from kgot.config import Settings

@@ -241,7 +241,7 @@ class _TimedSandbox:
                 self._intervals.append((started, time.perf_counter()))
 
     async def arun(self, job: Any) -> Any:
-        from kgot.sandbox.base import run_async
+        from kgot.sandbox import run_async
 
         started = time.perf_counter()
         try:

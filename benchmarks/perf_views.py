@@ -55,9 +55,7 @@ from kgot.graph_backends import (
     write_graph,
 )
 from kgot.graph_model import Changeset, Edge, Node
-from kgot.sandbox import open_sandbox
-from kgot.sandbox.base import Sandbox
-from kgot.sandbox.subprocess_runner import SubprocessSandbox
+from kgot.sandbox import Sandbox, SubprocessSandbox, open_sandbox
 
 BUDGET = 8_000
 SIZES_FULL = (1_000, 10_000, 100_000)

@@ -115,8 +115,7 @@ def check(
     settings = settings_from(ctx, _overrides(sandbox, None, None)).sandbox
     settings = settings.model_copy(update={"pool_size": 1})
 
-    from kgot.sandbox import open_sandbox
-    from kgot.sandbox.selftest import self_test
+    from kgot.sandbox import open_sandbox, self_test
 
     box = open_sandbox(settings)
     try:
@@ -160,7 +159,7 @@ def packages(
 ) -> None:
     """List the allow-listed packages and what the sandbox's package cache holds (--clear
     empties it; allowed packages are installed again when a job next asks for them)."""
-    from kgot.sandbox.packages import PackageCache
+    from kgot.sandbox import PackageCache
 
     cache = PackageCache(settings_from(ctx, {}).sandbox)
     removed = cache.clear() if clear else 0
@@ -220,7 +219,7 @@ def _describe(box: Any) -> dict[str, str]:
         if launcher.note:
             description["warning"] = launcher.note
     if box.name.startswith("fallback"):
-        from kgot.sandbox.fallback import FALLBACK_WARNING
+        from kgot.sandbox import FALLBACK_WARNING
 
         description["warning"] = FALLBACK_WARNING
     if box.name == "subprocess":

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
 
     from kgot.persistence import Store
-    from kgot.sandbox.base import Sandbox
+    from kgot.sandbox import Sandbox
 
 
 def ask(

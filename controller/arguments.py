@@ -19,7 +19,7 @@ from kgot.errors import ConfigError, UsageError
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
-    from kgot.sandbox.base import Sandbox
+    from kgot.sandbox import Sandbox
 
 # Keyword argument -> the setting it sets (dotted path, as `kgot ask`'s flags and the TOML file).
 ARGUMENT_SETTINGS: dict[str, str] = {
@@ -93,7 +93,7 @@ def sandbox_argument(sandbox: str | Sandbox | None) -> tuple[str | None, Sandbox
     Raises:
         TypeError: neither a kind nor a sandbox.
     """
-    from kgot.sandbox.base import Sandbox
+    from kgot.sandbox import Sandbox
 
     if sandbox is None or isinstance(sandbox, str):
         return sandbox, None

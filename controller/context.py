@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from kgot.graph_backends import GraphBackend
     from kgot.llm import LLMCall, LLMClient, UsageLedger
     from kgot.persistence import EntitySession
-    from kgot.sandbox.base import Sandbox
+    from kgot.sandbox import Sandbox
     from kgot.tools import ToolRunner
 
 

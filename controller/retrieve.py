@@ -18,7 +18,7 @@ from kgot.controller.views import fact_lens, graph_view
 from kgot.errors import QueryError, StepFailure
 from kgot.graph_backends import QueryResult
 from kgot.prompts import render_prompt
-from kgot.sandbox.base import Job, run_async
+from kgot.sandbox import Job, run_async
 from kgot.tracing import excerpt
 from kgot.tracing.events import Code, CodeFailed, Math, StepFailed
 from kgot.tracing.events import QueryResult as QueryResultEvent

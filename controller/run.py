@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
     from kgot.graph_backends import GraphBackend
     from kgot.persistence import Store, StoreLimits
-    from kgot.sandbox.base import Sandbox
+    from kgot.sandbox import Sandbox
 
 
 @dataclass(frozen=True)

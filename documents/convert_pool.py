@@ -37,8 +37,7 @@ from typing import Any
 from kgot.config import SandboxSettings
 from kgot.daemon_threads import run_blocking
 from kgot.errors import SandboxUnavailableError, ToolFailure
-from kgot.sandbox.base import ExecResult, Job, Limits, Sandbox, run_async
-from kgot.sandbox.pool import WORKER_DIED
+from kgot.sandbox import WORKER_DIED, ExecResult, Job, Limits, Sandbox, run_async
 
 _PACKAGE = "kgotconvert"
 _MODULES = ("convert.py", "formats.py", "convert_worker.py")

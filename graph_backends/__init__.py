@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from kgot.graph_backends.rdf_backend import RdfBackend
     from kgot.graph_backends.view_lines import LineFormat
     from kgot.graph_backends.views import BACKGROUND_INDEX_NODES
-    from kgot.sandbox.base import Sandbox
+    from kgot.sandbox import Sandbox
 
 BACKENDS = ("networkx", "rdf")
 

@@ -28,7 +28,7 @@ from kgot.graph_backends.runner import GraphCodeError, JobSpec, run_job, run_job
 from kgot.graph_backends.view_lines import LineFormat
 from kgot.graph_backends.views import ViewIndex
 from kgot.graph_model import Changeset, GraphStats
-from kgot.sandbox.base import Sandbox
+from kgot.sandbox import Sandbox
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from kgot.graph_model.records import (
     records_text,
     removal_record,
 )
-from kgot.sandbox.base import Sandbox
+from kgot.sandbox import Sandbox
 
 
 class RecordSerializer:

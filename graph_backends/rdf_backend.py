@@ -31,7 +31,7 @@ from kgot.graph_backends.languages import SPARQL
 from kgot.graph_backends.view_lines import TurtleLines
 from kgot.graph_model import Changeset
 from kgot.graph_model.records import LABEL, RELATIONSHIP
-from kgot.sandbox.base import Sandbox
+from kgot.sandbox import Sandbox
 
 if TYPE_CHECKING:
     import rdflib

@@ -39,11 +39,11 @@ from kgot.graph_model.records import (
     records_text,
     removal_record,
 )
-from kgot.sandbox.resident import StateRefused
+from kgot.sandbox import StateRefused
 
 if TYPE_CHECKING:
     from kgot.graph_backends.graph_state import GraphState
-    from kgot.sandbox.resident import ResidentWorker
+    from kgot.sandbox import ResidentWorker
 
 log = logging.getLogger(__name__)
 

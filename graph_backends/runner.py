@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kgot.errors import ChangesetError, CodeExecutionError, QueryError
-from kgot.sandbox.base import ExecResult, Job, Limits, Sandbox, run_async
+from kgot.sandbox import ExecResult, Job, Limits, Sandbox, run_async
 
 _JOBS_DIR = Path(__file__).with_name("jobs")
 # The modules of kgot that jobs import (the record rules, the NetworkX fast paths): they

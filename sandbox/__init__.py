@@ -15,13 +15,53 @@ Kinds, strongest local one first:
 
 from __future__ import annotations
 
+import importlib
 import logging
+from typing import TYPE_CHECKING, Any
 
 from kgot.config import SandboxSettings
 from kgot.errors import SandboxUnavailableError
-from kgot.sandbox.base import ExecResult, Job, Limits, Sandbox, run_async
+from kgot.sandbox.base import MOUNT_DIR, OUTPUT_DIR, ExecResult, Job, Limits, Sandbox, run_async
 
-__all__ = ["ExecResult", "Job", "Limits", "Sandbox", "open_sandbox", "run_async"]
+if TYPE_CHECKING:
+    from kgot.sandbox.fallback import FALLBACK_WARNING
+    from kgot.sandbox.packages import PackageCache
+    from kgot.sandbox.pool import WORKER_DIED
+    from kgot.sandbox.resident import ResidentWorker, StateRefused
+    from kgot.sandbox.selftest import self_test
+    from kgot.sandbox.staging import is_under
+    from kgot.sandbox.subprocess_runner import SubprocessSandbox
+
+__all__ = [
+    "FALLBACK_WARNING",
+    "MOUNT_DIR",
+    "OUTPUT_DIR",
+    "WORKER_DIED",
+    "ExecResult",
+    "Job",
+    "Limits",
+    "PackageCache",
+    "ResidentWorker",
+    "Sandbox",
+    "StateRefused",
+    "SubprocessSandbox",
+    "is_under",
+    "open_sandbox",
+    "run_async",
+    "self_test",
+]
+
+# Loaded on first use: the sandbox kinds and their helpers load only when a sandbox is opened.
+_LAZY = {
+    "FALLBACK_WARNING": "kgot.sandbox.fallback",
+    "PackageCache": "kgot.sandbox.packages",
+    "ResidentWorker": "kgot.sandbox.resident",
+    "StateRefused": "kgot.sandbox.resident",
+    "SubprocessSandbox": "kgot.sandbox.subprocess_runner",
+    "WORKER_DIED": "kgot.sandbox.pool",
+    "is_under": "kgot.sandbox.staging",
+    "self_test": "kgot.sandbox.selftest",
+}
 
 log = logging.getLogger(__name__)
 
@@ -123,3 +163,10 @@ def _check_python_location() -> None:
     problem = python_location_problem(python_roots(), jobs_as_other_uid=os.getuid() == 0)
     if problem is not None:
         raise SandboxUnavailableError(problem)
+
+
+def __getattr__(name: str) -> Any:
+    home = _LAZY.get(name)
+    if home is None:
+        raise AttributeError(f"module 'kgot.sandbox' has no attribute {name!r}")
+    return getattr(importlib.import_module(home), name)

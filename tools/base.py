@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
     from kgot.documents import ConverterPool
-    from kgot.sandbox.base import Sandbox
+    from kgot.sandbox import Sandbox
 
 # Metadata keys on a BaseTool that the runner reads.
 MORE_HINT_KEY = "kgot_more_hint"  # how to get the rest of a truncated output

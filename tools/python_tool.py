@@ -14,7 +14,7 @@ from pathlib import Path
 from pydantic import Field
 
 from kgot.daemon_threads import run_blocking
-from kgot.sandbox.base import MOUNT_DIR, OUTPUT_DIR, Job, Limits
+from kgot.sandbox import MOUNT_DIR, OUTPUT_DIR, Job, Limits
 from kgot.tools.base import ToolFailure, ToolResult
 from kgot.tools.spec import ToolArgs, ToolFunction, ToolSpec
 from kgot.tools.tool_session import ToolSession

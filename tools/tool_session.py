@@ -19,7 +19,7 @@ from typing import Any
 
 from kgot.config import SandboxSettings
 from kgot.documents import ConverterPool, shared_pool
-from kgot.sandbox.base import MOUNT_DIR
+from kgot.sandbox import MOUNT_DIR
 from kgot.tools.access import (
     WORKSPACE_MARKER,
     make_private_dir,
