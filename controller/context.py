@@ -55,9 +55,6 @@ class RunContext:
     step_ended: float = field(default_factory=time.perf_counter)  # the last step's end
     # An entity run's fact metadata for views (kgot.controller.trust), read on first use.
     fact_lens: FactLens | None = None
-    # Told of every entity write as it is made: the memory's prepared changeset and the
-    # version it was committed as (None: nothing to commit). Ingestion reports from it.
-    on_write: Callable[[Any, int | None], None] | None = None
 
     def __post_init__(self) -> None:
         self.write = self.collect
