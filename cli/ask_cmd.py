@@ -341,7 +341,7 @@ def _context_overflow(question: str, settings: Any) -> str | None:
     model's LangChain profile states it (no profile, no window known: no warning). The run
     still starts: the estimate over-counts, and some servers accept more than they state."""
     from kgot.errors import ConfigError
-    from kgot.graph_model.token_estimate import count_tokens
+    from kgot.graph_model import count_tokens
     from kgot.llm import build_chat_model
 
     windows: list[tuple[int, str, str]] = []

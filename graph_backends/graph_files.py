@@ -43,7 +43,7 @@ from kgot.graph_backends.jobs.rdf_model import (
     REL,
     graph_ntriples,
 )
-from kgot.graph_model.records import INT_MAX, INT_MIN, MAX_VALUE_DEPTH
+from kgot.graph_model import INT_MAX, INT_MIN, MAX_VALUE_DEPTH
 
 FORMATS = {
     ".json": "node-link JSON",

@@ -24,12 +24,15 @@ from kgot.graph_backends.jobs.python_job import (
     edge_key_for,
     normalize_identity_attributes,
 )
-from kgot.graph_model import Changeset, Edge, GraphStats, Node, apply_to_networkx
-from kgot.graph_model.nx_fast import node_table, successor_table, tables
-from kgot.graph_model.records import (
+from kgot.graph_model import (
     LABEL,
     RELATIONSHIP,
+    Changeset,
+    Edge,
     EdgeIdent,
+    GraphStats,
+    Node,
+    apply_to_networkx,
     canonical_json,
     cap_problems,
     check_edge,
@@ -38,7 +41,10 @@ from kgot.graph_model.records import (
     describe_id,
     edge_problems,
     node_problems,
+    node_table,
     oversized_problem,
+    successor_table,
+    tables,
 )
 
 

@@ -9,8 +9,8 @@ import networkx as nx
 from kgot.graph_backends.common import PropertyGraphBackend
 from kgot.graph_backends.languages import PYTHON
 from kgot.graph_backends.view_lines import PythonLines
-from kgot.graph_model import Changeset
-from kgot.graph_model.records import (
+from kgot.graph_model import (
+    Changeset,
     edge_record,
     edge_removal_record,
     node_record,

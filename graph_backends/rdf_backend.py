@@ -29,8 +29,7 @@ from kgot.graph_backends.jobs.rdf_model import edge_group_ntriples, node_ntriple
 from kgot.graph_backends.jobs.sparql_job import result_is_empty
 from kgot.graph_backends.languages import SPARQL
 from kgot.graph_backends.view_lines import TurtleLines
-from kgot.graph_model import Changeset
-from kgot.graph_model.records import LABEL, RELATIONSHIP
+from kgot.graph_model import LABEL, RELATIONSHIP, Changeset
 from kgot.sandbox import Sandbox
 
 if TYPE_CHECKING:

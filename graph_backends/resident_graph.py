@@ -30,8 +30,8 @@ from kgot.graph_backends.runner import (
     resident_job,
     successful_outcome,
 )
-from kgot.graph_model import Changeset
-from kgot.graph_model.records import (
+from kgot.graph_model import (
+    Changeset,
     EdgeIdent,
     edge_record,
     edge_removal_record,

@@ -22,7 +22,7 @@ from kgot.graph_backends.jobs.rdf_model import (
     turtle_value,
     type_iri,
 )
-from kgot.graph_model.records import LABEL, RELATIONSHIP, TYPE_NAME
+from kgot.graph_model import LABEL, RELATIONSHIP, TYPE_NAME
 
 MAX_STRING_CHARS = 200  # longer values are cut in views (queries still see them whole)
 MAX_LIST_ITEMS = 10

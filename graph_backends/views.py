@@ -46,10 +46,16 @@ import networkx as nx
 from kgot.graph_backends.base import GraphView, ViewRequest
 from kgot.graph_backends.jobs.outcome import collector_paused
 from kgot.graph_backends.view_lines import LineFormat
-from kgot.graph_model import Changeset, GraphStats
-from kgot.graph_model.nx_fast import node_table, predecessor_table, successor_table
-from kgot.graph_model.records import LABEL, RELATIONSHIP
-from kgot.graph_model.token_estimate import count_tokens
+from kgot.graph_model import (
+    LABEL,
+    RELATIONSHIP,
+    Changeset,
+    GraphStats,
+    count_tokens,
+    node_table,
+    predecessor_table,
+    successor_table,
+)
 
 QUESTION_WEIGHT = 1.0
 FOCUS_WEIGHT = 0.6

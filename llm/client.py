@@ -34,7 +34,7 @@ from pydantic import BaseModel
 
 from kgot.config import ROLES, LLMSettings, ModelSettings, Settings, StructuredMethod
 from kgot.errors import ConfigError, KgotError, ModelError, StructuredOutputError
-from kgot.graph_model.token_estimate import count_tokens
+from kgot.graph_model import count_tokens
 from kgot.llm.http import ensure_reachable
 from kgot.llm.models import build_chat_model, endpoint_url, require_models
 from kgot.llm.prices import PriceTable

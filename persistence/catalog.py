@@ -21,7 +21,7 @@ from typing import Any, Literal
 from referencing.exceptions import Unresolvable
 
 from kgot.errors import KgotError
-from kgot.graph_model.token_estimate import count_tokens
+from kgot.graph_model import count_tokens
 from kgot.persistence.timeutil import iso
 from kgot.persistence.type_schema import (
     cycle_message,

@@ -39,8 +39,11 @@ from sqlalchemy import Connection, Text, cast, func, or_, select
 
 from kgot.config import StoreLimits
 from kgot.errors import ChangesetError, UsageError
-from kgot.graph_model import Changeset, Edge, GraphStats, Node
-from kgot.graph_model.nx_fast import (
+from kgot.graph_model import (
+    Changeset,
+    Edge,
+    GraphStats,
+    Node,
     forget_cached_conversions,
     predecessor_table,
     successor_table,

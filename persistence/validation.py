@@ -30,8 +30,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kgot.config import DEFAULT_LIMITS, StoreLimits
-from kgot.graph_model import Changeset, Edge, Node
-from kgot.graph_model.records import (
+from kgot.graph_model import (
+    Changeset,
+    Edge,
+    Node,
     cap_problems,
     child_path,
     locate_value_problem,
