@@ -31,14 +31,7 @@ from kgot.benchmarks.prompts import DIRECT_SYSTEM, GAIA_ANSWER_RULES, render_gra
 from kgot.config import ModelSettings, Settings
 from kgot.controller import AskResult
 from kgot.errors import StructuredOutputError
-from kgot.tracing import Usage, emit, span
-from kgot.tracing.events import (
-    Sample,
-    Solutions,
-    StepFinished,
-    StepStarted,
-    TraceEvent,
-)
+from kgot.tracing import Sample, Solutions, StepFinished, StepStarted, TraceEvent, Usage, emit, span
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel

@@ -252,8 +252,7 @@ def _reasoning_trace(record: Mapping[str, Any]) -> str:
     step's name, then what it did (a step's usage is in the record's totals already)."""
     from pydantic import ValidationError
 
-    from kgot.tracing import ModelCall, ToolCall
-    from kgot.tracing.events import EVENT_ADAPTER, StepFinished, StepStarted
+    from kgot.tracing import EVENT_ADAPTER, ModelCall, StepFinished, StepStarted, ToolCall
 
     lines = []
     for stored in record.get("trace") or []:

@@ -531,7 +531,7 @@ def _langgraph_floor(tmp: Path, rounds: int = 40, repeats: int = 5) -> float:
 
 def _measure_vote_round(tmp: Path, sandbox: str) -> float:
     from kgot.controller import ask_async
-    from kgot.tracing.events import TraceEvent
+    from kgot.tracing import TraceEvent
 
     settings = _settings(tmp, "votes", sandbox, max_iterations=1)
     model = ScriptedChatModel(

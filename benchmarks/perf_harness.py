@@ -20,7 +20,7 @@ from pathlib import Path
 
 from kgot.benchmarks.datasets import BenchTask
 from kgot.benchmarks.figures import Figure, print_figures
-from kgot.tracing.events import TraceEvent, Vote, Votes
+from kgot.tracing import TraceEvent, Vote, Votes
 
 __all__ = ["run"]
 

@@ -465,7 +465,7 @@ def runs_show(
     (from the events recorded as it ran)."""
     from kgot.cli.run_timeline import read_events
     from kgot.persistence import open_store
-    from kgot.tracing.events import dump_trace
+    from kgot.tracing import dump_trace
 
     settings = settings_from(ctx, {"store.db": db})
     run_id = full_run_id(run_id, settings.store.db)

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from kgot.cli.common import printable
 from kgot.cli.layout import plural
 from kgot.errors import StoreError
-from kgot.tracing.events import (
+from kgot.tracing import (
     TRACE_ADAPTER,
     CodeFailed,
     GraphRefreshed,

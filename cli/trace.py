@@ -22,8 +22,7 @@ from rich.text import Text
 
 from kgot.cli.common import printable
 from kgot.cli.layout import plural
-from kgot.tracing import ModelCall, ToolCall, excerpt
-from kgot.tracing.events import (
+from kgot.tracing import (
     Code,
     CodeFailed,
     FailedSample,
@@ -31,15 +30,18 @@ from kgot.tracing.events import (
     GraphRefreshed,
     GraphUpdated,
     Math,
+    ModelCall,
     QueryResult,
     RunFinished,
     RunStarted,
     Solutions,
     StepFailed,
+    ToolCall,
     ToolCalls,
     ToolResult,
     TraceEvent,
     Votes,
+    excerpt,
 )
 
 _RESULT_CHARS = 400

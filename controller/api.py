@@ -24,7 +24,7 @@ from kgot.controller.arguments import chat_models, sandbox_argument, store_locat
 from kgot.controller.blocking import run_to_end
 from kgot.controller.result import AskResult
 from kgot.controller.run import continue_run, start_run
-from kgot.tracing.events import EventSink
+from kgot.tracing import EventSink
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel

@@ -10,8 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kgot.llm import empty_step_figures
-from kgot.tracing.events import ToolResult, TraceEvent
-from kgot.tracing.step_usage import Usage, empty_usage
+from kgot.tracing import ToolResult, TraceEvent, Usage, empty_usage
 
 log = logging.getLogger(__name__)
 

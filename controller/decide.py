@@ -11,7 +11,7 @@ from kgot.controller.schemas import Decision
 from kgot.controller.state import RunState
 from kgot.controller.views import graph_view
 from kgot.prompts import render_prompt
-from kgot.tracing.events import FailedVote, Vote, Votes
+from kgot.tracing import FailedVote, Vote, Votes
 
 
 async def decide(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:

@@ -48,8 +48,7 @@ from kgot.controller.retrieve import (
 )
 from kgot.controller.solve import solve
 from kgot.controller.state import RunState
-from kgot.tracing.events import StepFinished, StepStarted
-from kgot.tracing.spans import span
+from kgot.tracing import StepFinished, StepStarted, span
 
 # Supersteps one INSERT round can take: decide (with the tools), update_graph.
 _STEPS_PER_ROUND = 2

@@ -21,8 +21,7 @@ from kgot.memory.write_outcome import WriteOutcome
 from kgot.persistence import CommitConflictError, StoreBusyError
 from kgot.prompts import render_prompt
 from kgot.retrying import RetryPolicy
-from kgot.tracing import excerpt
-from kgot.tracing.events import (
+from kgot.tracing import (
     ChosenToolCall,
     Code,
     CodeFailed,
@@ -31,6 +30,7 @@ from kgot.tracing.events import (
     StepFailed,
     ToolCalls,
     ToolResult,
+    excerpt,
 )
 
 if TYPE_CHECKING:

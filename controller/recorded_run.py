@@ -26,8 +26,20 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from kgot.controller.run import finish_in_thread
 from kgot.controller.run_record import EventRecorder
-from kgot.tracing import ModelCall, ToolCall, Usage, add_usage, current_span, empty_usage, span
-from kgot.tracing.events import EventSink, RunFinished, RunStarted, StepFinished, StepStarted
+from kgot.tracing import (
+    EventSink,
+    ModelCall,
+    RunFinished,
+    RunStarted,
+    StepFinished,
+    StepStarted,
+    ToolCall,
+    Usage,
+    add_usage,
+    current_span,
+    empty_usage,
+    span,
+)
 
 if TYPE_CHECKING:
     from kgot.persistence import Store

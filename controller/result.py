@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
-from kgot.tracing.events import TraceEvent, dump_trace
+from kgot.tracing import TraceEvent, dump_trace
 
 RunStatus = Literal["answered", "forced", "failed", "interrupted"]
 

@@ -19,9 +19,8 @@ from kgot.errors import QueryError, StepFailure
 from kgot.graph_backends import QueryResult
 from kgot.prompts import render_prompt
 from kgot.sandbox import Job, run_async
-from kgot.tracing import excerpt
-from kgot.tracing.events import Code, CodeFailed, Math, StepFailed
-from kgot.tracing.events import QueryResult as QueryResultEvent
+from kgot.tracing import Code, CodeFailed, Math, StepFailed, excerpt
+from kgot.tracing import QueryResult as QueryResultEvent
 
 RETRIEVED_CHARS = 8_000
 # A calculation's printout goes into the solution prompt; the sandbox allows far more output

@@ -30,9 +30,17 @@ from kgot.errors import GraphFileError, KgotError, UsageError
 from kgot.graph_model import Changeset, apply_to_networkx
 from kgot.llm import NoScriptedReplyError
 from kgot.persistence.storable import storable_text
-from kgot.tracing.events import EventSink, RunFinished, RunStarted, StepFinished, TraceEvent
-from kgot.tracing.spans import span
-from kgot.tracing.step_usage import Usage, add_usage, empty_usage
+from kgot.tracing import (
+    EventSink,
+    RunFinished,
+    RunStarted,
+    StepFinished,
+    TraceEvent,
+    Usage,
+    add_usage,
+    empty_usage,
+    span,
+)
 
 log = logging.getLogger(__name__)
 
@@ -389,7 +397,7 @@ def otel_sink(settings: Settings) -> EventSink | None:
     """
     if not settings.tracing.otel:
         return None
-    from kgot.tracing.otel import shared_exporter
+    from kgot.tracing import shared_exporter
 
     return shared_exporter()
 

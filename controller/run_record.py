@@ -20,8 +20,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from kgot.tracing import excerpt
-from kgot.tracing.events import RunFinished, StepFinished, TraceEvent
+from kgot.tracing import RunFinished, StepFinished, TraceEvent, excerpt
 
 if TYPE_CHECKING:
     from kgot.persistence import Store

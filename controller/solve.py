@@ -14,8 +14,7 @@ from kgot.controller.schemas import Solution
 from kgot.controller.state import RunState
 from kgot.controller.views import fact_lens, graph_view
 from kgot.prompts import prompt_text, render_prompt
-from kgot.tracing import excerpt
-from kgot.tracing.events import FailedSample, Sample, Solutions
+from kgot.tracing import FailedSample, Sample, Solutions, excerpt
 
 
 async def solve(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:

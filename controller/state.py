@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from typing_extensions import TypedDict
 
-from kgot.tracing.step_usage import Usage, add_usage
+from kgot.tracing import Usage, add_usage
 
 Step = Literal["INSERT", "RETRIEVE"]
 

@@ -53,8 +53,7 @@ from kgot.llm.structured import (
 )
 from kgot.llm.usage import LLMCall, UsageLedger
 from kgot.retrying import RetriesExhausted, retry_async
-from kgot.tracing.call_events import ModelCall
-from kgot.tracing.spans import child_span_ids, emit
+from kgot.tracing import ModelCall, child_span_ids, emit
 
 M = TypeVar("M", bound=BaseModel)
 _BINDING_CACHE_SIZE = 64

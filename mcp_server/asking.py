@@ -115,7 +115,7 @@ async def ask(
     # event loop every tenant shares; later calls find it imported.
     await asyncio.to_thread(importlib.import_module, "kgot.controller")
     from kgot.controller import ask_async
-    from kgot.tracing.events import StepFinished
+    from kgot.tracing import StepFinished
 
     question = question.strip()
     if not question:

@@ -26,9 +26,7 @@ from kgot.errors import ToolError
 from kgot.tools.argument_schemas import explain_validation, signature
 from kgot.tools.base import MORE_HINT_KEY, NATIVE_KEY, ToolFailure, ToolOutcome
 from kgot.tools.flight import SingleFlight, interrupted_from_outside
-from kgot.tracing import excerpt
-from kgot.tracing.call_events import ARGS_EXCERPT_CHARS, ToolCall
-from kgot.tracing.spans import child_span_ids, emit
+from kgot.tracing import ARGS_EXCERPT_CHARS, ToolCall, child_span_ids, emit, excerpt
 
 _NOTICE_ROOM = 300  # characters kept free for the truncation notice
 
