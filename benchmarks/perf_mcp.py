@@ -32,7 +32,7 @@ import anyio
 
 from kgot.benchmarks.figures import Figure, p95, perf_main
 from kgot.benchmarks.perf_memory import SEED, commit_population, user_queries
-from kgot.memory.evaluation import synthetic_nodes
+from kgot.memory import synthetic_nodes
 from kgot.persistence import open_store
 
 AREA = "mcp"

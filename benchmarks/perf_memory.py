@@ -33,8 +33,7 @@ from pathlib import Path
 
 from kgot.benchmarks.figures import Figure, p95, perf_main
 from kgot.graph_model import Changeset, Edge, Node
-from kgot.memory import open_memory
-from kgot.memory.evaluation import evaluate, synthetic_nodes
+from kgot.memory import evaluate_resolution, open_memory, synthetic_nodes
 from kgot.persistence import EntitySession, Provenance, Store, open_store
 
 AREA = "memory"
@@ -87,7 +86,7 @@ def user_queries(nodes: Sequence[Node], count: int, seed: int) -> list[str]:
 
 
 def _resolution_quality() -> list[Figure]:
-    report = evaluate()
+    report = evaluate_resolution()
     return [
         Figure(AREA, "resolution precision (labelled set)", report.precision, "ratio", 0.97, "min"),
         Figure(AREA, "resolution recall (labelled set)", report.recall, "ratio", 0.85, "min"),

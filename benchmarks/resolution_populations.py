@@ -212,22 +212,22 @@ class LabelledPopulation:
 def company_population() -> LabelledPopulation:
     """kgot's labelled company set (:data:`kgot.memory.evaluation.PAIRS`, 200 pairs: companies,
     assets, people, places, products) as one population of 400 mentions."""
-    from kgot.memory.evaluation import IDENTITY_BY_TYPE, PAIRS
+    from kgot.memory import EVALUATION_IDENTITY, LABELLED_PAIRS
 
-    nodes = [node for pair in PAIRS for node in (pair.a, pair.b)]
-    same = [(pair.a.id, pair.b.id) for pair in PAIRS if pair.expect != "distinct"]
+    nodes = [node for pair in LABELLED_PAIRS for node in (pair.a, pair.b)]
+    same = [(pair.a.id, pair.b.id) for pair in LABELLED_PAIRS if pair.expect != "distinct"]
     groups = groups_of([*same, *_identical_mentions(nodes), *([node.id] for node in nodes)])
     group_of = {member: index for index, group in enumerate(groups) for member in group}
     forbidden = {
         pair_of(first, second)
-        for pair in PAIRS
+        for pair in LABELLED_PAIRS
         if pair.expect == "distinct"
         for first, second in product(groups[group_of[pair.a.id]], groups[group_of[pair.b.id]])
         if first != second  # a pair labelled both ways is not a fusion to count
     }
     return LabelledPopulation(
         nodes=tuple(nodes),
-        types=tuple(_loose_types(sorted({node.label for node in nodes}), IDENTITY_BY_TYPE)),
+        types=tuple(_loose_types(sorted({node.label for node in nodes}), EVALUATION_IDENTITY)),
         true_pairs=frozenset(pairs_within(groups)),
         forbidden_pairs=frozenset(forbidden),
     )

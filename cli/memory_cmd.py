@@ -162,11 +162,11 @@ def _adjudicate(
     """The model's verdicts on the merge suggestions: the queue's open ones (--apply, after
     filing this resolution's), or this dry run's."""
     from kgot.llm import LLMClient
-    from kgot.memory.adjudicate import adjudicate, pairs_of
+    from kgot.memory import adjudicate_suggestions, pairs_of
 
     client = LLMClient.from_settings("execution", settings.llm.execution, llm=settings.llm)
     pairs = None if apply else pairs_of(result.suggestions, result.suggestion_ids)
-    return adjudicate(
+    return adjudicate_suggestions(
         memory, client, pairs=pairs, apply=apply, max_calls=max_calls, max_cost_usd=max_cost
     )
 
@@ -259,7 +259,7 @@ def verify(
     """Check a claim against the entity's graph: corroborated, contradicted, mixed or
     inconclusive. A structured claim needs no model; a sentence is extracted by the model."""
     from kgot.errors import UsageError
-    from kgot.memory.verify import Claim, verify_claim, verify_text
+    from kgot.memory import Claim, verify_claim, verify_text
 
     structured = any(v is not None for v in (subject, prop, value, relation, obj))
     if text is not None and structured:
@@ -371,8 +371,7 @@ def upkeep(
     """Expire facts past their time to live, prune faded ones, promote well-corroborated ones,
     merge duplicates; print how many of each (-v: each fact and why). Nothing is deleted:
     closed facts stay in history."""
-    from kgot.memory import open_memory
-    from kgot.memory.upkeep import parse_now
+    from kgot.memory import open_memory, parse_now
 
     moment = parse_now(now) if now is not None else None  # a bad --now: before any write
     with opened_store(ctx, db, entity=entity) as store:
@@ -428,8 +427,7 @@ def search(
     and edges the query matched (ceo: Tim Cook, -[ceo]-> Tim Cook) and its key properties.
     Searching writes nothing."""
     from kgot.errors import UsageError
-    from kgot.memory import open_memory
-    from kgot.memory.upkeep import parse_now
+    from kgot.memory import open_memory, parse_now
 
     if limit < 1:
         raise UsageError(f"--limit must be at least 1, not {limit}")
@@ -512,8 +510,7 @@ def feedback(
     """Say whether a fact was good: --good adds 0.20 to its strength (capped at 1), which keeps
     it fresh in ranking; --bad is counted. No fact version is written."""
     from kgot.errors import UsageError
-    from kgot.memory import open_memory
-    from kgot.memory.search import find_edge
+    from kgot.memory import find_edge, open_memory
 
     if good == bad:
         raise UsageError("give exactly one of --good or --bad")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from kgot.cli.common import printable
 
 if TYPE_CHECKING:
-    from kgot.memory.search import RelatedEdge, SearchHit
+    from kgot.memory import RelatedEdge, SearchHit
 
 __all__ = ["WIDTH", "fit", "hit_lines", "wrapped"]
 

@@ -585,7 +585,7 @@ def import_entity(
     memory's write-time rules and the import's trust unless ``raw``."""
     from kgot.errors import ChangesetError
     from kgot.graph_backends import read_import_file
-    from kgot.memory.imports import import_with_rules
+    from kgot.memory import import_with_rules
     from kgot.persistence import CommitConflictError, Provenance
     from kgot.persistence.transfer import import_graph
 

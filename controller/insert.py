@@ -17,7 +17,7 @@ from kgot.controller.state import PendingResult, RunState, ToolCallRecord
 from kgot.controller.trust import producer_trust, trust_note
 from kgot.controller.views import graph_view
 from kgot.errors import ChangesetError, CodeExecutionError
-from kgot.memory.write_outcome import WriteOutcome
+from kgot.memory import WriteOutcome
 from kgot.persistence import CommitConflictError, StoreBusyError
 from kgot.prompts import render_prompt
 from kgot.retrying import RetryPolicy
@@ -338,8 +338,7 @@ async def _apply_code(
     Raises:
         CodeExecutionError, ChangesetError: for fix-code; nothing was applied.
     """
-    from kgot.memory import commit_prepared, prepare_changeset
-    from kgot.memory.embeddings import embedder_for_writes
+    from kgot.memory import commit_prepared, embedder_for_writes, prepare_changeset
 
     for conflicts in range(_CONFLICT_RETRIES + 1):
         changeset = await ctx.backend.apropose(await canonical_code(ctx, code))

@@ -621,7 +621,7 @@ def _memory_tools(session: Any) -> list[BaseTool]:
     """The entity run's ``verify_claim`` tool, bound to the run's session (tools may not import
     kgot.memory, so the check is handed in). Listed with the type tools: their results are not
     turned into graph facts."""
-    from kgot.memory.verify import verify_claim
+    from kgot.memory import verify_claim
     from kgot.tools import build_memory_tools
 
     def check(subject: str, **claim: Any) -> dict[str, Any]:

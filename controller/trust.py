@@ -24,8 +24,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from kgot.graph_backends import RDF_NODE, rdf_decode_local
-from kgot.memory.scoring import (
-    DEFAULT_WEIGHTS,
+from kgot.memory import (
+    DEFAULT_RANK_WEIGHTS,
     fact_freshness,
     parse_instant,
     rank,
@@ -55,7 +55,7 @@ STALE_FRESHNESS = 0.5
 DEFAULT_RANK_WEIGHT = 0.5
 _EXTRACTED = "extracted"
 
-_RELEVANCE = DEFAULT_WEIGHTS.relevance
+_RELEVANCE = DEFAULT_RANK_WEIGHTS.relevance
 EdgeIdent = tuple[str, str, str]
 Kind = Literal["node", "edge"]
 

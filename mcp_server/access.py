@@ -20,8 +20,7 @@ from kgot.errors import EntityNotFoundError, UsageError
 from kgot.mcp_server.tokens import Grant
 
 if TYPE_CHECKING:
-    from kgot.memory import Memory
-    from kgot.memory.embeddings import NodeEmbedder
+    from kgot.memory import Memory, NodeEmbedder
     from kgot.persistence import EntitySession, Store
 
 __all__ = ["AccessError", "Tenancy", "no_entity"]

@@ -734,7 +734,7 @@ def _resources(server: MCPServer, app: KgotMCP) -> None:
 def _instant(text: str | None) -> Any:
     if text is None:
         return None
-    from kgot.memory.scoring import parse_instant
+    from kgot.memory import parse_instant
 
     moment = parse_instant(text)
     if moment is None:

@@ -145,7 +145,7 @@ def _app(store: Store, settings: Settings, options: ServeOptions, grant: Grant |
 
     embedder = None
     if settings.memory.embeddings:
-        from kgot.memory.embeddings import embedder_from_settings
+        from kgot.memory import embedder_from_settings
 
         embedder = embedder_from_settings(settings.memory)  # ConfigError: exit 2
     return KgotMCP(

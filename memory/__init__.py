@@ -17,14 +17,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 __all__ = [
+    "DEFAULT_RANK_WEIGHTS",
+    "EVALUATION_IDENTITY",
+    "LABELLED_PAIRS",
+    "Claim",
     "Forgotten",
     "Match",
     "Memory",
     "Merge",
     "MergedId",
+    "NodeEmbedder",
     "NormalName",
     "PreparedChangeset",
     "QueuedResolution",
+    "RelatedEdge",
     "Resolution",
     "ResolutionIndex",
     "SearchHit",
@@ -32,21 +38,43 @@ __all__ = [
     "UpkeepReport",
     "WriteOutcome",
     "WrittenEdge",
+    "adjudicate_suggestions",
     "commit_prepared",
+    "embedder_for_writes",
+    "embedder_from_settings",
+    "evaluate_resolution",
+    "fact_freshness",
+    "find_edge",
+    "import_with_rules",
     "match_existing",
     "normalize_name",
     "open_memory",
+    "pairs_of",
+    "parse_instant",
+    "parse_now",
     "prepare_changeset",
+    "rank",
     "resolve",
     "resolve_all",
+    "retention",
     "run_upkeep",
+    "synthetic_nodes",
+    "temporal_properties",
     "verify_claim",
     "verify_text",
 ]
 
 if TYPE_CHECKING:
+    from kgot.memory.adjudicate import adjudicate as adjudicate_suggestions
+    from kgot.memory.adjudicate import pairs_of
     from kgot.memory.api import Memory, QueuedResolution, open_memory
+    from kgot.memory.embeddings import NodeEmbedder, embedder_for_writes, embedder_from_settings
+    from kgot.memory.evaluation import IDENTITY_BY_TYPE as EVALUATION_IDENTITY
+    from kgot.memory.evaluation import PAIRS as LABELLED_PAIRS
+    from kgot.memory.evaluation import evaluate as evaluate_resolution
+    from kgot.memory.evaluation import synthetic_nodes
     from kgot.memory.forget import Forgotten
+    from kgot.memory.imports import import_with_rules
     from kgot.memory.names import NormalName, normalize_name
     from kgot.memory.resolution import (
         Match,
@@ -58,9 +86,17 @@ if TYPE_CHECKING:
         resolve,
         resolve_all,
     )
-    from kgot.memory.search import SearchHit
-    from kgot.memory.upkeep import UpkeepReport, run_upkeep
-    from kgot.memory.verify import verify_claim, verify_text
+    from kgot.memory.scoring import DEFAULT_WEIGHTS as DEFAULT_RANK_WEIGHTS
+    from kgot.memory.scoring import (
+        fact_freshness,
+        parse_instant,
+        rank,
+        retention,
+        temporal_properties,
+    )
+    from kgot.memory.search import RelatedEdge, SearchHit, find_edge
+    from kgot.memory.upkeep import UpkeepReport, parse_now, run_upkeep
+    from kgot.memory.verify import Claim, verify_claim, verify_text
     from kgot.memory.write_outcome import MergedId, WriteOutcome, WrittenEdge, commit_prepared
     from kgot.memory.writes import PreparedChangeset, prepare_changeset
 
@@ -82,6 +118,35 @@ _HOMES = {
     "WriteOutcome": "write_outcome",
     "WrittenEdge": "write_outcome",
     "commit_prepared": "write_outcome",
+    "pairs_of": "adjudicate",
+    "NodeEmbedder": "embeddings",
+    "embedder_for_writes": "embeddings",
+    "embedder_from_settings": "embeddings",
+    "synthetic_nodes": "evaluation",
+    "import_with_rules": "imports",
+    "fact_freshness": "scoring",
+    "parse_instant": "scoring",
+    "rank": "scoring",
+    "retention": "scoring",
+    "temporal_properties": "scoring",
+    "RelatedEdge": "search",
+    "find_edge": "search",
+    "parse_now": "upkeep",
+    "Claim": "verify",
+    "adjudicate_suggestions": "adjudicate",
+    "evaluate_resolution": "evaluation",
+    "LABELLED_PAIRS": "evaluation",
+    "EVALUATION_IDENTITY": "evaluation",
+    "DEFAULT_RANK_WEIGHTS": "scoring",
+}
+# Exported under a name that says more in the package than in its module (or, for
+# ``adjudicate``, that is not also the name of a module of the package).
+_ATTRIBUTES = {
+    "adjudicate_suggestions": "adjudicate",
+    "evaluate_resolution": "evaluate",
+    "LABELLED_PAIRS": "PAIRS",
+    "EVALUATION_IDENTITY": "IDENTITY_BY_TYPE",
+    "DEFAULT_RANK_WEIGHTS": "DEFAULT_WEIGHTS",
 }
 
 
@@ -91,4 +156,4 @@ def __getattr__(name: str) -> Any:
     from importlib import import_module
 
     module = import_module(f"kgot.memory.{_HOMES.get(name, 'resolution')}")
-    return getattr(module, name)
+    return getattr(module, _ATTRIBUTES.get(name, name))

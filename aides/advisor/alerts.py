@@ -34,7 +34,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from kgot.errors import UsageError
-from kgot.memory.scoring import parse_instant
+from kgot.memory import parse_instant
 
 if TYPE_CHECKING:
     from kgot.aides.advisor.advisor_rows import Portfolio

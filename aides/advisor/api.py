@@ -636,7 +636,7 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
     import re
     from datetime import timedelta
 
-    from kgot.memory.scoring import parse_instant
+    from kgot.memory import parse_instant
 
     moment = parse_instant(text.strip())
     if moment is not None:

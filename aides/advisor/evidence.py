@@ -39,12 +39,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from kgot.graph_model import count_tokens
-from kgot.memory.scoring import (
-    fact_freshness,
-    rank,
-    retention,
-    temporal_properties,
-)
+from kgot.memory import fact_freshness, rank, retention, temporal_properties
 
 if TYPE_CHECKING:
     import networkx as nx

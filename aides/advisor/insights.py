@@ -244,7 +244,7 @@ def _checked(
     rejected: list[str],
 ) -> tuple[Node, list[Edge]] | None:
     """The insight's node and edges, or ``None`` (the reason appended to ``rejected``)."""
-    from kgot.memory.verify import verify_claim
+    from kgot.memory import verify_claim
 
     about = [_node_id(i) for i in proposal.about]
     evidence = [_node_id(i) for i in proposal.derived_from]
@@ -337,7 +337,7 @@ def recheck(
 ) -> Recheck:
     """Check every current insight's basis against the graph now; close (as
     ``contradicted``) the insights a newer fact contradicts."""
-    from kgot.memory.verify import verify_claim
+    from kgot.memory import verify_claim
     from kgot.persistence import Provenance
 
     done = Recheck()
