@@ -28,8 +28,7 @@ from sqlalchemy import Connection, case, delete, func, insert, null, or_, select
 
 from kgot.aides.schema import AIDE_TABLES
 from kgot.errors import EntityNotFoundError, UsageError
-from kgot.persistence.schema import TABLES
-from kgot.persistence.timeutil import as_utc, utc_now
+from kgot.persistence import TABLES, as_utc, utc_now
 
 if TYPE_CHECKING:
     from kgot.aides.sources import SourceItem
@@ -172,7 +171,7 @@ def claim_worker(store: Store, aide: AideRow, owner: str) -> None:
     Raises:
         UsageError: another process on this machine runs the aide.
     """
-    from kgot.persistence.owner import owner_state
+    from kgot.persistence import owner_state
 
     if not store.target.is_sqlite:
         return  # PostgreSQL: any number of workers share the aide's items (claim_next)
@@ -716,7 +715,7 @@ def insert_new(connection: Connection, table: Any) -> Any:
 def reclaim_abandoned(store: Store, aide: AideRow, now: datetime) -> int:
     """Items left ``ingesting`` by a process that is gone, or whose lease ran out, become
     ``new`` again (their commit, if it landed, is found by its result key). Returns how many."""
-    from kgot.persistence.owner import owner_state
+    from kgot.persistence import owner_state
 
     table = AIDE_TABLES.aide_items
     with store.write() as connection:
@@ -962,7 +961,7 @@ SILENT_CYCLE = timedelta(hours=6)
 
 
 def _mark_killed(connection: Connection, aide: AideRow, now: datetime) -> None:
-    from kgot.persistence.owner import owner_state
+    from kgot.persistence import owner_state
 
     table = AIDE_TABLES.aide_cycles
     rows = connection.execute(
@@ -1156,7 +1155,7 @@ def claim_delivery(
     be recalled, and a worker that died while sending may have sent it) it is given up on
     instead, saying why.
     """
-    from kgot.persistence.owner import owner_state
+    from kgot.persistence import owner_state
 
     table, outputs_table = AIDE_TABLES.aide_deliveries, AIDE_TABLES.aide_outputs
     expires = now + DELIVERY_CLAIM

@@ -308,7 +308,7 @@ async def deliver_once(
     make; a failed one waits before the next (:func:`kgot.aides.aide_rows.retry_delay`).
     """
     from kgot.aides import aide_rows
-    from kgot.persistence.owner import current_owner
+    from kgot.persistence import current_owner
 
     owner = current_owner()
     if not aide_rows.claim_delivery(

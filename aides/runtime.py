@@ -40,7 +40,7 @@ from kgot.errors import (
     SandboxUnavailableError,
     StoreError,
 )
-from kgot.persistence.timeutil import as_utc
+from kgot.persistence import as_utc
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -291,7 +291,7 @@ class Aide:
         # The controller (LangGraph, LangChain) is loaded when a cycle runs, not when the aide
         # commands start.
         from kgot.controller import traced_step
-        from kgot.persistence.owner import current_owner
+        from kgot.persistence import current_owner
 
         self.check_ready()  # before the cycle is recorded: nothing half-done to explain
         now = now or datetime.now(UTC)

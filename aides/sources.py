@@ -43,7 +43,7 @@ from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
 from kgot.errors import UsageError
-from kgot.persistence.storable import storable_text
+from kgot.persistence import storable_text
 from kgot.retrying import one_line
 from kgot.sandbox import is_under
 

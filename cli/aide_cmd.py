@@ -307,7 +307,7 @@ def run(
     last one ended. --cron waits for the expression's next time (UTC), as
     cron does; --now runs a cycle at start-up too."""
     from kgot.aides import claim_worker, release_worker
-    from kgot.persistence.owner import current_owner
+    from kgot.persistence import current_owner
 
     schedule = parse_schedule(once=once, every=every, cron=cron, run_now=run_now)
     settings = settings_from(ctx, {"store.db": db, "llm.model": model})
@@ -515,8 +515,7 @@ def delete(
 @contextmanager
 def _aide(ctx: typer.Context, db: str | None, name: str, settings: Any = None) -> Iterator[Aide]:
     from kgot.aides import open_aide
-    from kgot.persistence import StoreNotFoundError
-    from kgot.persistence.target import parse_target
+    from kgot.persistence import StoreNotFoundError, parse_target
 
     settings = settings or settings_from(ctx, {"store.db": db})
     try:

@@ -610,7 +610,7 @@ def full_run_id(given: str, location: str) -> str:
 
 def _store_exists(location: str) -> bool:
     """Whether there is a store to read (looking must not create a SQLite file)."""
-    from kgot.persistence.target import parse_target, refuse_file_in_path
+    from kgot.persistence import parse_target, refuse_file_in_path
 
     target = parse_target(location)
     if not target.is_sqlite or target.sqlite_path is None or target.sqlite_path.exists():

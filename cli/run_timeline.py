@@ -36,7 +36,7 @@ from kgot.tracing import (
 )
 
 if TYPE_CHECKING:
-    from kgot.persistence.store import RunCommit
+    from kgot.persistence import RunCommit
 from kgot.tracing import ModelCall, ToolCall
 
 WIDTH = 80

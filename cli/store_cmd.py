@@ -60,8 +60,7 @@ def opened_store(
     mistyped KGOT_DB / --db with a new, empty database (and directories) at the wrong place.
     ``entity`` names the entity the command needs, for the message when there is no store.
     """
-    from kgot.persistence import StoreNotFoundError, open_store
-    from kgot.persistence.target import no_store_for_entity
+    from kgot.persistence import StoreNotFoundError, no_store_for_entity, open_store
 
     settings = settings_from(ctx, {"store.db": db}).store
     location = settings.db
@@ -478,13 +477,13 @@ def _no_type(name: str, entity: str | None) -> str:
 
 
 def _location(ctx: typer.Context, db: str | None) -> str:
-    from kgot.persistence.target import parse_target
+    from kgot.persistence import parse_target
 
     return parse_target(settings_from(ctx, {"store.db": db}).store.db).display
 
 
 def _iso(value: Any) -> str | None:
-    from kgot.persistence.timeutil import iso
+    from kgot.persistence import iso
 
     return iso(value)
 
@@ -505,7 +504,7 @@ def export_entity(
     """Write an entity's graph to FILE (format by extension): the current one, or the one it
     had at the version or time ``as_of`` names."""
     from kgot.graph_backends import graph_format, write_graph
-    from kgot.persistence.transfer import export_graph
+    from kgot.persistence import export_graph
 
     graph_format(file)  # an unusable target fails before the store is opened
     wanted = None if as_of is None else _version_or_time(as_of)
@@ -536,7 +535,7 @@ def _version_or_time(text: str) -> int | datetime:
     Raises:
         UsageError: neither.
     """
-    from kgot.persistence.timeutil import as_utc
+    from kgot.persistence import as_utc
 
     plain = text.strip()
     digits = plain[1:] if plain[:1] in ("v", "V") else plain
@@ -586,8 +585,7 @@ def import_entity(
     from kgot.errors import ChangesetError
     from kgot.graph_backends import read_import_file
     from kgot.memory import import_with_rules
-    from kgot.persistence import CommitConflictError, Provenance
-    from kgot.persistence.transfer import import_graph
+    from kgot.persistence import CommitConflictError, Provenance, import_graph
 
     trust = settings_from(ctx).memory.trust_for("import")
     provenance = Provenance(

@@ -37,7 +37,7 @@ from kgot.controller.run import finish_in_thread, open_run_sandbox, otel_sink
 from kgot.controller.state import PendingResult, RunState
 from kgot.errors import ConfigError, UsageError
 from kgot.memory import MergedId, WriteOutcome, WrittenEdge
-from kgot.persistence.facts import FactKey, fact_id
+from kgot.persistence import FactKey, fact_id
 from kgot.tracing import emit, excerpt
 
 if TYPE_CHECKING:

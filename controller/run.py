@@ -29,7 +29,7 @@ from kgot.controller.state import RunState
 from kgot.errors import GraphFileError, KgotError, UsageError
 from kgot.graph_model import Changeset, apply_to_networkx
 from kgot.llm import NoScriptedReplyError
-from kgot.persistence.storable import storable_text
+from kgot.persistence import storable_text
 from kgot.tracing import (
     EventSink,
     RunFinished,
@@ -714,7 +714,7 @@ async def _opened(
             except StoreNotFoundError as missing:
                 if entity is None:
                     raise
-                from kgot.persistence.target import no_store_for_entity
+                from kgot.persistence import no_store_for_entity
 
                 raise no_store_for_entity(entity, settings.store.db) from missing
             stack.callback(store.close)

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from kgot.errors import EntityNotFoundError, UsageError
-from kgot.persistence.target import parse_target
+from kgot.persistence import parse_target
 
 if TYPE_CHECKING:
     from kgot.persistence import Store

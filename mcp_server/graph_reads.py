@@ -25,7 +25,7 @@ from kgot.mcp_server.tool_schemas import (
     TraverseOut,
     TypesOut,
 )
-from kgot.persistence.facts import edge_key, edge_key_from_id, fact_id
+from kgot.persistence import edge_key, edge_key_from_id, fact_id
 
 if TYPE_CHECKING:
     import networkx as nx

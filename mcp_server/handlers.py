@@ -11,8 +11,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from kgot.errors import KgotError
-from kgot.persistence.store import MAX_ENTITY_NAME
-from kgot.persistence.validation import MAX_ID_LENGTH
+from kgot.persistence import MAX_ENTITY_NAME, MAX_ID_LENGTH
 
 __all__ = [
     "MAX_FACT_ID_CHARS",

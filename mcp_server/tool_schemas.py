@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.json_schema import JsonDict
 
-from kgot.persistence.validation import MAX_ID_LENGTH
+from kgot.persistence import MAX_ID_LENGTH
 
 JsonValue = Any
 

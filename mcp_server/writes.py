@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from kgot.errors import ChangesetError, UsageError, WriteConflictError
 from kgot.graph_model import Changeset, Edge, Node
 from kgot.mcp_server.tool_schemas import EdgeIn, Landing, NodeIn, SaveOut, TypeOut
-from kgot.persistence.facts import edge_key, fact_id
+from kgot.persistence import edge_key, fact_id
 from kgot.retrying import RetriesExhausted, RetryPolicy, retry_async
 
 if TYPE_CHECKING:

@@ -61,8 +61,7 @@ from sqlalchemy import Connection, and_, delete, exists, or_, select
 
 from kgot.errors import ConfigError
 from kgot.memory.schema import EMBEDDINGS
-from kgot.persistence.schema import TABLES
-from kgot.persistence.timeutil import utc_now
+from kgot.persistence import TABLES, utc_now
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings

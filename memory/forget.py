@@ -151,7 +151,7 @@ def _named_edge(session: EntitySession, words: Sequence[str], property: str | No
 def _edge_key(session: EntitySession, text: str) -> FactKey | None:
     """The edge key ``text`` names, or ``None`` when it names a node (a node id may look like
     an edge id: the node wins, as everywhere else)."""
-    from kgot.persistence.facts import edge_key_from_id
+    from kgot.persistence import edge_key_from_id
 
     edge = edge_key_from_id(text)
     if edge is None or text in session.facts_around([text]):

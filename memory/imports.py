@@ -70,8 +70,7 @@ def import_with_rules(
             hold (nothing was written).
         CommitConflictError: other writers kept changing facts the import touches.
     """
-    from kgot.persistence import CommitConflictError
-    from kgot.persistence.transfer import check_import_size, import_changeset
+    from kgot.persistence import CommitConflictError, check_import_size, import_changeset
 
     check_import_size(session, graph)
     for attempt in range(2):

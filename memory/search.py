@@ -256,7 +256,7 @@ def fact_key_for(session: EntitySession, text: str) -> FactKey:
     merged into) or an edge as ``source -[key]-> target``
     (:func:`kgot.persistence.fact_id`). Whether the fact is current is checked by whoever uses
     the key."""
-    from kgot.persistence.facts import edge_key_from_id
+    from kgot.persistence import edge_key_from_id
 
     edge = edge_key_from_id(text)
     if edge is not None and session.canonical_id(text) is None:
@@ -286,7 +286,7 @@ def find_edge(session: EntitySession, source: str, relationship: str, target: st
             f"no current edge {source!r} -{relationship}-> {target!r} in entity {session.entity!r}"
         )
     if len(found) > 1:
-        from kgot.persistence.facts import edge_key, fact_id
+        from kgot.persistence import edge_key, fact_id
 
         listed = ", ".join(fact_id(edge_key(*ident)) for ident in found)
         raise UsageError(f"several edges match; name one by its id: {listed}")

@@ -64,9 +64,7 @@ from kgot.memory.scoring import (
 )
 from kgot.memory.tickers import ticker_names, with_ticker_names
 from kgot.memory.writes import TypeUpkeep
-from kgot.persistence.context import CommitConflictError
-from kgot.persistence.facts import fact_id
-from kgot.persistence.upkeep_store import ClosedFacts, FactAsRead
+from kgot.persistence import ClosedFacts, CommitConflictError, FactAsRead, fact_id
 
 if TYPE_CHECKING:
     import networkx as nx

@@ -233,7 +233,7 @@ class Verdict:
 
 def edge_fact_id(source: str, target: str, key: str) -> str:
     """The id a verdict gives an edge fact (:func:`kgot.persistence.fact_id`)."""
-    from kgot.persistence.facts import edge_key, fact_id
+    from kgot.persistence import edge_key, fact_id
 
     return fact_id(edge_key(source, target, key))
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kgot.graph_model import Changeset, Edge
-from kgot.persistence.facts import FactKey, edge_key, fact_id, node_key
+from kgot.persistence import FactKey, edge_key, fact_id, node_key
 
 if TYPE_CHECKING:
     from kgot.memory.embeddings import NodeEmbedder

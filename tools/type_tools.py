@@ -148,7 +148,7 @@ def build_type_tools(session: EntitySession, run_id: str | None = None) -> list[
 
 
 def _describe(created: TypeDef, entity: str) -> str:
-    from kgot.persistence.catalog import describe_properties
+    from kgot.persistence import describe_properties
 
     spec = created.spec
     required, optional, _closed = describe_properties(spec.properties)

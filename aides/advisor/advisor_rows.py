@@ -24,7 +24,7 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 from kgot.aides.advisor.schema import ADVISOR_TABLES, RISK_LEVELS
 from kgot.aides.schema import AIDE_TABLES
 from kgot.errors import UsageError
-from kgot.persistence.timeutil import as_utc, utc_now
+from kgot.persistence import as_utc, utc_now
 
 if TYPE_CHECKING:
     from kgot.aides.advisor.holdings import PositionRow

@@ -467,7 +467,7 @@ async def _deliver(aide: Aide, report: CycleReport, now: datetime) -> None:
     output made before them (a user's output: that user's only)."""
     from kgot.aides import aide_rows
     from kgot.aides.outputs import deliver_once
-    from kgot.persistence.timeutil import as_utc
+    from kgot.persistence import as_utc
 
     store, row = aide.store, aide.row
     outputs = aide_rows.outputs(store, row)

@@ -34,7 +34,7 @@ class InstalledTypes:
 
 def advisor_type_specs() -> list[TypeSpec]:
     """The advisor's node and edge types, node types first (edges name them)."""
-    from kgot.persistence.catalog import parse_type_document, specs_from_document
+    from kgot.persistence import parse_type_document, specs_from_document
 
     text = resources.files("kgot.aides.advisor").joinpath("seed_types.yaml").read_text("utf-8")
     return specs_from_document(parse_type_document(text, "seed_types.yaml"), "seed_types.yaml")
