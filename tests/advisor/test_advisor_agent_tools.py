@@ -138,6 +138,7 @@ def test_kgot_ask_on_the_advisors_entity_gets_market_data_unasked(
     assert json.loads(outcome.output)["quotes"][0]["close"] == 103.25
 
 
+@pytest.mark.slow
 def test_no_tool_without_an_advisor_or_its_provider(store: Store, tmp_path: Path) -> None:
     store.create_entity("plain")
     _advisor(store, "bare", "noprices", None)  # an advisor without a price provider
@@ -196,6 +197,7 @@ def test_a_run_without_an_advisor_has_no_market_data_tool(tmp_path: Path) -> Non
     assert not unknown["ok"] and "no tool named 'market_data'" in unknown["output"], unknown
 
 
+@pytest.mark.slow
 def test_another_entitys_advisor_is_never_read(store: Store, tmp_path: Path) -> None:
     """Entity ``a`` has advisor ``adv-a``; entity ``b`` has ``adv-b`` and an advisor *named*
     ``a``, each with prices ``a``'s file does not have. ``a``'s tool sees ``a``'s only."""

@@ -7,6 +7,8 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from kgot.aides import create_aide
 from kgot.aides.advisor import advisor_rows
 from kgot.aides.advisor.alerts import AlertIndex, evaluate
@@ -98,6 +100,7 @@ def test_each_rule_names_its_facts_and_thresholds_follow_the_profile(store: Stor
     assert any("BUY signal on AAPL" in m for m in messages)
 
 
+@pytest.mark.slow
 def test_price_drops_use_the_cached_prices(store: Store) -> None:
     _aide, row = _setup(store)
     held = _portfolio(store, row, "mia", "moderate", ["NVDA"])
@@ -110,6 +113,7 @@ def test_price_drops_use_the_cached_prices(store: Store) -> None:
     assert evaluate(_index(store), held, now=NOW, quotes={"NVDA": quote_from("NVDA", small)}) == []
 
 
+@pytest.mark.slow
 def test_an_alert_is_recorded_and_delivered_once(store: Store, tmp_path: Path) -> None:
     model = ScriptedChatModel(
         script={

@@ -51,6 +51,7 @@ def advisor(store: Store) -> Store:
     return store
 
 
+@pytest.mark.slow
 def test_the_pack_puts_holdings_first_and_never_exceeds_its_budget(advisor: Store) -> None:
     session = advisor.session("markets")
     index = MarketIndex(session.load_graph(include_meta=True), session.type_catalog(), now=NOW)
@@ -65,6 +66,7 @@ def test_the_pack_puts_holdings_first_and_never_exceeds_its_budget(advisor: Stor
         assert pack.ids == [i for i in full.ids if i in set(pack.ids)]  # best first, kept
 
 
+@pytest.mark.slow
 def test_a_briefing_citing_outside_the_pack_is_sent_back_and_fixed(advisor: Store) -> None:
     model = ScriptedChatModel(
         script={
@@ -90,6 +92,7 @@ def test_a_briefing_citing_outside_the_pack_is_sent_back_and_fixed(advisor: Stor
     assert stored["id"] == made.id and stored["facts"] == made.facts  # by entity, as JSON
 
 
+@pytest.mark.slow
 def test_statements_that_never_cite_the_pack_are_left_out(advisor: Store) -> None:
     model = ScriptedChatModel(
         script={"advisor_briefing": ["- Up [node:aapl]. Moon soon [node:moon].\n- Rumour."]}

@@ -287,6 +287,7 @@ def test_profile_texts_given_on_several_lines_are_kept_on_one(
     )
 
 
+@pytest.mark.slow
 def test_a_user_with_nothing_but_a_profile_is_removed(advisors: list[str], store_url: str) -> None:
     with open_store(store_url) as store:
         api.add_user(store, "adv", "carol")
@@ -298,6 +299,7 @@ def test_a_user_with_nothing_but_a_profile_is_removed(advisors: list[str], store
     }
 
 
+@pytest.mark.slow
 def test_a_renamed_user_keeps_their_own_output(advisors: list[str], store_url: str) -> None:
     with open_store(store_url) as store:
         row = advisor_rows.advisor_aide(store, "adv")

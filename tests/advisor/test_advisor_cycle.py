@@ -130,6 +130,7 @@ def test_the_insight_pass_writes_checked_insights_and_old_ones_are_rechecked(
     assert len(model.calls_for("advisor_insight")) == model_after + 1  # asked again, new version
 
 
+@pytest.mark.slow
 def test_model_calls_stop_at_the_cycle_budget(store: Store) -> None:
     model = ScriptedChatModel(script={"advisor_insight": [PROPOSALS]})
     now = datetime.now(UTC)

@@ -111,6 +111,7 @@ def test_a_briefing_dates_every_price_it_quotes(advisor: Store) -> None:
     assert "Prices cited" not in again.text
 
 
+@pytest.mark.slow
 def test_an_answer_dates_the_prices_it_quotes(advisor: Store) -> None:
     model = ScriptedChatModel(script={"advisor_ask": ["Apple closed at 108 [price:AAPL]."]})
     answer = api.ask(

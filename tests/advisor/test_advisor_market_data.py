@@ -54,6 +54,7 @@ def test_a_bad_price_file_names_where(tmp_path: Path, text: str, said: str) -> N
         read_price_file(path)
 
 
+@pytest.mark.slow
 def test_prices_are_cached_per_aide_and_quoted(store: Store, tmp_path: Path) -> None:
     prices = tmp_path / "quotes.csv"
     prices.write_text(

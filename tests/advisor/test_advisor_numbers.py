@@ -68,6 +68,7 @@ def test_purchases_that_would_add_up_past_a_float_are_refused(
     assert shares == 1e18 and math.isclose(cost, (1e15 + 1) / 2)
 
 
+@pytest.mark.slow
 def test_a_csv_names_each_row_whose_numbers_are_not_finite(
     advisor: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -87,6 +88,7 @@ def test_a_csv_names_each_row_whose_numbers_are_not_finite(
     assert _listed(advisor, capsys) == {}
 
 
+@pytest.mark.slow
 def test_the_python_api_refuses_them_too(store_url: str) -> None:
     from kgot.aides import create_aide
 

@@ -132,6 +132,7 @@ def test_bad_input_is_one_line_and_exit_2(
     assert said in fails(["aide", *argv, *advisor], capsys)
 
 
+@pytest.mark.slow
 def test_a_missing_or_headerless_file_is_refused(
     advisor: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

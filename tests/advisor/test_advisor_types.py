@@ -34,6 +34,7 @@ EDGE_TYPES = {
 }
 
 
+@pytest.mark.slow
 def test_creating_an_advisor_installs_its_types_in_its_entity_only(store: Store) -> None:
     store.create_entity("other")
     create_aide(store, "adv", "markets", program="advisor")
@@ -60,6 +61,7 @@ def test_creating_an_advisor_installs_its_types_in_its_entity_only(store: Store)
     assert "Asset" not in store.type_catalog().node_types
 
 
+@pytest.mark.slow
 def test_a_second_advisor_on_the_entity_keeps_the_types_it_finds(store: Store) -> None:
     create_aide(store, "first", "markets", program="advisor")
     create_aide(store, "second", "markets", program="advisor")
@@ -109,6 +111,7 @@ def test_an_insight_that_breaks_its_schema_is_refused_naming_the_path(
     assert "i1" in message and "Insight" in message
 
 
+@pytest.mark.slow
 def test_deleting_the_aide_or_the_entity_deletes_its_users_rows(store: Store) -> None:
     from kgot.aides import open_aide
     from kgot.aides.advisor import advisor_rows
@@ -145,6 +148,7 @@ def test_deleting_the_aide_or_the_entity_deletes_its_users_rows(store: Store) ->
     assert set(rows().values()) == {0}
 
 
+@pytest.mark.slow
 def test_a_company_is_one_node_by_ticker_or_by_name(store: Store) -> None:
     """The issue's "identity name/ticker", as the installed types resolve writes: an equal
     ticker is one company whatever the name's form; without a ticker the name rules decide

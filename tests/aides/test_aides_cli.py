@@ -111,6 +111,7 @@ def test_failed_items_are_listed_with_their_reason(
     assert NOTES["acme.md"] not in out  # the text is kept in the store, not printed
 
 
+@pytest.mark.slow
 def test_an_email_output_is_added_with_its_recipients(
     store_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

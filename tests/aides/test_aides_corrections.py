@@ -350,6 +350,7 @@ def test_delete_asks_first_and_refuses_without_a_terminal(
     assert code == 0 and "deleted aide again" in out, err
 
 
+@pytest.mark.slow
 def test_every_needs_a_unit(store_url: str, capsys: Any) -> None:
     _run(capsys, "aide", "create", "research", "--entity", "acme", "--db", store_url)
 

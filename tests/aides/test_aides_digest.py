@@ -60,6 +60,7 @@ def test_a_cycles_digest_retrieves_the_changes_in_the_sandbox_and_cites_existing
     assert cycle.llm_calls == 4
 
 
+@pytest.mark.slow
 def test_a_failing_query_is_fixed_and_what_it_finds_can_be_cited(
     store: Store, settings: Settings
 ) -> None:
@@ -90,6 +91,7 @@ def test_a_citation_of_a_fact_the_graph_lacks_is_sent_back_once_and_fixed(
     assert "invented" not in made.text
 
 
+@pytest.mark.slow
 def test_a_citation_still_wrong_after_the_rewrite_is_dropped_from_text_and_facts(
     store: Store, settings: Settings
 ) -> None:
@@ -104,6 +106,7 @@ def test_a_citation_still_wrong_after_the_rewrite_is_dropped_from_text_and_facts
     assert made.facts == ["node:acme", "node:zurich"]
 
 
+@pytest.mark.slow
 def test_the_digest_stays_within_its_budget_of_model_calls(
     store: Store, settings: Settings
 ) -> None:

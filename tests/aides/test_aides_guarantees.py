@@ -151,6 +151,7 @@ def test_idle_cycles_do_not_push_an_undelivered_digest_out_of_the_window(
     assert [cycle for cycle, _, _ in aide_rows.recent_digests(store, aide.row, 10)] == [made]
 
 
+@pytest.mark.slow
 def test_a_try_is_one_call_and_failed_tries_back_off_until_ten(
     store: Store, settings: Settings
 ) -> None:

@@ -50,6 +50,7 @@ def test_only_the_owner_renews_and_a_renewed_lease_is_not_reclaimed(
     assert (back.status, back.lease_owner) == ("new", None)
 
 
+@pytest.mark.slow
 def test_a_worker_that_lost_its_item_records_nothing_over_the_new_owner(
     tmp_path: Path, store: Store, settings: Settings
 ) -> None:

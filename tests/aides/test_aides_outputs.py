@@ -287,6 +287,7 @@ def test_webhook_waits_as_long_as_retry_after_asks(web: FixtureServer) -> None:
     assert receiver.times[1] - receiver.times[0] >= 0.95
 
 
+@pytest.mark.slow
 def test_webhook_does_not_retry_a_4xx_and_gives_up_on_a_lasting_5xx(web: FixtureServer) -> None:
     refused = Receiver("", [Response(400, '{"error": "bad field"}', "application/json")])
     result = deliver(

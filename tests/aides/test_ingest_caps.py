@@ -192,6 +192,7 @@ def test_an_aide_item_over_the_cap_fails_alone_with_its_reason(
     assert len(scripted.calls_for("update_graph")) == 1  # the small item only
 
 
+@pytest.mark.slow
 def test_kgot_ingest_refuses_a_long_file_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -50,6 +50,7 @@ def test_wrong_columns_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture
     )
 
 
+@pytest.mark.slow
 def test_missing_attachment_is_one_line(
     gaia_root: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -92,6 +93,7 @@ def test_bad_options(
 # ---------------------------------------------------------------- dry runs
 
 
+@pytest.mark.slow
 def test_gaia_dry_run(gaia_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out"
     code, stdout, _ = run_cli(
@@ -111,6 +113,7 @@ def test_gaia_dry_run(gaia_root: Path, tmp_path: Path, capsys: pytest.CaptureFix
     assert (plan["selected"], plan["by_level"], plan["with_attachment"]) == (2, {"3": 2}, 0)
 
 
+@pytest.mark.slow
 def test_simpleqa_dry_run_on_the_official_set(
     official_simpleqa: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -128,6 +131,7 @@ def test_simpleqa_dry_run_on_the_official_set(
 # ---------------------------------------------------------------- full runs
 
 
+@pytest.mark.slow
 def test_gaia_direct_run_and_report(
     gaia_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -152,6 +156,7 @@ def test_gaia_direct_run_and_report(
     assert code == 2 and "has no run.json" in err
 
 
+@pytest.mark.slow
 def test_simpleqa_direct_run(
     simpleqa_csv: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -173,6 +178,7 @@ def test_simpleqa_direct_run(
 # ---------------------------------------------------------------- perf runner
 
 
+@pytest.mark.slow
 def test_perf_runs_every_script(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -270,6 +276,7 @@ def test_ctrl_c_in_a_real_process_then_resume(
 # ---------------------------------------------------------------- output folders
 
 
+@pytest.mark.slow
 def test_a_configuration_error_writes_nothing_and_the_fix_runs(
     gaia_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -400,6 +407,7 @@ def test_a_missing_attachment_of_an_unselected_question_does_not_block(
 # ---------------------------------------------------------------- models over the wire
 
 
+@pytest.mark.slow
 def test_the_grader_has_its_own_endpoint_and_key(
     simpleqa_csv: Path,
     tmp_path: Path,
@@ -440,6 +448,7 @@ def test_the_grader_has_its_own_endpoint_and_key(
     assert [json.loads(r["grader_reply"]) for r in records] == [{"grade": "A"}] * 2
 
 
+@pytest.mark.slow
 def test_a_refused_api_key_stops_the_run_after_a_few_questions(
     gaia_root: Path,
     tmp_path: Path,
@@ -600,6 +609,7 @@ def test_the_scripts_that_run_jobs_take_the_sandbox_kind() -> None:
 # ---------------------------------------------------------------- cost wording
 
 
+@pytest.mark.slow
 def test_cost_is_unknown_when_no_price_is_known(
     gaia_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

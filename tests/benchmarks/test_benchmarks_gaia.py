@@ -236,6 +236,7 @@ def test_concurrency_runs_questions_at_once(
     assert len(read_jsonl(tmp_path / "results.jsonl")) == 6
 
 
+@pytest.mark.slow
 def test_resume_by_task_id_and_retry_errors(
     gaia_root: Path, tmp_path: Path, settings: Settings
 ) -> None:
@@ -275,6 +276,7 @@ def test_resume_by_task_id_and_retry_errors(
     assert len(read_jsonl(tmp_path / "results.jsonl")) == 7  # the retry appended a line
 
 
+@pytest.mark.slow
 def test_ctrl_c_leaves_a_resumable_folder(
     gaia_root: Path, tmp_path: Path, settings: Settings
 ) -> None:

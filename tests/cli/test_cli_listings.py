@@ -69,6 +69,7 @@ def test_types_list_is_one_line_per_type_at_80_columns(
     assert json.loads(shown)["description"] == f"3: {LONG}"
 
 
+@pytest.mark.slow
 def test_runs_list_is_one_line_per_run_at_80_columns(
     db: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -89,6 +90,7 @@ def test_runs_list_is_one_line_per_run_at_80_columns(
         assert f"Question {n}: A" in line and f"Answer {n}" in line
 
 
+@pytest.mark.slow
 def test_entities_list_is_one_line_per_entity(db: str, capsys: pytest.CaptureFixture[str]) -> None:
     with open_store(db) as store:
         for name in ("acme", "globex"):
@@ -100,6 +102,7 @@ def test_entities_list_is_one_line_per_entity(db: str, capsys: pytest.CaptureFix
     assert [line.split()[0] for line in out.splitlines()] == ["entity", "acme", "globex"]
 
 
+@pytest.mark.slow
 def test_counts_are_singular_for_one(
     db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -126,6 +126,7 @@ def test_runs_show_gives_an_entity_runs_events_until_the_entity_goes(
         assert store.run_events("r1") == []
 
 
+@pytest.mark.slow
 def test_a_run_recorded_without_events_says_so(kgot: Kgot, db: str) -> None:
     with open_store(db) as store:  # as a run recorded before migration 3 reads now
         store.start_run("old", "Before events were kept?", None, {})
@@ -138,6 +139,7 @@ def test_a_run_recorded_without_events_says_so(kgot: Kgot, db: str) -> None:
     assert json.loads(out)["events"] == []
 
 
+@pytest.mark.slow
 def test_events_this_kgot_cannot_read_are_refused_in_one_line(kgot: Kgot, db: str) -> None:
     with open_store(db) as store:
         store.start_run("drifted", "Q?", None, {})

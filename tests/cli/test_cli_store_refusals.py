@@ -163,6 +163,7 @@ def test_an_explicit_store_in_a_missing_folder_is_refused(
     assert typo.is_file() and typo.stat().st_mode & 0o777 == 0o600
 
 
+@pytest.mark.slow
 def test_the_default_store_folder_is_still_created(
     home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

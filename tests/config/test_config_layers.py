@@ -98,6 +98,7 @@ def test_masked_dump_hides_secrets() -> None:
     assert "very-secret" not in str(dumped)
 
 
+@pytest.mark.slow
 def test_config_show_cli_masks_and_reports_errors(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -156,6 +156,7 @@ def in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return store
 
 
+@pytest.mark.slow
 def test_bad_input_gets_one_line_errors(
     in_process: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

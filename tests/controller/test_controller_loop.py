@@ -37,6 +37,7 @@ def events(result: AskResult, kind: str) -> list[dict[str, Any]]:
     return [event.model_dump() for event in result.trace if event.type == kind]
 
 
+@pytest.mark.slow
 def test_insert_then_retrieve(run: Run, facts_file: Path) -> None:
     scripted = model(**paris_in_one_round(facts_file))
     result = run(scripted)
@@ -493,6 +494,7 @@ def test_unparsable_tool_calls_are_shown_to_the_model(run: Run, facts_file: Path
     assert result.tool_calls == 1  # the botched call never ran
 
 
+@pytest.mark.slow
 def test_a_round_of_votes_all_unusable_alike_stops_the_run(run: Run, facts_file: Path) -> None:
     scripted = model(decide=["I think we should insert."])
     result = run(scripted)

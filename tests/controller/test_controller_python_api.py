@@ -63,6 +63,7 @@ SELECT ?population WHERE { node:paris prop:population ?population }
 ```"""
 
 
+@pytest.mark.slow
 def test_a_chat_model_object_the_rdf_backend_and_loop_limits_reach_the_run(
     tmp_path: Path,
 ) -> None:
@@ -188,6 +189,7 @@ def test_an_invalid_value_is_refused_naming_the_argument(
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.slow
 def test_conflicting_arguments_are_refused(tmp_path: Path) -> None:
     model = ScriptedChatModel(script={})
     with pytest.raises(UsageError, match="given twice"):

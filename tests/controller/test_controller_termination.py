@@ -225,6 +225,7 @@ def _handlers() -> tuple[Any, Any]:
     return signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP)
 
 
+@pytest.mark.slow
 def test_the_python_api_leaves_the_hosts_signals_alone(settings: Settings) -> None:
     from kgot.controller import ask_async
 

@@ -65,6 +65,7 @@ def test_each_provider_is_asked_with_the_runs_store_and_entity(
     assert asked == [(store, "acme"), (store, "other")]
 
 
+@pytest.mark.slow
 def test_a_callers_tool_replaces_the_provided_one(
     store: Store, provide: Callable[[str, Provide], None]
 ) -> None:

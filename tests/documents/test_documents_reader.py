@@ -39,6 +39,7 @@ async def test_plain_text_is_decoded_without_a_parser(tmp_path: Path) -> None:
     assert from_bytes == outcome
 
 
+@pytest.mark.slow
 async def test_a_web_page_is_parsed_in_the_sandbox_with_its_title(tmp_path: Path) -> None:
     page = tmp_path / "paris.html"
     page.write_bytes(PAGE)

@@ -56,6 +56,7 @@ def test_query_with_python(graph_file, capsys):
     assert json.loads(out) == ["charles", "london", "note_g"]
 
 
+@pytest.mark.slow
 def test_query_with_sparql_from_a_file(graph_file, tmp_path, capsys):
     query = tmp_path / "q.rq"
     query.write_text("SELECT ?t WHERE { node:ada rel:WROTE ?d . ?d prop:title ?t }")
@@ -71,6 +72,7 @@ def test_query_from_standard_input(graph_file, capsys, monkeypatch):
     assert code == 0 and json.loads(out) == 4
 
 
+@pytest.mark.slow
 def test_backend_comes_from_the_environment(graph_file, capsys, monkeypatch):
     monkeypatch.setenv("KGOT_BACKEND", "rdf")
     code, out, _ = run(["graph", "query", str(graph_file), "ASK { node:ada ?p ?o }"], capsys)
@@ -194,6 +196,7 @@ def test_repeated_ids_stop_convert(duplicate_ids, tmp_path, capsys):
     assert not target.exists()
 
 
+@pytest.mark.slow
 def test_repeated_ids_stop_an_entity_import(duplicate_ids, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     monkeypatch.setenv("KGOT_DB", str(tmp_path / "kgot.db"))

@@ -62,6 +62,7 @@ def test_insert_then_read(make_backend, dialect):
     assert "Ada Lovelace" in result.text
 
 
+@pytest.mark.slow
 def test_failing_query_is_reported_for_a_fix(make_backend, dialect):
     backend = make_backend(people_graph())
     with pytest.raises(QueryError) as caught:
@@ -81,6 +82,7 @@ def test_empty_result_is_flagged(make_backend, dialect):
     assert result.value == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["missing_label", "duplicate_id", "non_serializable"])
 def test_rule_violations_are_rejected_with_the_rule_named(make_backend, dialect, case):
     backend = make_backend(people_graph())
@@ -99,6 +101,7 @@ def test_rule_violations_are_rejected_with_the_rule_named(make_backend, dialect,
     assert snapshot(backend.to_networkx()) == before
 
 
+@pytest.mark.slow
 def test_failing_write_applies_nothing(make_backend, dialect):
     backend = make_backend(people_graph())
     before = snapshot(backend.to_networkx())
@@ -121,6 +124,7 @@ def test_apply_is_all_or_nothing(make_backend):
     assert snapshot(backend.to_networkx()) == before
 
 
+@pytest.mark.slow
 def test_removing_a_node_removes_its_edges(make_backend, dialect):
     backend = make_backend(people_graph())
     changeset = backend.propose(dialect.remove("ada"))
@@ -135,6 +139,7 @@ def test_removing_a_node_removes_its_edges(make_backend, dialect):
     assert backend.stats().edges == 1
 
 
+@pytest.mark.slow
 def test_queries_in_the_other_language_name_the_problem(make_backend, dialect):
     backend = make_backend(people_graph())
     with pytest.raises(QueryError) as caught:
@@ -214,6 +219,7 @@ def test_small_graphs_render_whole(make_backend):
     assert "Ada Lovelace" in view.text and "Note G" in view.text
 
 
+@pytest.mark.slow
 def test_unicode_and_long_literals_survive(make_backend, dialect, tmp_path: Path):
     long_text = 'Zeile "eins"\nline two \\ ' + "ü東京🙂" * 4_000
     backend = make_backend()
@@ -258,6 +264,7 @@ def test_ten_thousand_nodes(make_backend, dialect):
     assert "New Comer" in view.text and "n9999" in view.text
 
 
+@pytest.mark.slow
 def test_changesets_round_trip_through_dicts(make_backend, dialect):
     backend = make_backend(people_graph())
     changeset = backend.propose(dialect.add_person("grace", "Grace Hopper"))
@@ -277,6 +284,7 @@ def test_load_replaces_the_graph(make_backend):
     assert list(backend.to_networkx().nodes(data=True)) == [("solo", {"label": "Thing"})]
 
 
+@pytest.mark.slow
 def test_concurrent_proposals_renders_and_applies(make_backend, dialect):
     """The controller proposes from several threads while the graph is read and changed."""
     from concurrent.futures import ThreadPoolExecutor
@@ -294,6 +302,7 @@ def test_concurrent_proposals_renders_and_applies(make_backend, dialect):
     assert [f"Person {i}" for i in range(6)] == sorted(n for n in names if n.startswith("Person"))
 
 
+@pytest.mark.slow
 def test_the_prompt_examples_work(make_backend):
     """The examples every prompt shows the model must run as written."""
     backend = make_backend()
@@ -305,6 +314,7 @@ def test_the_prompt_examples_work(make_backend):
     assert "Ada Lovelace" in result.text and "Note G" in result.text and "1843" in result.text
 
 
+@pytest.mark.slow
 def test_a_stale_changeset_cannot_overwrite_a_concurrent_change(make_backend, dialect):
     """Two proposals computed from the same version change one node: the second to be applied
     would silently undo the first, so it is refused, naming the node."""
@@ -336,6 +346,7 @@ def test_a_stale_changeset_cannot_overwrite_a_concurrent_change(make_backend, di
     }
 
 
+@pytest.mark.slow
 def test_proposals_touching_other_elements_still_apply_in_any_order(make_backend, dialect):
     backend = make_backend(people_graph())
     first = backend.propose(dialect.add_person("grace", "Grace Hopper"))
@@ -360,6 +371,7 @@ def test_changesets_from_older_checkpoints_still_load():
     assert Changeset.from_dict(stamped.to_dict()) == stamped
 
 
+@pytest.mark.slow
 def test_a_changeset_from_before_a_load_is_refused(make_backend, dialect):
     backend = make_backend(people_graph())
     changeset = backend.propose(dialect.add_person("grace", "Grace Hopper"))
@@ -368,6 +380,7 @@ def test_a_changeset_from_before_a_load_is_refused(make_backend, dialect):
         backend.apply(changeset)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["label", "relationship"])
 def test_types_that_could_forge_view_lines_are_rejected(make_backend, dialect, where):
     backend = make_backend(people_graph())
@@ -397,6 +410,7 @@ def test_types_that_could_forge_view_lines_are_rejected(make_backend, dialect, w
     assert "FORGED" not in backend.render(ViewRequest("eve", 2_000)).text
 
 
+@pytest.mark.slow
 def test_large_results_are_cut_and_say_so(make_backend, dialect):
     backend = make_backend(chain_graph(30))
     if dialect.name == "networkx":
@@ -410,6 +424,7 @@ def test_large_results_are_cut_and_say_so(make_backend, dialect):
     assert "[the result was cut to its first" in cut.text  # what the model reads says so
 
 
+@pytest.mark.slow
 def test_a_property_value_over_the_size_cap_is_refused(make_backend, dialect):
     # Runs without an entity kept any property a job could write (50 MB were accepted).
     backend = make_backend(max_property_bytes=1000)

@@ -429,6 +429,7 @@ def test_an_update_that_names_a_type_twice_is_rejected(sandbox):
         backend.propose("INSERT DATA { node:ada a type:Robot }")
 
 
+@pytest.mark.slow
 def test_query_results_use_the_views_names(sandbox):
     backend = open_backend("rdf", sandbox, people_graph())
     rows = backend.query(

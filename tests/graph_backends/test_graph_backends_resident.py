@@ -229,6 +229,7 @@ def test_resident_graph_can_be_turned_off():
         box.close()
 
 
+@pytest.mark.slow
 def test_a_worker_that_cannot_take_the_graph_leaves_the_old_way_working(pool, monkeypatch):
     backend = _backend(pool, "networkx")
     backend.apply(backend.propose(_writes("networkx")[0]))

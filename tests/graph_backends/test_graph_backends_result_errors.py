@@ -16,6 +16,7 @@ def networkx_backend(sandbox):
     return open_backend("networkx", sandbox, people_graph(), timeout_s=30)
 
 
+@pytest.mark.slow
 def test_a_result_without_a_json_form_is_named(networkx_backend):
     with pytest.raises(QueryError) as raised:
         networkx_backend.query("result = 10 ** 5000")
@@ -57,6 +58,7 @@ def test_a_job_stopped_after_starting_its_result_is_reported_by_how_it_ended(san
     assert "overwrote" not in str(raised.value)
 
 
+@pytest.mark.slow
 def test_a_result_the_code_replaced_is_still_named_so(networkx_backend):
     garbage = "import os\nopen(os.path.abspath('out/result.json'), 'w').write('{')\nos._exit(0)"
     with pytest.raises(CodeExecutionError, match="overwrote the job's result file"):

@@ -70,6 +70,7 @@ def test_seed_and_its_neighbourhood_come_first_even_next_to_a_hub(hub_backend):
     assert view.omitted_edges_by_relationship["LIVES_IN"] > 2_900
 
 
+@pytest.mark.slow
 def test_focus_texts_pull_in_what_a_tool_result_mentions(hub_backend):
     question = "Where is the employer of Ada Lovelace headquartered?"
     focus = "Search result: Citizen 1234 met Citizen 77 in Metropolis."
@@ -231,6 +232,7 @@ def test_loading_another_graph_abandons_a_running_index_build(sandbox):
     assert view.complete and "Citizen 9" in view.text and "Citizen 11" not in view.text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(6))
 def test_the_recent_tail_kept_across_changes_matches_one_built_afresh(seed):
     """Views reuse the recent nodes' lines from one graph version to the next; after any mix

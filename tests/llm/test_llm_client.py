@@ -232,6 +232,7 @@ async def test_kgot_deadline_applies_whatever_the_model_does() -> None:
     assert [r.ok for r in llm.ledger.calls] == [False, False]
 
 
+@pytest.mark.slow
 async def test_votes_run_concurrently() -> None:
     llm, model = client({"decide": [GOOD]}, latency=0.3)
     started = time.perf_counter()

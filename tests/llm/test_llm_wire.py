@@ -362,6 +362,7 @@ async def test_streaming_clients_get_server_sent_events(
     assert llm.ledger.calls[0].output_tokens == 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["openai:test-model", "gpt-4o-mini"])
 def test_one_client_serves_successive_event_loops(make_settings, model: str) -> None:
     """`asyncio.run` twice in a process (two `kgot.ask()` calls) must not hit a dead loop."""

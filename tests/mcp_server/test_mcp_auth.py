@@ -66,6 +66,7 @@ def test_a_revoked_token_is_refused_from_its_next_request(deployment: Deployment
     assert _post(deployment.url, deployment.token_a).status_code == 200  # the others still work
 
 
+@pytest.mark.slow
 def test_a_tokens_file_that_turns_bad_refuses_every_token_until_fixed(
     deployment: Deployment,
 ) -> None:

@@ -115,6 +115,7 @@ def test_calls_without_an_entity_stay_in_the_granted_one(deployment: Deployment)
     assert _snapshot(deployment.store_url, "b") == before
 
 
+@pytest.mark.slow
 def test_the_owner_of_b_sees_b(deployment: Deployment) -> None:
     """The control: the same calls with b's own token find b's facts."""
 
@@ -134,6 +135,7 @@ def test_resources_across_the_boundary_name_no_entity(deployment: Deployment) ->
         assert is_error and "no entity named 'E' for this client" in text, text
 
 
+@pytest.mark.slow
 def test_no_secondary_path_names_another_entity(deployment: Deployment) -> None:
     """Listings, templates, prompts and completion: nothing a client of ``a`` can list or
     complete names entity ``b`` or its facts."""

@@ -86,6 +86,7 @@ def test_unknown_arguments_get_a_readable_error(deployment: Deployment, transpor
     assert "pydantic" not in text and "https://" not in text and "\n" not in text
 
 
+@pytest.mark.slow
 def test_a_read_only_token_lists_no_write_tools(deployment: Deployment) -> None:
     async def listed(session: Any) -> Any:
         return {tool.name for tool in (await session.list_tools()).tools}

@@ -126,6 +126,7 @@ def test_save_facts_inserts_corroborates_supersedes_and_lands_duplicates(
     assert history["versions"][0]["provenance"]["source_ref"] == "https://example.test/globex"
 
 
+@pytest.mark.slow
 def test_save_facts_with_a_type_violation_writes_nothing(deployment: Deployment) -> None:
     with open_store(deployment.store_url) as store:
         before = store.session("a").commits(limit=1)
@@ -232,6 +233,7 @@ def test_propose_type_follows_the_agent_rules(deployment: Deployment) -> None:
         assert store.session("b").type_catalog().get("node", "Gadget") is None
 
 
+@pytest.mark.slow
 def test_resources_stats_types_and_nodes(deployment: Deployment) -> None:
     async def go() -> list[Any]:
         async with http_session(deployment.url, deployment.token_a) as session:

@@ -56,6 +56,7 @@ def _seed(store: Store, entity: str = "fund") -> None:
     )
 
 
+@pytest.mark.slow
 def test_resolve_dry_run_reports_and_changes_nothing(store: Store) -> None:
     _seed(store)
     before = store.session("fund").version
@@ -119,6 +120,7 @@ def test_a_dry_run_shows_the_ids_of_suggestions_already_queued(store: Store) -> 
     assert again.suggestion_ids == applied.suggestion_ids != (None,)
 
 
+@pytest.mark.slow
 def test_reject_then_resolve_does_not_queue_it_again(store: Store) -> None:
     _seed(store)
     memory = open_memory(store, "fund")
@@ -409,6 +411,7 @@ def test_writes_to_a_merged_away_id_reach_the_canonical_node(store: Store) -> No
     assert memory.session.load_graph().has_edge("apple", "cupertino", "related_to")
 
 
+@pytest.mark.slow
 def test_only_the_same_subject_and_property_is_ever_contradicted(store: Store) -> None:
     _company_entity(store)
     memory = open_memory(store, "desk")

@@ -314,6 +314,7 @@ def test_a_node_merged_away_is_no_longer_found(store: Store) -> None:
 # Resolution: extra evidence, never the only one
 
 
+@pytest.mark.slow
 def test_similarity_is_extra_evidence_never_a_merge_on_its_own(store: Store) -> None:
     nodes = (
         _org("a", "Microsoft"),
@@ -485,6 +486,7 @@ def embeddings_server() -> Iterator[_EmbeddingsServer]:
         thread.join(timeout=5)
 
 
+@pytest.mark.slow
 def test_an_openai_compatible_base_url_embeds_over_http(
     store: Store, embeddings_server: _EmbeddingsServer
 ) -> None:
@@ -534,6 +536,7 @@ G.add_edge("lyon", "france", relationship="located_in")
 ```"""
 
 
+@pytest.mark.slow
 def test_an_entity_run_embeds_what_its_commits_write(
     run: Callable[..., AskResult],
     store_settings: Settings,
@@ -639,6 +642,7 @@ def test_cli_embed_resolve_and_search_use_the_configured_embeddings(
     ]
 
 
+@pytest.mark.slow
 def test_cli_embed_reports_a_failing_endpoint_in_one_line(
     store_url: str,
     tmp_path: Path,

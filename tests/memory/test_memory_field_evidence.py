@@ -239,6 +239,7 @@ def _f1(predicted: set[tuple[str, str]], truth: set[tuple[str, str]]) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
+@pytest.mark.slow
 def test_febrl1_population_is_resolved_from_its_fields() -> None:
     frame, links = _febrl().load_febrl1(return_links=True)
     nodes = _febrl_nodes(frame)
@@ -255,6 +256,7 @@ def test_febrl2_with_an_identity_that_has_typos() -> None:
     assert _f1(_merged_pairs(_febrl_nodes(frame), ("soc_sec_id",)), truth) >= 0.97
 
 
+@pytest.mark.slow
 def test_kgot_memory_resolve_explains_a_pair_field_by_field(
     store: Store, store_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -284,6 +286,7 @@ def test_kgot_memory_resolve_explains_a_pair_field_by_field(
     refused(kgot("--apply", "--explain", "p7", "p9"), "--explain writes nothing")
 
 
+@pytest.mark.slow
 def test_the_model_adjudicates_suggestions_within_its_budget(
     store: Store, store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

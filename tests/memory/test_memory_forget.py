@@ -117,6 +117,7 @@ def test_search_text_shows_the_matched_facts_in_80_columns(
     assert "Tim Cook" not in "\n".join(lines[pie_at : pie_at + 2])
 
 
+@pytest.mark.slow
 def test_search_json_carries_properties_and_matched_edges(
     seeded: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -158,6 +159,7 @@ def test_search_json_carries_properties_and_matched_edges(
 # upkeep -v (item 13)
 
 
+@pytest.mark.slow
 def test_upkeep_verbose_lists_each_change_and_its_reason(
     store_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

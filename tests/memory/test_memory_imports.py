@@ -47,6 +47,7 @@ def _file(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_an_import_lands_duplicates_supersedes_and_carries_the_import_trust(
     store: Store, store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,

@@ -147,6 +147,7 @@ def test_among_equally_relevant_facts_confidence_and_rank_weight_decide(store: S
     )
 
 
+@pytest.mark.slow
 def test_fresher_facts_rank_higher_and_stale_decaying_facts_sink(store: Store) -> None:
     _seed(store)
     memory = open_memory(store, "fund")

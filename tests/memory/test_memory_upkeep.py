@@ -111,6 +111,7 @@ def test_a_faded_fact_is_pruned_with_its_edges_and_an_evergreen_one_never(store:
     assert closing["step"] == "memory:upkeep"
 
 
+@pytest.mark.slow
 def test_use_and_good_feedback_delay_pruning(store: Store) -> None:
     session = _session(store)
     session.commit(

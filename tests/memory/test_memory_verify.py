@@ -266,6 +266,7 @@ def test_a_subject_that_expired_reports_the_value_it_held(store: Store) -> None:
     assert any("held 'Jane Roe' until" in note for note in verdict.notes)
 
 
+@pytest.mark.slow
 def test_confidence_is_the_facts_confidence_times_freshness_at_now(store: Store) -> None:
     store.create_entity("desk", types=TYPES)
     session = store.session("desk")

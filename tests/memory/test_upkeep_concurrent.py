@@ -242,6 +242,7 @@ def test_a_quote_re_stated_during_the_pass_does_not_expire(
     assert report.left == 1 + EDGES
 
 
+@pytest.mark.slow
 def test_an_edge_re_stated_during_the_pass_does_not_expire(
     seeded: tuple[Store, datetime], store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

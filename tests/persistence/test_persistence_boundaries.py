@@ -17,6 +17,8 @@ import ast
 import textwrap
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parents[2]
 _RECEIVER_WORDS = ("store", "session")
 _RECEIVER_TYPES = {"Store", "EntitySession"}
@@ -127,6 +129,7 @@ def problems_in(source: str, members: set[str]) -> list[str]:
     return checker.problems
 
 
+@pytest.mark.slow
 def test_no_module_outside_persistence_touches_a_private_name_of_the_store() -> None:
     members = private_members()
     assert {"_context", "_entity_id", "_entity_row"} <= members  # the scan sees the classes

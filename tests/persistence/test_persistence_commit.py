@@ -251,6 +251,7 @@ def test_reserved_metadata_maps_to_columns(store: Store) -> None:
     assert any("`_expires_at` must be an RFC 3339 date-time" in p for p in problems)
 
 
+@pytest.mark.slow
 def test_expired_facts_are_hidden_and_can_be_replaced(store: Store) -> None:
     store.create_entity("alice")
     session = store.session("alice")
@@ -468,6 +469,7 @@ def test_bulk_writes_refresh_the_planner_statistics(
     assert store._context.rows_since_analyze == 0
 
 
+@pytest.mark.slow
 def test_a_commit_says_what_it_wrote_counted_and_closed_as_data(store: Store) -> None:
     seed(store)
     session = store.session("alice")

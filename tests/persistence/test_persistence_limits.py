@@ -205,6 +205,7 @@ def test_checking_a_changeset_stops_at_its_deadline(store_url: str) -> None:
         assert store.get_entity("alice").version == 0
 
 
+@pytest.mark.slow
 def test_one_fact_whose_checking_takes_too_long_stops_the_check_early(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -281,6 +281,7 @@ def test_two_processes_opening_a_new_database_migrate_it_once(
     store.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def test_a_database_at_migration_1_is_upgraded_keeping_its_facts(
     kind: str, request: pytest.FixtureRequest

@@ -72,6 +72,7 @@ def test_times_are_kept_per_event(store: Store) -> None:
     assert seconds == [5, 7]
 
 
+@pytest.mark.slow
 def test_bad_events_are_refused_and_nothing_is_written(store: Store) -> None:
     with pytest.raises(StoreError, match="no run 'ghost' was started"):
         store.append_run_events("ghost", [_event("run_started")])

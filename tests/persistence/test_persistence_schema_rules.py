@@ -175,6 +175,7 @@ def test_type_proposals_are_checked_before_the_lock(
     store.close()
 
 
+@pytest.mark.slow
 def test_ref_cycles_and_dangling_refs_are_refused(store: Store) -> None:
     loop = {
         "type": "object",

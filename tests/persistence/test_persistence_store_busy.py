@@ -34,6 +34,7 @@ def _refused_then_written(store: Store, release: Any, says: str) -> None:
     assert len(session.node_history("oslo")) == 1
 
 
+@pytest.mark.slow
 def test_sqlite_locked_past_the_busy_timeout_is_busy(
     sqlite_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -48,6 +49,7 @@ def test_sqlite_locked_past_the_busy_timeout_is_busy(
             holder.close()
 
 
+@pytest.mark.slow
 def test_postgres_lock_not_available_is_busy(postgres_url: str) -> None:
     with open_store(postgres_url) as store:
         store.create_entity("e")

@@ -158,6 +158,7 @@ def test_a_store_made_by_kgot_before_the_move_opens_and_works(tmp_path: Path) ->
     assert _dump(str(path)) == (_pinned("sqlite"), HISTORY)
 
 
+@pytest.mark.slow
 def test_deleting_an_entity_deletes_its_rows_in_every_package_s_tables(sqlite_url: str) -> None:
     from kgot.aides import create_aide
     from kgot.aides.advisor import add_user

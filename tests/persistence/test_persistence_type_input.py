@@ -74,6 +74,7 @@ def test_a_type_file_without_types_is_an_error(tmp_path: Path, text: str) -> Non
         load_type_file(path)
 
 
+@pytest.mark.slow
 def test_kgot_types_add_of_an_empty_file_fails(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys
 ) -> None:

@@ -77,6 +77,7 @@ def test_the_agent_creates_an_edge_type_between_known_types(store: Store) -> Non
     assert edge.spec.target_types == ("ClinicalTrial",)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("tool", "args", "expected"),
     [

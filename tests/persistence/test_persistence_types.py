@@ -178,6 +178,7 @@ def test_writes_are_validated_against_the_entity_types(store: Store) -> None:
     assert version == 1
 
 
+@pytest.mark.slow
 def test_type_changes_are_versioned(store: Store) -> None:
     store.create_entity("alice")
     session = store.session("alice")

@@ -245,6 +245,7 @@ def test_merge_refusals_write_nothing(store: Store) -> None:
         assert snapshot(session) == before, (canonical, aliases, extra)
 
 
+@pytest.mark.slow
 def test_a_merge_on_a_stale_view_is_refused(store: Store) -> None:
     session = two_apples(store)
     session.load_graph()
@@ -434,6 +435,7 @@ def test_the_curation_queue(store: Store) -> None:
 # ---------------------------------------------------------------------------- isolation
 
 
+@pytest.mark.slow
 def test_another_entitys_upkeep_rows_are_invisible(store: Store) -> None:
     alice = two_apples(store, "alice")
     bob = two_apples(store, "bob")

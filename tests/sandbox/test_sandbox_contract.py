@@ -45,6 +45,7 @@ def test_graph_update_round_trip(sandbox: Sandbox) -> None:
     assert graph["edges"][0]["relationship"] == "knows"
 
 
+@pytest.mark.slow
 def test_paths_inputs_and_nested_outputs(sandbox: Sandbox) -> None:
     code = """
 import os
@@ -179,6 +180,7 @@ def test_a_closed_pool_warms_up_again_on_the_next_job(sandbox_factory: object) -
     assert box.wait_warm(2)  # type: ignore[attr-defined]  # the second worker warmed up again
 
 
+@pytest.mark.slow
 def test_closing_releases_jobs_waiting_for_a_worker(sandbox_factory: object) -> None:
     """On Ctrl-C the pool is closed: running jobs are killed, and a job still waiting for a
     worker gives up at once instead of keeping its thread (and the interpreter) alive."""

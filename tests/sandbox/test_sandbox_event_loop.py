@@ -26,6 +26,7 @@ def test_a_graph_update_awaited_on_the_loop_matches_run(sandbox: Sandbox) -> Non
     )
 
 
+@pytest.mark.slow
 def test_a_warm_worker_serves_the_job_without_a_thread(sandbox: Sandbox) -> None:
     sandbox.run(Job("pass"))  # the pool is warm and its worker idle
     threads_seen: list[int] = []

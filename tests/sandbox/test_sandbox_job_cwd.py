@@ -17,6 +17,7 @@ print(os.getcwd())
 """
 
 
+@pytest.mark.slow
 def test_a_job_in_its_output_directory_returns_what_it_writes(sandbox: Sandbox) -> None:
     result = sandbox.run(Job(WRITES, files={"data.txt": b"input"}, cwd=OUTPUT_DIR))
     assert result.ok, result

@@ -84,6 +84,7 @@ for directory in ("/home", "/root"):
             assert "cloudsdk" not in line and ".bashrc" not in line, line
 
 
+@pytest.mark.slow
 def test_writes_outside_the_work_dir_fail(sandbox: Sandbox, tmp_path: Path) -> None:
     host_target = tmp_path / "planted.txt"
     targets = ["/usr/planted", "/etc/planted", "/planted", str(host_target), sys.executable]
@@ -256,6 +257,7 @@ def test_world_writable_host_directories_are_read_only(
     assert_host_dir_not_writable(sandbox, world_writable_host_dir)
 
 
+@pytest.mark.slow
 def test_fallback_without_a_host_work_dir_keeps_host_directories_read_only(
     fallback_without_work: tuple[Sandbox, str], world_writable_host_dir: Path
 ) -> None:

@@ -332,6 +332,7 @@ def test_allowed_package_is_installed_on_the_host_and_importable(tmp_path: Path)
 # ----------------------------------------------------------------------------- CLI
 
 
+@pytest.mark.slow
 def test_cli_exec_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     script = tmp_path / "job.py"
     script.write_text("import sys\nprint('hello')\nprint('warn', file=sys.stderr)\nsys.exit(4)\n")

@@ -102,6 +102,7 @@ def encoded(server: FixtureServer, path: str, body: bytes, encoding: str, **kw: 
 # -- bombs ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_gzip_bomb_fails_at_the_cap_in_little_memory(server):
     bomb = gzip_of_zeros(50 * MB)
     assert len(bomb) < 60_000  # 50 MB of zeros in ~50 KB
@@ -113,6 +114,7 @@ def test_gzip_bomb_fails_at_the_cap_in_little_memory(server):
     assert "once decompressed" in str(failure) and "download cap of 1 MB" in str(failure)
 
 
+@pytest.mark.slow
 def test_gzip_bomb_never_decodes_more_than_the_cap_plus_one_byte():
     bomb = gzip_of_zeros(50 * MB)
     body = BoundedBody("gzip", MB)
@@ -123,6 +125,7 @@ def test_gzip_bomb_never_decodes_more_than_the_cap_plus_one_byte():
     assert body.produced == MB + 1
 
 
+@pytest.mark.slow
 @needs_zstd
 def test_zstd_bomb_fails_at_the_cap_in_little_memory(server):
     bomb = zstd_of_zeros(512 * MB)

@@ -62,12 +62,14 @@ def test_unknown_name_in_configuration(config, capsys):
     assert err.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_run_prints_the_result(config, server, capsys):
     server.page("/p", "<html><body><article><p>The answer is 42.</p></article></body></html>")
     assert main(["tools", "run", "visit_page", "--arg", f"url={server.url('/p')}"]) == 0
     assert "The answer is 42." in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_run_json_outcome(config, server, capsys):
     server.page("/p", "<html><body><article><p>The answer is 42.</p></article></body></html>")
     code = main(
@@ -96,6 +98,7 @@ def test_run_failure_is_one_line_and_nonzero(config, server, capsys):
     assert captured.err.count("\n") == 1 and "Traceback" not in captured.err
 
 
+@pytest.mark.slow
 def test_inspect_file_reads_the_named_file(config, samples, capsys):
     assert main(["tools", "run", "inspect_file", "--arg", f"path={samples['people.csv']}"]) == 0
     assert "| Alan | 41 | Wilmslow |" in capsys.readouterr().out

@@ -96,6 +96,7 @@ def test_an_execution_nobody_waits_for_is_cancelled():
     assert outcome.ok and not outcome.cached and outcome.output == "done 2"
 
 
+@pytest.mark.slow
 def test_staggered_identical_calls_under_a_timeout_return_outcomes():
     runner, state, gate = _gated_runner(timeout=0.3)
 

@@ -101,6 +101,7 @@ def _wayback_answer(snapshot: str) -> Response:
     )
 
 
+@pytest.mark.slow
 def test_rebinding_name_is_read_from_the_address_that_was_checked(network, server, public_server):
     # First answer public, every later one loopback: the classic rebinding name.
     network.answers["rebind.test"] = [[PUBLIC_IP], ["127.0.0.1"]]
@@ -223,6 +224,7 @@ def test_tls_failure_is_not_retried_and_says_what_to_try(server):
     assert "gave up after" not in outcome.output  # not treated as transient
 
 
+@pytest.mark.slow
 def test_429_is_retried_honouring_retry_after(server, monkeypatch):
     waits: list[float] = []
     real_sleep = asyncio.sleep
@@ -352,6 +354,7 @@ def test_search_provider_key_refused_names_the_setting(server):
 # -- every hop of every request is checked, Wayback and configured APIs included -----------------
 
 
+@pytest.mark.slow
 def test_wayback_snapshot_served_by_the_configured_archive_is_read(server):
     # The archive on loopback is configuration, so its own snapshots are read with private
     # addresses refused: the refusals below are about where they lead, not about the archive.
@@ -671,6 +674,7 @@ def proxy(monkeypatch) -> Iterator[RecordingProxy]:
     recording.close()
 
 
+@pytest.mark.slow
 def test_configured_api_goes_through_the_proxy_and_pages_do_not(
     proxy, network, server, wiki, public_server
 ):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from kgot.tests.tools.tool_fixtures import LONG_PARAGRAPH, call, make_runner, tools_settings
 from kgot.tools import ToolContext
 from kgot.tools.paging import MAX_FIND_HITS
@@ -45,6 +47,7 @@ def test_pages_of_a_page_with_a_very_long_url_lose_nothing(server):
     assert "the same visit_page call with page=2" in pages[0].output
 
 
+@pytest.mark.slow
 def test_links_are_paged_with_the_text_and_searchable(server):
     anchors = "".join(f"<a href='/to/{i}'>Destination number {i}</a> " for i in range(300))
     body = f"<article><p>{LONG_PARAGRAPH * 3}</p></article><div>{anchors}</div>"

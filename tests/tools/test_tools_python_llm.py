@@ -66,6 +66,7 @@ def test_description_names_the_mounts(python_runner):
     assert "/mnt/inputs/people.csv" in runner.tools["python"].description
 
 
+@pytest.mark.slow
 def test_exceptions_come_back_with_the_traceback(python_runner):
     outcome = call(python_runner(), "python", code="print('before')\n1 / 0\n")
     assert not outcome.ok and outcome.error_kind == "execution"

@@ -52,6 +52,7 @@ def test_dash_a_means_attach_in_every_command() -> None:
     assert set(meanings.values()) == {"attach"}, meanings
 
 
+@pytest.mark.slow
 def test_dash_a_attaches_a_file_to_tools_run(notes: Path, capsys) -> None:
     code, out, err = run_cli(
         capsys, "tools", "run", "inspect_file", "--arg", "path=notes.txt", "-a", str(notes)
@@ -77,6 +78,7 @@ def test_an_argument_given_with_dash_a_is_explained(capsys) -> None:
 # -- item 10: --workspace DIR ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_workspace_is_created_even_when_nothing_is_saved(tmp_path: Path, capsys) -> None:
     kept = tmp_path / "runs" / "ws"
     code, out, err = run_cli(

@@ -180,6 +180,7 @@ def test_binary_body_is_saved_not_dumped(server):
     assert outcome.ok and "serves binary data" in outcome.output
 
 
+@pytest.mark.slow
 def test_wayback_copy_as_of_a_date(server):
     live = server.url("/news")
     server.page("/news", "<html><body><article><p>Today's news.</p></article></body></html>")
