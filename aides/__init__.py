@@ -15,8 +15,9 @@ The names are imported on first use: ``kgot aide list`` or a module such as
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kgot.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from kgot.aides.aide_rows import (
@@ -104,8 +105,6 @@ _ATTRIBUTES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'kgot.aides' has no attribute {name!r}")
-    return getattr(importlib.import_module(home), _ATTRIBUTES.get(name, name))
+__getattr__ = lazy_exports(
+    __name__, {name: f"{home}:{_ATTRIBUTES.get(name, name)}" for name, home in _HOMES.items()}
+)

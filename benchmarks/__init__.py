@@ -15,8 +15,9 @@ Names are loaded on first use: importing this package (as every perf script does
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kgot.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from kgot.benchmarks.datasets import BenchTask, load_gaia, load_simpleqa
@@ -117,14 +118,9 @@ _HOME = {
 _ATTRIBUTE = {"run_perf": "execute"}  # exported under a name that says what it runs
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _HOME:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(
-        importlib.import_module(f"{__name__}.{_HOME[name]}"), _ATTRIBUTE.get(name, name)
-    )
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(
+    __name__, {name: f".{home}:{_ATTRIBUTE.get(name, name)}" for name, home in _HOME.items()}
+)
 
 
 def __dir__() -> list[str]:

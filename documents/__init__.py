@@ -23,8 +23,9 @@ See docs/tools.md (Document parsing) for why parsing happens in the sandbox.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kgot.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from kgot.documents.convert_pool import ConverterPool, shared_pool
@@ -74,10 +75,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'kgot.documents' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -9,8 +9,7 @@ contract and the property-graph ↔ RDF mapping.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kgot.errors import UsageError
 from kgot.graph_backends.base import (
@@ -27,6 +26,7 @@ from kgot.graph_backends.graph_files import (
     read_import_file,
     write_graph,
 )
+from kgot.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -164,9 +164,6 @@ def open_backend(
     raise UsageError(f"unknown graph backend {name!r}; choose one of: {', '.join(BACKENDS)}")
 
 
-def __getattr__(name: str) -> Any:
-    found = _LAZY.get(name)
-    if found is None:
-        raise AttributeError(f"module 'kgot.graph_backends' has no attribute {name!r}")
-    module, attribute = found
-    return getattr(importlib.import_module(f"kgot.graph_backends.{module}"), attribute)
+__getattr__ = lazy_exports(
+    __name__, {name: f".{module}:{attribute}" for name, (module, attribute) in _LAZY.items()}
+)

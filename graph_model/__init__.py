@@ -8,8 +8,7 @@ library: it also ships into sandbox jobs (see :mod:`kgot.graph_backends.runner`)
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kgot.graph_model.elements import (
     Changeset,
@@ -23,6 +22,7 @@ from kgot.graph_model.elements import (
     nodes_of,
 )
 from kgot.graph_model.token_estimate import count_tokens
+from kgot.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from kgot.graph_model.nx_fast import (
@@ -133,8 +133,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _LAZY.get(name)
-    if home is None:
-        raise AttributeError(f"module 'kgot.graph_model' has no attribute {name!r}")
-    return getattr(importlib.import_module(home), name)
+__getattr__ = lazy_exports(__name__, _LAZY)

@@ -6,8 +6,9 @@ Entry points: :func:`build_llm_clients` (both roles from the settings) and :clas
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kgot.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from kgot.llm.client import (
@@ -81,8 +82,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'kgot.llm' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -21,8 +21,9 @@ tool provider: docs/architecture.md, "Extension points"); each loads its module 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kgot.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from kgot.mcp_server.asking import AskLimits
@@ -116,8 +117,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'kgot.mcp_server' has no attribute {name!r}")
-    return getattr(importlib.import_module(home), name)
+__getattr__ = lazy_exports(__name__, _HOMES)

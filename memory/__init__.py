@@ -14,7 +14,9 @@ cheap.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kgot.lazy_exports import lazy_exports
 
 __all__ = [
     "DEFAULT_RANK_WEIGHTS",
@@ -150,10 +152,7 @@ _ATTRIBUTES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name not in __all__:
-        raise AttributeError(f"module 'kgot.memory' has no attribute {name!r}")
-    from importlib import import_module
-
-    module = import_module(f"kgot.memory.{_HOMES.get(name, 'resolution')}")
-    return getattr(module, _ATTRIBUTES.get(name, name))
+__getattr__ = lazy_exports(
+    __name__,
+    {name: f".{_HOMES.get(name, 'resolution')}:{_ATTRIBUTES.get(name, name)}" for name in __all__},
+)

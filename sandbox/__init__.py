@@ -15,12 +15,12 @@ Kinds, strongest local one first:
 
 from __future__ import annotations
 
-import importlib
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kgot.config import SandboxSettings
 from kgot.errors import SandboxUnavailableError
+from kgot.lazy_exports import lazy_exports
 from kgot.sandbox.base import MOUNT_DIR, OUTPUT_DIR, ExecResult, Job, Limits, Sandbox, run_async
 
 if TYPE_CHECKING:
@@ -165,8 +165,4 @@ def _check_python_location() -> None:
         raise SandboxUnavailableError(problem)
 
 
-def __getattr__(name: str) -> Any:
-    home = _LAZY.get(name)
-    if home is None:
-        raise AttributeError(f"module 'kgot.sandbox' has no attribute {name!r}")
-    return getattr(importlib.import_module(home), name)
+__getattr__ = lazy_exports(__name__, _LAZY)

@@ -14,8 +14,9 @@ Tools: ``web_search``, ``visit_page``, ``wikipedia``, ``inspect_file``, ``python
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kgot.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from kgot.tools.access import make_workspace_dir, workspace_has_files
@@ -88,10 +89,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'kgot.tools' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)

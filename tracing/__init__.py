@@ -16,9 +16,9 @@ here without importing the controller.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from kgot.lazy_exports import lazy_exports
 from kgot.tracing.call_events import ARGS_EXCERPT_CHARS, ModelCall, ToolCall
 from kgot.tracing.event_base import EventBase, EventPart, excerpt
 from kgot.tracing.spans import Span, child_span_ids, current_span, emit, new_span_id, span
@@ -130,8 +130,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _LAZY.get(name)
-    if home is None:
-        raise AttributeError(f"module 'kgot.tracing' has no attribute {name!r}")
-    return getattr(importlib.import_module(home), name)
+__getattr__ = lazy_exports(__name__, _LAZY)

@@ -36,8 +36,9 @@ aide's :class:`kgot.aides.aide_rows.AideRow`; ``user`` the user's name. An unkno
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kgot.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from kgot.aides.advisor.advisor_rows import (
@@ -175,8 +176,6 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'kgot.aides.advisor' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"kgot.aides.advisor.{home[0]}"), home[1])
+__getattr__ = lazy_exports(
+    __name__, {name: f".{module}:{attribute}" for name, (module, attribute) in _HOMES.items()}
+)
