@@ -689,12 +689,26 @@ def _fit(
     return left, right, levels, state.model.weights(encoded, left, right, levels=levels)
 
 
+def _candidates(
+    state: _Fields, named: Iterable[tuple[str, str]]
+) -> tuple[Encoded, np.ndarray, np.ndarray]:
+    """The type's records encoded, and the candidate pairs as codes ``a * n + b`` of their
+    positions: the ``named`` pairs (the name rules', as codes too) and the blocks' pairs."""
+    encoded = Encoded.of(state.records, state.kinds)
+    position = {node_id: n for n, node_id in enumerate(encoded.ids)}
+    size = max(len(encoded.ids), 1)
+    named_codes = np.array(
+        [min(position[a], position[b]) * size + max(position[a], position[b]) for a, b in named],
+        dtype=np.int64,
+    )
+    return encoded, np.union1d(named_codes, state.block_pairs(position)), named_codes
+
+
 def _model_of(state: _Fields) -> FieldModel:
     """The fitted model, fitting it on the blocks' pairs the first time (write time)."""
     if state.model is None:
-        encoded = Encoded.of(state.records, state.kinds)
-        position = {node_id: n for n, node_id in enumerate(encoded.ids)}
-        _fit(state, encoded, state.block_pairs(position))
+        encoded, codes, _named = _candidates(state, ())
+        _fit(state, encoded, codes)
     assert state.model is not None
     return state.model
 
@@ -752,14 +766,7 @@ def _with_fields(
     state = _fields_of(index)
     if state is None:
         return verdicts
-    encoded = Encoded.of(state.records, state.kinds)
-    position = {node_id: n for n, node_id in enumerate(encoded.ids)}
-    size = max(len(encoded.ids), 1)
-    named = np.array(
-        [min(position[a], position[b]) * size + max(position[a], position[b]) for a, b in verdicts],
-        dtype=np.int64,
-    )
-    codes = np.union1d(named, state.block_pairs(position))
+    encoded, codes, named = _candidates(state, verdicts)
     if not len(codes):
         return verdicts
     left, right, levels, weights = _fit(state, encoded, codes)
@@ -1616,16 +1623,8 @@ def explain_pair(
     explained = PairExplanation((a, b), label, "separate", "", names, relation)
     state = _fields_of(index)
     if state is not None and state.shares_fields(state.records[a], state.records[b]):
-        encoded = Encoded.of(state.records, state.kinds)
-        position = {node_id: n for n, node_id in enumerate(encoded.ids)}
-        size = max(len(encoded.ids), 1)
-        named = [
-            min(position[x], position[y]) * size + max(position[x], position[y])
-            for x, y in {*_candidate_verdicts(index), (a, b)}
-        ]
-        _fit(
-            state, encoded, np.union1d(np.array(named, dtype=np.int64), state.block_pairs(position))
-        )
+        encoded, codes, _named = _candidates(state, {*_candidate_verdicts(index), (a, b)})
+        _fit(state, encoded, codes)
         assert state.model is not None
         model = state.model
         weight = model.weight(state.records[a], state.records[b])
