@@ -18,7 +18,9 @@ API, so the same script measures today's resolution model and the next one:
   same pairwise figures, and how many pairs labelled ``distinct`` (share classes, look-alikes,
   siblings) were merged.
 * **Scale**: resolving ``--scale`` records of one type (FEBRL2 copied with its values shuffled,
-  :func:`~kgot.benchmarks.resolution_populations.scaled_records`), and what the write-time hook
+  :func:`~kgot.benchmarks.resolution_populations.scaled_records`; each copy's duplicates
+  are scored too: a population where every name is held by several people), and what the
+  write-time hook
   costs a 10-node commit at 10,000 nodes (``Memory.prepare``, and ``Memory.commit`` whole).
 
 The targets are issue 29's. Figures only; nothing here asserts a value.
@@ -57,6 +59,7 @@ from kgot.benchmarks.resolution_populations import (
     person_type,
     require_recordlinkage,
     scaled_records,
+    scaled_true_pairs,
 )
 from kgot.errors import KgotError
 from kgot.graph_model import Changeset, Node
@@ -245,11 +248,24 @@ def companies(store: Store) -> list[Figure]:
 
 
 def scale(store: Store, base: Register, size: int) -> list[Figure]:
-    """Resolving ``size`` records of one type (``base`` copied with shuffled values)."""
-    nodes = person_nodes(scaled_records(base.records, size))
-    _, timing = resolve_population(store, "scaled", [person_type()], nodes)
-    label = f"{base.name} scaled, kgot: resolve {len(nodes):,} records of one type"
-    return time_figures(label, timing, len(nodes), SCALE_SECONDS)
+    """Resolving ``size`` records of one type (``base`` copied with shuffled values): the
+    time, and the quality on a population where every name is held by several people (each
+    copy renames the names too)."""
+    records = scaled_records(base.records, size)
+    nodes = person_nodes(records)
+    resolution, timing = resolve_population(store, "scaled", [person_type()], nodes)
+    truth = scaled_true_pairs(base, records)
+    merged = merge_pairs(resolution)
+    label = f"{base.name} scaled, kgot: {len(nodes):,} records of one type"
+    return [
+        *quality_figures(
+            label,
+            score_pairs(merged, truth),
+            score_pairs(merged | suggestion_pairs(resolution), truth),
+            {},
+        ),
+        *time_figures(f"{label}: resolve", timing, len(nodes), SCALE_SECONDS),
+    ]
 
 
 def write_time(store: Store, base: Register, at: int, commits: int) -> list[Figure]:

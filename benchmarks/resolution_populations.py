@@ -179,6 +179,19 @@ def scaled_records(
     return scaled
 
 
+def scaled_true_pairs(register: Register, records: Mapping[str, Record]) -> frozenset[Pair]:
+    """The true pairs among :func:`scaled_records` of ``register``: each copy's duplicates are
+    duplicates of each other, as in the original (a copy renames equal values alike)."""
+    copies = {record_id.rpartition("-c")[2] for record_id in records if "-c" in record_id}
+    suffixes = ["", *(f"-c{copy}" for copy in copies if copy.isdigit())]
+    return frozenset(
+        pair_of(first + suffix, second + suffix)
+        for suffix in suffixes
+        for first, second in register.true_pairs
+        if first + suffix in records and second + suffix in records
+    )
+
+
 def _renamings(
     vocabularies: Mapping[str, Sequence[str]], rng: random.Random
 ) -> dict[str, dict[str, str]]:

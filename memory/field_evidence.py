@@ -98,6 +98,23 @@ DEFAULT_U: dict[FieldKind, tuple[float, ...]] = {
     FieldKind.NUMBER: (0.05, 0.1, 0.85),
     FieldKind.CATEGORY: (0.2, 0.8),
 }
+# The most m may give a field's outright disagreement: one thing's records disagree outright
+# on a field now and then (a typo beyond the fuzzy levels, a move, a missing part), seldom
+# more than this (FEBRL's registers show 0.05–0.2). Without the ceiling EM has a second,
+# wrong solution wherever namesakes are many: it calls every pair of one name a match and
+# learns that matches disagree on everything else (10,000 records of FEBRL's copies with
+# their values shuffled: merge precision 0.43, and 0.00 at 20,000).
+MAX_M_DIFFERENT: dict[FieldKind, float] = {
+    FieldKind.NAME: 0.2,  # a given name left out, a nickname, names swapped
+    FieldKind.DATE: 0.05,
+    FieldKind.IDENTIFIER: 0.1,
+    FieldKind.POSTCODE: 0.1,
+    FieldKind.TEXT: 0.1,
+    FieldKind.NUMBER: 0.15,
+    FieldKind.CATEGORY: 0.1,
+}
+_IDENTIFYING = frozenset({FieldKind.DATE, FieldKind.IDENTIFIER})
+_IDENTIFYING_WEIGHT = -3.0  # log2: disagreeing is at most 1/8 as likely within one thing
 _PSEUDO_PAIRS = 50.0
 DEFAULT_PRIOR = 0.05  # the share of candidate pairs that are one thing, before estimation
 _FLOOR = 1e-6  # no level is impossible: one unseen coincidence must not be infinite evidence
@@ -503,6 +520,19 @@ class FieldModel:
             total += np.where(present, field_weight, 0.0)
         return total
 
+    def contradictions(self, evidence: Iterable[FieldEvidence]) -> list[str]:
+        """The identifying fields on which ``evidence`` (of :meth:`explain`) disagrees
+        outright: dates and identifiers whose disagreement the model weighs as strong evidence
+        of two things (at most an eighth as likely between one thing's records). A street
+        number or a date that often changes weighs less and is not identifying."""
+        return [
+            e.property
+            for e in evidence
+            if e.kind in _IDENTIFYING
+            and e.level == LEVELS[e.kind][-1]
+            and e.weight <= _IDENTIFYING_WEIGHT
+        ]
+
     def explain(self, a: Mapping[str, str], b: Mapping[str, str]) -> list[FieldEvidence]:
         """Each shared field's comparison and weight, strongest first."""
         found = [
@@ -612,13 +642,25 @@ def _expectation_maximisation(model: FieldModel, levels: np.ndarray) -> None:
             counts = np.bincount(
                 levels[present, column], weights=weights, minlength=len(model.m[prop])
             )
-            model.m[prop] = np.maximum((counts + 0.1) / (weights.sum() + 0.1 * len(counts)), 1e-4)
+            m = np.maximum((counts + 0.1) / (weights.sum() + 0.1 * len(counts)), 1e-4)
+            model.m[prop] = _capped(m, MAX_M_DIFFERENT[model.kinds[prop]])
         converged = abs(new_prior - prior) < 1e-5
         prior = new_prior
         if converged:
             break
     model.prior = prior
     model.estimated = True
+
+
+def _capped(m: np.ndarray, ceiling: float) -> np.ndarray:
+    """``m`` with its last level (outright disagreement) at most ``ceiling``, the agreeing
+    levels scaled up to keep their proportions (:data:`MAX_M_DIFFERENT`)."""
+    if m[-1] <= ceiling:
+        return m
+    capped = m.copy()
+    capped[:-1] *= (1 - ceiling) / m[:-1].sum()
+    capped[-1] = ceiling
+    return capped
 
 
 def record_values(properties: Mapping[str, Any], kinds: Iterable[str]) -> dict[str, str]:

@@ -1355,7 +1355,7 @@ def match_existing(
         for node_id, verdict in list(best.items()):
             cosine = cosines.cosine(new_node.id, node_id) if verdict.kind == _SPELLING else None
             best[node_id] = _with_embedding(verdict, cosine, thresholds)
-    return _explain_match(index, best, _best_match(index, best), record)
+    return _explain_match(index, best, _best_match(index, best), record, identity)
 
 
 def _explain_match(
@@ -1363,15 +1363,33 @@ def _explain_match(
     best: Mapping[str, NameVerdict],
     match: Match,
     record: Mapping[str, str] | None,
+    identity: Mapping[str, str],
 ) -> Match:
     """``match`` with the field model's reason, when the fields decided it: explained once,
-    for the node the new one lands on or is suggested with, not for every candidate."""
+    for the node the new one lands on or is suggested with, not for every candidate.
+
+    A write never lands on a node whose identifying values it contradicts (another birth
+    date, another id): landing would overwrite them, one thing's record quietly becoming
+    another's. However likely the model finds the pair, it is a suggestion."""
     state = index.fields
     if best[match.node_id].kind != _FIELDS or record is None or state is None:
         return match
     assert state.model is not None
     evidence = state.model.explain(record, state.records[match.node_id])
-    return dataclasses.replace(match, reason=_fields_reason(evidence, match.score))
+    reason = _fields_reason(evidence, match.score)
+    if not match.merge:
+        return dataclasses.replace(match, reason=reason)
+    known = index.nodes[match.node_id].identity
+    differing = [
+        *(p for p, v in identity.items() if known.get(p) not in (None, v)),
+        *state.model.contradictions(evidence),
+    ]
+    if not differing:
+        return dataclasses.replace(match, reason=reason)
+    contradicted = ", ".join(dict.fromkeys(differing))
+    return dataclasses.replace(
+        match, merge=False, reason=f"{reason}; not merged at write time: {contradicted} differ"
+    )
 
 
 def _judge_with_fields(

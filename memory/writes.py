@@ -399,6 +399,7 @@ class _Rewrite:
         applied_added: list[Node] = []
         applied_changed: dict[str, Node] = {}
         added_ids: set[str] = set()
+        restating: set[str] = set()  # existing nodes re-added as they are (corroborated)
 
         for node in changeset.added_nodes:
             target = self._landing(node)
@@ -410,10 +411,17 @@ class _Rewrite:
             self.redirect[node.id] = target
             merged = self._merged_properties(target, node, changed.get(target))
             existing = self.snapshot.nodes[target]
+            restated = target in restating
             if _plain(merged) == existing.properties and target not in changed:
-                # Nothing new: re-adding the existing fact counts it as corroborated.
-                commit_nodes.append(Node(target, existing.label, merged))
+                # Nothing new: re-adding the existing fact counts it as corroborated (once,
+                # however many of the write's nodes land on it).
+                if not restated:
+                    restating.add(target)
+                    commit_nodes.append(Node(target, existing.label, merged))
             else:
+                if restated:  # an earlier node of this write re-stated it; this one changes it
+                    restating.discard(target)
+                    commit_nodes = [n for n in commit_nodes if n.id != target]
                 changed[target] = Node(target, existing.label, merged)
                 applied_changed[target] = Node(target, existing.label, _plain(merged))
 
