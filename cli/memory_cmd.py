@@ -32,6 +32,15 @@ SuggestionArgument = Annotated[
     int, typer.Argument(help="The suggestion's id (see `kgot memory suggestions`).")
 ]
 
+ReasonOption = Annotated[
+    str | None,
+    typer.Option(
+        "--reason",
+        help="Why (kept with the suggestion; `memory suggestions --status …` shows it).",
+        show_default=False,
+    ),
+]
+
 
 @app.command("resolve")
 def resolve(
@@ -191,7 +200,16 @@ def suggestions(
         typer.echo(f"no {status} suggestions in entity {entity!r}")
         return
     for row in rows:
-        typer.echo(printable(f"{row.id}  {row.kind}  {_describe(row)}"))
+        typer.echo(printable(f"{row.id}  {row.kind}  {_describe(row)}{_decided(row)}"))
+
+
+def _decided(row: Suggestion) -> str:
+    """Who decided a decided suggestion and why, as the line's tail."""
+    decision = row.decision or {}
+    if row.status == "open" or not decision:
+        return ""
+    reason = decision.get("reason")
+    return f"; {row.status} by {decision.get('by', 'unknown')}" + (f": {reason}" if reason else "")
 
 
 def _describe(row: Suggestion) -> str:
@@ -315,13 +333,14 @@ def accept(
     ctx: typer.Context,
     entity: EntityOption,
     suggestion: SuggestionArgument,
+    reason: ReasonOption = None,
     db: DbOption = None,
 ) -> None:
     """Carry out a suggestion: merge the nodes, or let the newer value supersede."""
     from kgot.memory import open_memory
 
     with opened_store(ctx, db, entity=entity) as store:
-        done = open_memory(store, entity).accept(suggestion)
+        done = open_memory(store, entity).accept(suggestion, decision=_by_person(reason))
     typer.echo(printable(done))
 
 
@@ -330,14 +349,19 @@ def reject(
     ctx: typer.Context,
     entity: EntityOption,
     suggestion: SuggestionArgument,
+    reason: ReasonOption = None,
     db: DbOption = None,
 ) -> None:
     """Close a suggestion without changing the graph."""
     from kgot.memory import open_memory
 
     with opened_store(ctx, db, entity=entity) as store:
-        done = open_memory(store, entity).reject(suggestion)
+        done = open_memory(store, entity).reject(suggestion, decision=_by_person(reason))
     typer.echo(printable(done))
+
+
+def _by_person(reason: str | None) -> dict[str, str]:
+    return {"by": "person", **({"reason": reason} if reason else {})}
 
 
 @app.command("upkeep")

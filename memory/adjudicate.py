@@ -6,8 +6,9 @@ configured model first, within a budget of calls and dollars. The model sees the
 properties and the evidence the rules weighed, and answers ``same``, ``different`` or
 ``unsure``. ``same`` merges the pair (the commit's provenance names the model and its
 reason: step ``memory:adjudicate``), ``different`` rejects the suggestion (it is not filed
-again), ``unsure`` leaves it for a person. Never more calls than the budget; never a
-decision on a pair the model was not asked about.
+again), ``unsure`` leaves it for a person. The suggestion keeps the verdict either way
+(``decision``: the model, its verdict and reason, the run). Never more calls than the budget;
+never a decision on a pair the model was not asked about.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ __all__ = [
 
 ADJUDICATE_STEP = "memory:adjudicate"
 _PROPERTIES_CHARS = 1_500  # one node's properties in the prompt, at most
+_REASON_CHARS = 300  # the model's reason as kept in the queue and the provenance
 
 
 class MergeVerdict(BaseModel):
@@ -226,8 +228,16 @@ def _act(memory: Memory, pair: _Pair, answer: MergeVerdict, client: LLMClient, r
     """Carry out the answer on the queue; what was done."""
     if answer.verdict == "unsure" or pair.suggestion_id is None:
         return "left open" if pair.suggestion_id is not None else "not queued"
+    # The verdict is kept with the suggestion either way: a rejected pair is never filed
+    # again, so its reason is the only account of why two records stayed apart.
+    decision = {
+        "by": f"model:{client.model_name}",
+        "verdict": answer.verdict,
+        "reason": answer.reason[:_REASON_CHARS],
+        "run_id": run_id,
+    }
     if answer.verdict == "different":
-        memory.reject(pair.suggestion_id)
+        memory.reject(pair.suggestion_id, decision=decision)
         return "rejected"
     from kgot.persistence import Provenance
 
@@ -236,8 +246,9 @@ def _act(memory: Memory, pair: _Pair, answer: MergeVerdict, client: LLMClient, r
         provenance=Provenance(
             run_id=run_id,
             step=ADJUDICATE_STEP,
-            tool_call=f"{client.model_name}: same ({answer.reason[:300]})",
+            tool_call=f"{client.model_name}: same ({answer.reason[:_REASON_CHARS]})",
         ),
+        decision=decision,
     )
     return "merged"
 

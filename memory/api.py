@@ -264,9 +264,16 @@ class Memory:
             )
         return found
 
-    def accept(self, suggestion_id: int, *, provenance: Provenance | None = None) -> str:
-        """Carry out an open suggestion; a line saying what was done. ``provenance``: who
-        decided (default: a person, step ``memory:accept``).
+    def accept(
+        self,
+        suggestion_id: int,
+        *,
+        provenance: Provenance | None = None,
+        decision: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Carry out an open suggestion; a line saying what was done. ``provenance``: the
+        commit's (default: a person, step ``memory:accept``); ``decision``: who decided and
+        why, kept with the suggestion (default ``{"by": "person"}``).
 
         Raises:
             UsageError: no open suggestion with that id in this entity, or its nodes are no
@@ -278,20 +285,23 @@ class Memory:
             from kgot.persistence import Provenance
 
             provenance = Provenance(run_id="", step=ACCEPT_STEP)
+        decided = dict(decision) if decision is not None else {"by": "person"}
         if row.kind == "merge":
-            done = self._accept_merge(suggestion_id, payload, provenance)
+            done = self._accept_merge(suggestion_id, payload, provenance, decided)
         elif row.kind == "contradiction":
-            done = self._accept_contradiction(suggestion_id, payload, provenance)
+            done = self._accept_contradiction(suggestion_id, payload, provenance, decided)
         else:
             raise UsageError(f"suggestion {suggestion_id} has an unknown kind {row.kind!r}")
         # The write above marked the suggestion accepted in its own transaction (decides=):
         # a reject from another process in between refuses the write instead.
         return done
 
-    def reject(self, suggestion_id: int) -> str:
-        """Close an open suggestion without changing the graph."""
+    def reject(self, suggestion_id: int, *, decision: Mapping[str, Any] | None = None) -> str:
+        """Close an open suggestion without changing the graph. ``decision``: who decided and
+        why, kept with the suggestion (default ``{"by": "person"}``)."""
         self._open_suggestion(suggestion_id)
-        self.session.decide_suggestion(suggestion_id, False)
+        decided = dict(decision) if decision is not None else {"by": "person"}
+        self.session.decide_suggestion(suggestion_id, False, decided)
         return f"rejected suggestion {suggestion_id}; the graph is unchanged"
 
     def _current(self, suggestion_id: int, node_id: str) -> str:
@@ -305,7 +315,11 @@ class Memory:
         return found
 
     def _accept_merge(
-        self, suggestion_id: int, payload: Mapping[str, Any], provenance: Provenance
+        self,
+        suggestion_id: int,
+        payload: Mapping[str, Any],
+        provenance: Provenance,
+        decision: Mapping[str, Any],
     ) -> str:
 
         ends = [self._current(suggestion_id, str(n)) for n in payload.get("nodes", ())]
@@ -318,7 +332,7 @@ class Memory:
                 f"entity {self.entity!r}; reject it instead"
             )
         if len(ends) < 2:
-            self.session.decide_suggestion(suggestion_id, True)
+            self.session.decide_suggestion(suggestion_id, True, decision)
             return f"accepted suggestion {suggestion_id}: the nodes were already merged"
         evidence = merge_evidence(graph)
         ordered = sorted(
@@ -345,11 +359,16 @@ class Memory:
             provenance,
             properties=properties,
             decides=suggestion_id,
+            decision=decision,
         )
         return f"accepted suggestion {suggestion_id}: merged {', '.join(aliases)} into {canonical}"
 
     def _accept_contradiction(
-        self, suggestion_id: int, payload: Mapping[str, Any], provenance: Provenance
+        self,
+        suggestion_id: int,
+        payload: Mapping[str, Any],
+        provenance: Provenance,
+        decision: Mapping[str, Any],
     ) -> str:
 
         graph = self.session.load_graph(include_meta=True)
@@ -378,6 +397,7 @@ class Memory:
                 provenance,
                 close_reasons={("node", node_id): "contradicted"},
                 decides=suggestion_id,
+                decision=decision,
             )
             return (
                 f"accepted suggestion {suggestion_id}: {node_id}.{prop} is now "
@@ -418,6 +438,7 @@ class Memory:
             provenance,
             close_reasons={("edge", *old_ident): "contradicted"} if present else None,
             decides=suggestion_id,
+            decision=decision,
         )
         return (
             f"accepted suggestion {suggestion_id}: {source} -{relationship}-> is now {target} "

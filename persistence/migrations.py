@@ -40,6 +40,7 @@ from kgot.persistence.schema import (
     CLOSE_REASONS_V2,
     SCHEMA_VERSION,
     TABLES,
+    JsonValue,
     closed_reason_check,
     define_tables,
 )
@@ -198,6 +199,14 @@ def _v8_run_kinds(connection: Connection) -> None:
     ).create(connection)
 
 
+def _v9_suggestion_decisions(connection: Connection) -> None:
+    """Record who decided a suggestion and why (a person, or the model adjudicating)."""
+    column_type = JsonValue.compile(dialect=connection.dialect)
+    connection.exec_driver_sql(
+        f"ALTER TABLE {TABLES.suggestions.name} ADD COLUMN decision {column_type}"
+    )
+
+
 CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -215,6 +224,9 @@ CORE_MIGRATIONS: tuple[Migration, ...] = (
     # Versions 4 to 6 belong to other packages' table sets (see kgot.persistence.table_sets).
     Migration(7, "forgotten facts: a fact may close as forgotten", _v7_forgotten_facts),
     Migration(8, "run kinds: ingestions and aide cycles are runs; commits by run", _v8_run_kinds),
+    Migration(
+        9, "suggestion decisions: who decided a suggestion and why", _v9_suggestion_decisions
+    ),
 )
 if CORE_MIGRATIONS[-1].version != SCHEMA_VERSION:  # a step added without moving the version
     raise RuntimeError("schema.SCHEMA_VERSION must be the store's own last migration's version")

@@ -86,7 +86,7 @@ SUGGESTION_KINDS = ("merge", "contradiction")
 SUGGESTION_STATUSES = ("open", "accepted", "rejected")
 # The schema version `define_tables` describes by default: the last migration of the store's
 # own tables (other packages' migrations take versions of the same history).
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 # Facts and types: JSON text on both databases (see above). Run options and totals are only
 # stored and shown, never compared, so JSONB's rewriting does them no harm.
@@ -299,7 +299,7 @@ def define_tables(metadata: MetaData, *, version: int = SCHEMA_VERSION) -> Simpl
         runs=runs,
     )
     if version >= 2:
-        tables.fact_use, tables.suggestions = _v2_tables(metadata, entities)
+        tables.fact_use, tables.suggestions = _v2_tables(metadata, entities, version)
     if version >= 3:
         tables.run_events = _v3_run_events(metadata, runs)
     return tables
@@ -329,9 +329,9 @@ def _v3_run_events(metadata: MetaData, runs: Table) -> Table:
     )
 
 
-def _v2_tables(metadata: MetaData, entities: Table) -> tuple[Table, Table]:
+def _v2_tables(metadata: MetaData, entities: Table, version: int) -> tuple[Table, Table]:
     """The store's tables migration 2 adds: fact use (reads must not write fact versions) and
-    the curation queue."""
+    the curation queue (as of schema ``version``: 9 adds its decisions)."""
     fact_use = Table(
         f"{PREFIX}fact_use",
         metadata,
@@ -368,6 +368,8 @@ def _v2_tables(metadata: MetaData, entities: Table) -> tuple[Table, Table]:
         Column("status", String(8), nullable=False),
         Column("created_at", Timestamp, nullable=False),
         Column("decided_at", Timestamp, nullable=True),
+        # Who decided it and why ({"by": "person" | "model:NAME", "reason": "…"}), or NULL.
+        *([Column("decision", JsonValue, nullable=True)] if version >= 9 else []),
         CheckConstraint(f"kind IN ({suggestion_kinds})", name="kgot_suggestions_kind"),
         CheckConstraint(f"status IN ({statuses})", name="kgot_suggestions_status"),
         # Never reuse an id: "accept 7" must not reach a suggestion made after 7 was deleted.

@@ -463,6 +463,7 @@ class EntitySession:
         base: int | None = None,
         close_reasons: Mapping[FactKey, str] | None = None,
         decides: int | None = None,
+        decision: Mapping[str, Any] | None = None,
     ) -> CommitResult:
         """Write ``changeset`` atomically and return what the commit did
         (:class:`~kgot.persistence.commit_result.CommitResult`: the entity's new version, or
@@ -489,6 +490,8 @@ class EntitySession:
             decides: an open suggestion this change carries out: marked accepted in the same
                 transaction, so a suggestion decided meanwhile (by another process) refuses
                 the change instead of being applied twice or after a rejection.
+            decision: who decided ``decides`` and why, stored with it
+                (``{"by": "person" | "model:NAME", "reason": …}``).
 
         A ``provenance.result_key`` the entity already has a commit for writes nothing and
         returns that commit's version (``already_committed``): the work it names was applied
@@ -505,7 +508,7 @@ class EntitySession:
         reasons = checked_reasons(close_reasons)
         if changeset.is_empty:
             if decides is not None:
-                self.decide_suggestion(decides, True)
+                self.decide_suggestion(decides, True, decision)
             return CommitResult(self.version if base is None else base)
         with self._lock:
             view = self._view if base is None else View(base)
@@ -518,7 +521,7 @@ class EntitySession:
                 if problems:
                     raise ChangesetError(self._problems(changeset, catalog, view, problems))
                 outcome = self._write(
-                    changeset, provenance, catalog, view, reasons, decides=decides
+                    changeset, provenance, catalog, view, reasons, decides=(decides, decision)
                 )
                 if outcome is not None:
                     break
@@ -541,7 +544,7 @@ class EntitySession:
         view: View,
         close_reasons: Mapping[FactKey, str],
         *,
-        decides: int | None = None,
+        decides: tuple[int | None, Mapping[str, Any] | None] = (None, None),
     ) -> tuple[CommitResult, int] | None:
         """Lock the entity, plan and write; return what the commit did and the rows it
         wrote, or ``None`` when a type the changeset uses changed since ``catalog`` was
@@ -561,8 +564,11 @@ class EntitySession:
                 raise ChangesetError(capped(plan.problems) + capped(plan.conflicts))
             if plan.conflicts:
                 raise CommitConflictError(capped(plan.conflicts), version)
-            if decides is not None:
-                upkeep_store.decide(connection, self._entity_id, self.entity, decides, True)
+            suggestion_id, decision = decides
+            if suggestion_id is not None:
+                upkeep_store.decide(
+                    connection, self._entity_id, self.entity, suggestion_id, True, decision=decision
+                )
             if plan.is_noop:
                 return CommitResult(view.latest), 0
             return planner.execute(plan, version + 1, changeset.summary()), plan.rows_written
@@ -671,10 +677,11 @@ class EntitySession:
         properties: Mapping[str, Any],
         base: int | None = None,
         decides: int | None = None,
+        decision: Mapping[str, Any] | None = None,
     ) -> int:
         """Merge nodes that are one real thing into ``canonical_id``, in one commit; return
         the new version. ``decides``: an open merge suggestion this merge carries out, marked
-        accepted in the same transaction (see :meth:`commit`).
+        accepted in the same transaction with ``decision`` (see :meth:`commit`).
 
         The alias nodes close as ``merged`` with ``canonical_id`` set (history keeps them, and
         :meth:`canonical_id` leads from their ids to the canonical node); each of their current
@@ -721,7 +728,9 @@ class EntitySession:
                     content_problems=problems,
                 )
                 if decides is not None:
-                    upkeep_store.decide(connection, self._entity_id, self.entity, decides, True)
+                    upkeep_store.decide(
+                        connection, self._entity_id, self.entity, decides, True, decision=decision
+                    )
         self._context.note_rows_written(written)
         return new_version
 
@@ -935,9 +944,11 @@ class EntitySession:
                 connection, self._entity_id, self.entity, suggestion_id
             )
 
-    def decide_suggestion(self, suggestion_id: int, accepted: bool) -> Suggestion:
+    def decide_suggestion(
+        self, suggestion_id: int, accepted: bool, decision: Mapping[str, Any] | None = None
+    ) -> Suggestion:
         """Mark an open suggestion accepted or rejected (applying it, e.g. the merge, is the
-        caller's); return it as it is now.
+        caller's), recording ``decision`` (who decided and why); return it as it is now.
 
         Raises:
             SuggestionNotFoundError: no suggestion with that id in this entity.
@@ -946,7 +957,12 @@ class EntitySession:
         with write_transaction(self._context.engine, self._context.target) as connection:
             self._lock_entity(connection)
             return upkeep_store.decide(
-                connection, self._entity_id, self.entity, suggestion_id, accepted
+                connection,
+                self._entity_id,
+                self.entity,
+                suggestion_id,
+                accepted,
+                decision=decision,
             )
 
     # ----------------------------------------------------------------------------- internals

@@ -97,6 +97,8 @@ class Suggestion:
         payload: what :mod:`kgot.memory` recorded about it (e.g. the node ids).
         score: 0 to 1, how likely the rules think it is right.
         status: ``open``, ``accepted`` or ``rejected``.
+        decision: who decided it and why (``{"by": "person" | "model:NAME", "reason": …}``);
+            ``None`` while open, or when the decider gave nothing.
     """
 
     id: int
@@ -106,6 +108,7 @@ class Suggestion:
     status: str
     created_at: datetime | None
     decided_at: datetime | None
+    decision: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -116,6 +119,7 @@ class Suggestion:
             "status": self.status,
             "created_at": iso(self.created_at),
             "decided_at": iso(self.decided_at),
+            "decision": dict(self.decision) if self.decision is not None else None,
         }
 
 
@@ -1125,7 +1129,13 @@ def get_suggestion(
 
 
 def decide(
-    connection: Connection, entity_id: int, entity: str, suggestion_id: Any, accepted: bool
+    connection: Connection,
+    entity_id: int,
+    entity: str,
+    suggestion_id: Any,
+    accepted: bool,
+    *,
+    decision: Mapping[str, Any] | None = None,
 ) -> Suggestion:
     found = get_suggestion(connection, entity_id, entity, suggestion_id)
     if found.status != "open":
@@ -1139,7 +1149,7 @@ def decide(
     connection.execute(
         update(table)
         .where(table.c.id == found.id, table.c.entity_id == entity_id)
-        .values(status=status, decided_at=now)
+        .values(status=status, decided_at=now, decision=dict(decision) if decision else None)
     )
     return Suggestion(
         id=found.id,
@@ -1149,6 +1159,7 @@ def decide(
         status=status,
         created_at=found.created_at,
         decided_at=now,
+        decision=dict(decision) if decision else None,
     )
 
 
@@ -1161,4 +1172,5 @@ def _suggestion(row: Any) -> Suggestion:
         status=row.status,
         created_at=as_utc(row.created_at),
         decided_at=as_utc(row.decided_at),
+        decision=dict(row.decision) if row.decision is not None else None,
     )

@@ -396,10 +396,22 @@ def test_the_model_adjudicates_suggestions_within_its_budget(
     assert all(node in graph for node in different)  # the second rejected, both kept
     commits = [c for c in store.session("people").commits() if c["step"] == "memory:adjudicate"]
     assert len(commits) == 1 and "same name, birth date and town" in commits[0]["tool_call"]
-    rejected_pairs = [
-        s.payload["nodes"] for s in open_memory(store, "people").suggestions("rejected")
-    ]
-    assert rejected_pairs == [different]
+    memory = open_memory(store, "people")
+    [rejected_row] = memory.suggestions("rejected")
+    assert rejected_row.payload["nodes"] == different
+    # Both verdicts are kept with their suggestions: who, what and why.
+    assert rejected_row.decision is not None
+    assert rejected_row.decision["by"] == f"model:scripted:{script}"
+    assert (rejected_row.decision["verdict"], rejected_row.decision["reason"]) == (
+        "different",
+        "the ids differ",
+    )
+    [accepted_row] = memory.suggestions("accepted")
+    assert accepted_row.decision is not None and accepted_row.decision["verdict"] == "same"
+    code, out, _ = run_cli(
+        capsys, "memory", "suggestions", "--db", store_url, "-e", "people", "--status", "rejected"
+    )
+    assert code == 0 and f"rejected by model:scripted:{script}: the ids differ" in out
 
 
 def test_a_type_declares_how_its_fields_compare_and_when_to_merge(store: Store) -> None:

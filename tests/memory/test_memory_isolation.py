@@ -185,7 +185,12 @@ def test_every_memory_command_on_one_entity_leaves_the_other_untouched(
     for verb in ("accept", "reject"):
         run(f"{verb} b's suggestion", verb, "-e", "a", str(b_first), code=2)
     run("accept", "accept", "-e", "a", str(a_kept))
-    run("reject", "reject", "-e", "a", str(a_dropped))
+    run("reject", "reject", "-e", "a", str(a_dropped), "--reason", "two different funds")
+    rejected = json.loads(run("rejected", "suggestions", "-e", "a", "--status", "rejected",
+                              "--json"))  # fmt: skip
+    assert [row["decision"] for row in rejected] == [
+        {"by": "person", "reason": "two different funds"}
+    ]
 
     # Upkeep far in the future expires a's headline (ttl 30 days), not b's.
     report = json.loads(run("upkeep", "upkeep", "-e", "a", "--now", FAR_FUTURE, "--json"))
