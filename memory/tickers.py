@@ -15,14 +15,24 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from kgot.graph_model import Node
 from kgot.memory.names import is_organisation_type
 
-__all__ = ["TICKER_PROPERTIES", "ticker_names", "with_ticker_names"]
+if TYPE_CHECKING:
+    import networkx as nx
+
+__all__ = [
+    "TICKER_PROPERTIES",
+    "TickerClaims",
+    "issuer_links",
+    "organisation_tickers",
+    "security_tickers",
+    "ticker_claims",
+    "ticker_names",
+    "with_ticker_names",
+]
 
 # Properties that hold a security's ticker, on the security or on its issuer.
 TICKER_PROPERTIES = ("ticker", "tickers", "symbol", "symbols", "ticker_symbol", "stock_symbol")
@@ -30,34 +40,74 @@ TICKER_PROPERTIES = ("ticker", "tickers", "symbol", "symbols", "ticker_symbol", 
 _ISSUER_WORDS = ("issu", "ticker", "stock", "share", "security", "listing", "listed")
 
 
-def ticker_names(graph: nx.MultiDiGraph) -> dict[str, list[str]]:
-    """Organisation node id → the tickers it is known by: its own ticker properties, and the
-    symbols of the securities linked to it by an issuer-like relationship (either direction).
-    A ticker claimed by two organisations is left out."""
-    claims: dict[str, set[str]] = defaultdict(set)  # ticker (folded) -> organisations
-    shown: dict[str, str] = {}
+class TickerClaims:
+    """Which organisations claim each ticker (folded), as a graph is read and written."""
+
+    def __init__(self) -> None:
+        self._claims: dict[str, set[str]] = defaultdict(set)
+        self._shown: dict[str, str] = {}
+
+    def claim(self, organisation: str, tickers: Iterable[str]) -> list[str]:
+        """Record that ``organisation`` is known by ``tickers``; those it now alone claims."""
+        for ticker in tickers:
+            self._claims[ticker.casefold()].add(organisation)
+            self._shown.setdefault(ticker.casefold(), ticker)
+        return self.names().get(organisation, [])
+
+    def names(self) -> dict[str, list[str]]:
+        """Organisation → the tickers it alone claims."""
+        names: dict[str, list[str]] = defaultdict(list)
+        for folded, organisations in sorted(self._claims.items()):
+            if len(organisations) == 1:
+                names[next(iter(organisations))].append(self._shown[folded])
+        return dict(names)
+
+
+def organisation_tickers(label: str, data: Mapping[str, Any]) -> list[str]:
+    """An organisation node's own tickers (none for other nodes)."""
+    return _tickers(data) if is_organisation_type(label) else []
+
+
+def issuer_links(
+    relationship: str, ends: tuple[str, str], labels: Mapping[str, str]
+) -> list[tuple[str, str]]:
+    """(security, issuer) for an edge of ``relationship`` between ``ends`` (either direction)
+    when it is issuer-like and links a non-organisation to an organisation (``labels``: node
+    id → type)."""
+    if not any(word in relationship.casefold() for word in _ISSUER_WORDS):
+        return []
+    return [
+        (security, issuer)
+        for security, issuer in (ends, ends[::-1])
+        if is_organisation_type(labels.get(issuer, ""))
+        and not is_organisation_type(labels.get(security, ""))
+    ]
+
+
+def ticker_claims(graph: nx.MultiDiGraph) -> TickerClaims:
+    """The tickers each organisation of ``graph`` is known by: its own ticker properties, and
+    the symbols of the securities linked to it by an issuer-like relationship."""
+    claims = TickerClaims()
+    labels = {node_id: str(data.get("label", "")) for node_id, data in graph.nodes(data=True)}
     for node_id, data in graph.nodes(data=True):
-        if is_organisation_type(str(data.get("label", ""))):
-            for ticker in _tickers(data):
-                claims[ticker.casefold()].add(node_id)
-                shown.setdefault(ticker.casefold(), ticker)
+        claims.claim(node_id, organisation_tickers(labels[node_id], data))
     for source, target, data in graph.edges(data=True):
-        relationship = str(data.get("relationship", "")).casefold()
-        if not any(word in relationship for word in _ISSUER_WORDS):
-            continue
-        for security, issuer in ((source, target), (target, source)):
-            if not is_organisation_type(str(graph.nodes[issuer].get("label", ""))):
-                continue
-            if is_organisation_type(str(graph.nodes[security].get("label", ""))):
-                continue
-            for ticker in _tickers(graph.nodes[security]):
-                claims[ticker.casefold()].add(issuer)
-                shown.setdefault(ticker.casefold(), ticker)
-    names: dict[str, list[str]] = defaultdict(list)
-    for folded, organisations in sorted(claims.items()):
-        if len(organisations) == 1:
-            names[next(iter(organisations))].append(shown[folded])
-    return dict(names)
+        for security, issuer in issuer_links(
+            str(data.get("relationship", "")), (source, target), labels
+        ):
+            claims.claim(issuer, _tickers(graph.nodes[security]))
+    return claims
+
+
+def ticker_names(graph: nx.MultiDiGraph) -> dict[str, list[str]]:
+    """Organisation node id → the tickers it is known by (:func:`ticker_claims`); a ticker
+    claimed by two organisations is left out."""
+    return ticker_claims(graph).names()
+
+
+def security_tickers(data: Mapping[str, Any]) -> list[str]:
+    """A security's tickers (its ``symbol``, ``ticker``, …)."""
+    return _tickers(data)
 
 
 def with_ticker_names(nodes: Iterable[Node], tickers: Mapping[str, list[str]]) -> list[Node]:

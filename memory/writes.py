@@ -34,11 +34,12 @@ from __future__ import annotations
 import dataclasses
 import threading
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kgot.graph_model import Changeset, Edge, Node
+from kgot.memory.tickers import TickerClaims, with_ticker_names
 
 if TYPE_CHECKING:
     from kgot.memory.resolution import ResolutionIndex, TypeHints
@@ -204,6 +205,8 @@ class _Snapshot:
     outgoing: dict[tuple[str, str], set[tuple[str, str, str]]] = field(default_factory=dict)
     # merged-away id -> the node it was merged into (read with the facts: no query per id)
     merged: dict[str, str] = field(default_factory=dict)
+    # which organisations claim each ticker (kgot.memory.tickers), kept up to date by apply
+    tickers: TickerClaims = field(default_factory=TickerClaims)
 
     def __post_init__(self) -> None:
         for ident, fact in self.edges.items():
@@ -212,7 +215,7 @@ class _Snapshot:
     @classmethod
     def load(cls, session: EntitySession) -> _Snapshot:
         from kgot.memory.resolution import ResolutionIndex
-        from kgot.memory.tickers import ticker_names, with_ticker_names
+        from kgot.memory.tickers import ticker_claims
 
         graph = session.load_graph(include_meta=True, track=False)
         nodes = {node_id: _fact(data, "label") for node_id, data in graph.nodes(data=True)}
@@ -227,10 +230,11 @@ class _Snapshot:
         identity = TypeUpkeep(catalog).identity_by_type(
             {fact.label for fact in nodes.values()} | set(catalog.node_types)
         )
+        tickers = ticker_claims(graph)
         index = ResolutionIndex.build(
             with_ticker_names(
                 (Node(node_id, fact.label, fact.properties) for node_id, fact in nodes.items()),
-                ticker_names(graph),
+                tickers.names(),
             ),
             identity,
             schemas_by_type=TypeUpkeep(catalog).schemas_by_type(identity),
@@ -243,6 +247,7 @@ class _Snapshot:
             index,
             identity,
             merged=session.merged_ids(),
+            tickers=tickers,
         )
 
     def canonical(self, node_id: str) -> str | None:
@@ -290,6 +295,51 @@ class _Snapshot:
                 conf = old.confidence if old is not None else default_confidence
             self.edges[edge.ident] = _Fact(edge.relationship, plain, conf)
             self.outgoing.setdefault((edge.source, edge.relationship), set()).add(edge.ident)
+        self._claim_tickers(committed)
+
+    def _claim_tickers(self, committed: Changeset) -> None:
+        """Tickers the commit gives organisations (a ticker property, a security linked by an
+        issuer-like edge) count as their names from the next write on, as they would after a
+        reload. A ticker a second organisation claims later stays a name of the first in this
+        snapshot (the index only adds names); a reload drops it from both."""
+        from kgot.memory.tickers import issuer_links, organisation_tickers, security_tickers
+
+        claimed: dict[str, list[str]] = {}
+        for node in (*committed.added_nodes, *committed.changed_nodes):
+            found = organisation_tickers(node.label, node.properties)
+            if found:
+                claimed.setdefault(node.id, []).extend(found)
+        labels = _Labels(self.nodes)
+        for edge in (*committed.added_edges, *committed.changed_edges):
+            for security, issuer in issuer_links(
+                edge.relationship, (edge.source, edge.target), labels
+            ):
+                found = security_tickers(self.nodes[security].properties)
+                if found:
+                    claimed.setdefault(issuer, []).extend(found)
+        for organisation, found in claimed.items():
+            names = self.tickers.claim(organisation, found)
+            fact = self.nodes.get(organisation)
+            if names and fact is not None:
+                self.index.add(with_ticker_names(
+                    [Node(organisation, fact.label, fact.properties)], {organisation: names}
+                )[0])  # fmt: skip
+
+
+class _Labels(Mapping[str, str]):
+    """Node id → type, read from the snapshot's facts (no copy)."""
+
+    def __init__(self, nodes: Mapping[str, _Fact]) -> None:
+        self._nodes = nodes
+
+    def __getitem__(self, node_id: str) -> str:
+        return self._nodes[node_id].label
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._nodes)
+
+    def __len__(self) -> int:
+        return len(self._nodes)
 
 
 def _fact(data: Mapping[str, Any], label_key: str) -> _Fact:

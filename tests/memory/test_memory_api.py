@@ -512,3 +512,36 @@ def test_a_ticker_named_company_lands_on_its_issuer(store: Store) -> None:
     session.commit(Changeset(added_nodes=(_company("googl_raw", "GOOGL"),)), _provenance())
     merges = open_memory(store, "desk").resolve().merges
     assert [(m.canonical, m.aliases) for m in merges] == [("alphabet", ("googl_raw",))]
+
+
+def test_a_ticker_counts_from_the_next_write_of_the_same_session(store: Store) -> None:
+    """An aide keeps one session for hours: the issuer link it writes must count at once,
+    not only after another process writes and the snapshot is read again."""
+    asset = {
+        "kind": "node",
+        "name": "Asset",
+        "description": "A listed security.",
+        "properties": {"type": "object", "properties": {"symbol": {"type": "string"}}},
+    }
+    issued_by = {"kind": "edge", "name": "issued_by", "description": "Its issuer."}
+    store.create_entity("desk", types=[*UPKEEP_TYPES, asset, issued_by])
+    memory = open_memory(store, "desk")
+    memory.session.load_graph()
+    memory.commit(Changeset(added_nodes=(_company("nvidia", "NVIDIA Corporation"),)), _provenance())
+    memory.commit(
+        Changeset(
+            added_nodes=(Node("nvda_stock", "Asset", {"symbol": "NVDA"}),),
+            added_edges=(Edge("nvda_stock", "nvidia", "issued_by"),),
+        ),
+        _provenance("https://news.example/listing"),
+    )
+    memory.commit(Changeset(added_nodes=(_company("arm", "Arm Holdings", ticker="ARM"),)),
+                  _provenance())  # fmt: skip
+    outcome = memory.commit(
+        Changeset(added_nodes=(_company("nvda", "NVDA"), _company("arm_mention", "ARM"))),
+        _provenance("https://news.example/2"),
+    )
+    assert sorted((m.given, m.into) for m in outcome.merged) == [
+        ("arm_mention", "arm"),
+        ("nvda", "nvidia"),
+    ]
