@@ -328,13 +328,22 @@ class _Facts:
             return self._exact
 
     def index(self) -> ResolutionIndex:
+        """The resolution index of every node, a company's tickers among its names (a claim
+        about "NVDA" is about NVIDIA when the graph links the two). The probe carries a name
+        only, so the types' field hints have nothing to weigh here."""
         from kgot.memory.resolution import ResolutionIndex
+        from kgot.memory.tickers import ticker_names, with_ticker_names
 
         with self._lock:
             if self._index is None:
                 self._index = ResolutionIndex.build(
-                    Node(n, str(d.get("label", "")), _plain(d))
-                    for n, d in self.graph.nodes(data=True)
+                    with_ticker_names(
+                        (
+                            Node(n, str(d.get("label", "")), _plain(d))
+                            for n, d in self.graph.nodes(data=True)
+                        ),
+                        ticker_names(self.graph),
+                    )
                 )
             return self._index
 

@@ -104,6 +104,14 @@ def test_a_current_value_corroborates_found_through_an_alias(store: Store) -> No
     }
 
 
+def test_a_claim_about_a_ticker_is_about_the_company_that_holds_it(store: Store) -> None:
+    memory = _seed(store)
+
+    verdict = memory.verify_claim("AAPL", property="ceo", value="Tim Cook")
+
+    assert (verdict.verdict, verdict.subject_id) == ("corroborated", "apple")
+
+
 def test_a_functional_property_contradicts_and_the_old_value_is_reported(store: Store) -> None:
     memory = _seed(store)
     [closed] = [v for v in memory.session.node_history("apple") if v["closed_reason"]]
@@ -132,7 +140,9 @@ def test_a_functional_edge_contradicts_and_a_replaced_target_is_superseded(
     store: Store,
 ) -> None:
     memory = _seed(store)
-    assert memory.verify_claim("AAPL", relation=HQ, object="austin").verdict == "inconclusive"
+    assert memory.verify_claim("Nasdaq", relation=HQ, object="austin").verdict == "inconclusive"
+    # Apple's ticker names it, so the claim is about Apple (headquartered in Cupertino).
+    assert memory.verify_claim("AAPL", relation=HQ, object="austin").verdict == "contradicted"
     verdict = memory.verify_claim("apple", relation="headquartered in", object="Austin")
     assert verdict.verdict == "contradicted"
     assert verdict.contradicting == ("apple -[headquartered_in]-> cupertino",)
