@@ -235,6 +235,35 @@ class IngestReport:
         if outcome.failed is not None and self.failed is None:
             self.failed = outcome.failed
 
+    def add_part(self, part: IngestReport, label: str | None) -> None:
+        """Fold one piece's report into the text's (``label``: the piece, as failures name
+        it; ``None`` for a text of one piece)."""
+        if part.version is not None:
+            self.version = part.version
+        self.already_committed = (
+            part.already_committed
+            if label is None or label.startswith("part 1 ")
+            else self.already_committed and part.already_committed
+        )
+        self.inserted_nodes += part.inserted_nodes
+        self.inserted_edges += part.inserted_edges
+        self.updated_nodes += part.updated_nodes
+        self.updated_edges += part.updated_edges
+        self.merged += part.merged
+        self.restated += [fact for fact in part.restated if fact not in self.restated]
+        self.superseded += part.superseded
+        self.notes += part.notes
+        self.corroborated += part.corroborated
+        self.reinforced += part.reinforced
+        self.queued += part.queued
+        self.llm_calls += part.llm_calls
+        self.input_tokens += part.input_tokens
+        self.output_tokens += part.output_tokens
+        if self.cost_usd is not None:
+            self.cost_usd = None if part.cost_usd is None else self.cost_usd + part.cost_usd
+        if part.failed is not None and self.failed is None:
+            self.failed = f"{label}: {part.failed}" if label else part.failed
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for name, value in asdict(self).items():
@@ -512,7 +541,7 @@ class Ingestor:
                     key=key,
                     producer=producer,
                 )
-            _merge(report, done, None if len(parts) == 1 else f"part {number} of {len(parts)}")
+            report.add_part(done, None if len(parts) == 1 else f"part {number} of {len(parts)}")
             if done.ok:
                 report.parts_done.append(number)
         self._report(report, source_ref or title)
@@ -611,41 +640,6 @@ def split_text(text: str, limit: int) -> list[str]:
         rest = rest[cut:].strip()
     pieces.append(rest)
     return [piece for piece in pieces if piece]
-
-
-def _merge(total: IngestReport, part: IngestReport, label: str | None) -> None:
-    """Add one piece's report to the text's."""
-    if part.version is not None:
-        total.version = part.version
-    total.already_committed = (
-        part.already_committed
-        if label is None or label.startswith("part 1 ")
-        else total.already_committed and part.already_committed
-    )
-    for name in (
-        "inserted_nodes",
-        "inserted_edges",
-        "updated_nodes",
-        "updated_edges",
-        "merged",
-        "restated",
-        "superseded",
-        "notes",
-    ):
-        getattr(total, name).extend(getattr(part, name))
-    for name in (
-        "corroborated",
-        "reinforced",
-        "queued",
-        "llm_calls",
-        "input_tokens",
-        "output_tokens",
-    ):
-        setattr(total, name, getattr(total, name) + getattr(part, name))
-    if total.cost_usd is not None:
-        total.cost_usd = None if part.cost_usd is None else total.cost_usd + part.cost_usd
-    if part.failed is not None and total.failed is None:
-        total.failed = f"{label}: {part.failed}" if label else part.failed
 
 
 def _stop(report: IngestReport, cap: str) -> None:

@@ -42,6 +42,7 @@ from kgot.mcp_server.tool_schemas import AskOut, Landing, RememberOut
 
 if TYPE_CHECKING:
     from kgot.config import Settings
+    from kgot.controller import IngestReport
     from kgot.persistence import Store
 
 __all__ = ["AskLimits", "Progress", "ask", "remember"]
@@ -201,7 +202,7 @@ async def remember(
         KgotError: no model, no sandbox, …
     """
     await asyncio.to_thread(importlib.import_module, "kgot.controller.ingest")  # as in ask
-    from kgot.controller import Ingestor, split_text
+    from kgot.controller import Ingestor, IngestReport, split_text
 
     if not text.strip():
         raise UsageError("the text to remember is empty")
@@ -217,11 +218,12 @@ async def remember(
     async def ingest_parts() -> RememberOut:
         # A recorded run of its own (`kgot runs show`), named after the client's grant.
         run_id = f"mcp:{label}/{uuid.uuid4()}"
+        combined = IngestReport(entity=entity, source_ref=source_ref, parts=len(parts))
         async with Ingestor(store, entity, settings, run_id=run_id) as ingestor:
             for number, part in enumerate(parts, 1):
                 if caps.stopped_by is not None:  # checked between parts, like ask between steps
                     total.stopped_by = caps.stopped_by
-                    total.notes.append(
+                    combined.notes.append(
                         f"stopped at the cap {caps.stopped_by} after part {number - 1} of "
                         f"{len(parts)}; remember the rest in another call"
                     )
@@ -232,9 +234,9 @@ async def remember(
                     title=None if len(parts) == 1 else f"text, part {number} of {len(parts)}",
                 )
                 caps.add({"llm_calls": report.llm_calls, "cost_usd": report.cost_usd})
-                _add_part(total, report, None if len(parts) == 1 else f"part {number}")
+                combined.add_part(report, None if len(parts) == 1 else f"part {number}")
                 total.parts_done = number
-        return total
+        return _told(total, combined)
 
     # A task of its own, like ask's run: a cancelled call cancels it once (see _unwound).
     ingesting = asyncio.ensure_future(ingest_parts())
@@ -263,25 +265,27 @@ async def _unwound(work: asyncio.Future[Any]) -> None:
         log.warning("a cancelled call's work failed as it stopped: %s", work.exception())
 
 
-def _add_part(total: RememberOut, part: Any, label: str | None) -> None:
-    """Add one part's ingestion report to the call's."""
-    if part.version is not None:
-        total.version = part.version
-    total.ok = total.ok and part.ok
-    named = part.to_json()  # facts named as clients see them (kgot.persistence.fact_id)
-    total.inserted_nodes += named["inserted_nodes"]
-    total.inserted_edges += named["inserted_edges"]
-    total.updated_nodes += named["updated_nodes"]
-    total.updated_edges += named["updated_edges"]
-    total.merged += [Landing(id=merged.given, into=merged.into) for merged in part.merged]
-    total.restated += [fact for fact in named["restated"] if fact not in total.restated]
-    total.superseded += named["superseded"]
-    total.notes += part.notes
-    total.corroborated += part.corroborated
-    total.reinforced += part.reinforced
-    total.queued += part.queued
-    total.llm_calls += part.llm_calls
-    if total.cost_usd is not None:
-        total.cost_usd = None if part.cost_usd is None else total.cost_usd + part.cost_usd
-    if part.failed is not None and total.failed is None:
-        total.failed = f"{label}: {part.failed}" if label else part.failed
+def _told(total: RememberOut, combined: IngestReport) -> RememberOut:
+    """``total`` with what the parts did (``combined``, added up by the ingestion's own
+    report), facts named as clients see them (:func:`kgot.persistence.fact_id`)."""
+    named = combined.to_json()
+    return total.model_copy(
+        update={
+            "ok": combined.ok,
+            "version": combined.version,
+            "inserted_nodes": named["inserted_nodes"],
+            "inserted_edges": named["inserted_edges"],
+            "updated_nodes": named["updated_nodes"],
+            "updated_edges": named["updated_edges"],
+            "merged": [Landing(id=merged.given, into=merged.into) for merged in combined.merged],
+            "restated": named["restated"],
+            "superseded": named["superseded"],
+            "notes": combined.notes,
+            "corroborated": combined.corroborated,
+            "reinforced": combined.reinforced,
+            "queued": combined.queued,
+            "llm_calls": combined.llm_calls,
+            "cost_usd": combined.cost_usd,
+            "failed": combined.failed,
+        }
+    )
