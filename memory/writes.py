@@ -314,15 +314,16 @@ class _Snapshot:
             for security, issuer in issuer_links(
                 edge.relationship, (edge.source, edge.target), labels
             ):
-                found = security_tickers(self.nodes[security].properties)
+                fact = self.nodes.get(security)
+                found = security_tickers(fact.properties) if fact is not None else []
                 if found:
                     claimed.setdefault(issuer, []).extend(found)
         for organisation, found in claimed.items():
             names = self.tickers.claim(organisation, found)
-            fact = self.nodes.get(organisation)
-            if names and fact is not None:
+            holder = self.nodes.get(organisation)
+            if names and holder is not None:
                 self.index.add(with_ticker_names(
-                    [Node(organisation, fact.label, fact.properties)], {organisation: names}
+                    [Node(organisation, holder.label, holder.properties)], {organisation: names}
                 )[0])  # fmt: skip
 
 
