@@ -322,8 +322,8 @@ def perf(
         list[str] | None,
         typer.Option(
             help="Only this area: kgot's aides, controller, harness, mcp, memory, resolution, "
-            "sandbox, store, tools, views, or an installed package's (repeatable; an unknown "
-            "area lists them all)."
+            "sandbox, scale, store, tools, views, or an installed package's (repeatable; an "
+            "unknown area lists them all)."
         ),
     ] = None,
     sandbox: Annotated[
