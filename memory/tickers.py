@@ -41,26 +41,36 @@ _ISSUER_WORDS = ("issu", "ticker", "stock", "share", "security", "listing", "lis
 
 
 class TickerClaims:
-    """Which organisations claim each ticker (folded), as a graph is read and written."""
+    """Which organisations claim each ticker (folded), as a graph is read and written. Every
+    operation costs what the organisation at hand claims, never the whole graph's tickers: a
+    graph is read by one :meth:`claim` per node."""
 
     def __init__(self) -> None:
-        self._claims: dict[str, set[str]] = defaultdict(set)
+        self._claims: dict[str, set[str]] = defaultdict(set)  # folded ticker -> organisations
+        self._held: dict[str, list[str]] = defaultdict(list)  # organisation -> folded tickers
         self._shown: dict[str, str] = {}
 
     def claim(self, organisation: str, tickers: Iterable[str]) -> list[str]:
         """Record that ``organisation`` is known by ``tickers``; those it now alone claims."""
         for ticker in tickers:
-            self._claims[ticker.casefold()].add(organisation)
-            self._shown.setdefault(ticker.casefold(), ticker)
-        return self.names().get(organisation, [])
+            folded = ticker.casefold()
+            if organisation not in self._claims[folded]:
+                self._claims[folded].add(organisation)
+                self._held[organisation].append(folded)
+            self._shown.setdefault(folded, ticker)
+        return self.names_of(organisation)
+
+    def names_of(self, organisation: str) -> list[str]:
+        """The tickers ``organisation`` alone claims."""
+        return [
+            self._shown[folded]
+            for folded in sorted(self._held.get(organisation, ()))
+            if len(self._claims[folded]) == 1
+        ]
 
     def names(self) -> dict[str, list[str]]:
         """Organisation → the tickers it alone claims."""
-        names: dict[str, list[str]] = defaultdict(list)
-        for folded, organisations in sorted(self._claims.items()):
-            if len(organisations) == 1:
-                names[next(iter(organisations))].append(self._shown[folded])
-        return dict(names)
+        return {org: found for org in self._held if (found := self.names_of(org))}
 
 
 def organisation_tickers(label: str, data: Mapping[str, Any]) -> list[str]:

@@ -545,3 +545,14 @@ def test_a_ticker_counts_from_the_next_write_of_the_same_session(store: Store) -
         ("arm_mention", "arm"),
         ("nvda", "nvidia"),
     ]
+
+
+def test_ticker_claims_name_an_organisation_only_while_it_alone_claims_them() -> None:
+    from kgot.memory.tickers import TickerClaims
+
+    claims = TickerClaims()
+    assert claims.claim("alphabet", ["GOOG", "googl"]) == ["GOOG", "googl"]
+    assert claims.claim("apple", []) == []
+    assert claims.claim("apple", ["AAPL"]) == ["AAPL"]
+    assert claims.claim("other", ["goog"]) == []  # a ticker two claim names neither
+    assert claims.names() == {"alphabet": ["googl"], "apple": ["AAPL"]}
