@@ -520,6 +520,14 @@ class FieldModel:
             total += np.where(present, field_weight, 0.0)
         return total
 
+    def agreeing(self, a: Mapping[str, str], b: Mapping[str, str]) -> int:
+        """How many of the fields both records hold agree (at a level the model counts as
+        evidence of one thing)."""
+        tables, _ = self._tables()
+        return sum(
+            1 for prop, level in self.levels(a, b).items() if level == 0 or tables[prop][level] > 0
+        )
+
     def contradictions(self, evidence: Iterable[FieldEvidence]) -> list[str]:
         """The identifying fields on which ``evidence`` (of :meth:`explain`) disagrees
         outright: dates and identifiers whose disagreement the model weighs as strong evidence

@@ -111,6 +111,7 @@ _BLOCKING_KINDS = frozenset(
 )
 _NAME_FIELD = "name"  # the node's name as a field, when the type has no name parts
 _NEAR_IDENTITY_LENGTH = 6  # identity values this long may be one typing slip apart
+_AGREEING_TO_MERGE = 2  # fields that must agree for the field model to merge
 _RARE_BLOCK = 5  # a field value held by this few nodes makes each of them a candidate alone
 _KIND_SAMPLE = 2_000  # records read to infer how each field is compared
 
@@ -739,8 +740,12 @@ def _field_verdict(
         for prop, value in identities[0].items()
         if prop in identities[1]
     )
-    merge = chance >= (
-        thresholds.field_merge if relation is None or near else thresholds.field_merge_other_id
+    # One coincidence is never a merge, however rare the value: two notes written on the
+    # same day with other titles are two notes. Two fields must agree (names count).
+    merge = (
+        chance
+        >= (thresholds.field_merge if relation is None or near else thresholds.field_merge_other_id)
+        and model.agreeing(*records) >= _AGREEING_TO_MERGE
     )
     # Unexplained verdicts get their reason when explained (only those reported are).
     reason = _fields_reason(evidence, chance) if explained else f"probability {chance:.3f}"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -232,6 +233,40 @@ def test_a_write_never_lands_on_a_node_whose_birth_date_it_contradicts(store: St
     assert "not merged at write time: born differ" in queued.payload["reason"]
     graph = store.session("people").load_graph()
     assert graph.nodes["amy"]["born"] == "1916-04-02"
+
+
+NOTE: dict[str, Any] = {
+    "kind": "node",
+    "name": "Note",
+    "description": "A note someone wrote.",
+    "properties": {
+        "type": "object",
+        "properties": {
+            "title": {"type": "string"},
+            "written": {"type": "string", "format": "date"},
+            "text": {"type": "string"},
+        },
+    },
+}
+
+
+def test_one_shared_value_is_a_coincidence_not_a_merge(store: Store) -> None:
+    """Two notes written on the same day with other titles: the rare date alone made the
+    model sure (probability 1.000), but one agreeing field is never enough to merge."""
+    store.create_entity("notes", types=[NOTE], shadow=True)
+    memory = open_memory(store, "notes")
+    memory.session.load_graph()
+    start = date(2020, 1, 1)
+    notes = [
+        Node(f"n{n}", "Note", {"title": f"note {n} on {topic}",
+                               "written": (start + timedelta(days=n)).isoformat()})
+        for n, topic in enumerate(["rates", "oil", "chips", "banks", "yields", "gold"] * 40)
+    ]  # fmt: skip
+    memory.commit(Changeset(added_nodes=tuple(notes)), Provenance(run_id="one", step="test"))
+    same_day = Node("new", "Note", {"title": "Quarterly margins", "written": "2020-01-09"})
+    outcome = memory.commit(Changeset(added_nodes=(same_day,)), Provenance(run_id="two", step="t"))
+    assert outcome.inserted_nodes == ("new",) and outcome.merged == ()
+    assert open_memory(store, "notes").resolve().merges == ()
 
 
 def test_two_nodes_of_one_write_may_land_on_the_same_node(store: Store) -> None:
