@@ -219,43 +219,35 @@ class IngestReport:
 
     def add(self, outcome: WriteOutcome) -> None:
         """Fold one write's outcome into the report."""
-        if outcome.version is not None:
-            self.version = outcome.version
-        self.inserted_nodes += outcome.inserted_nodes
-        self.inserted_edges += outcome.inserted_edges
-        self.updated_nodes += outcome.updated_nodes
-        self.updated_edges += outcome.updated_edges
-        self.merged += outcome.merged
-        self.restated += [fact for fact in outcome.restated if fact not in self.restated]
-        self.corroborated += outcome.corroborated
-        self.reinforced += outcome.reinforced
-        self.superseded += outcome.superseded
-        self.queued += outcome.queued
-        self.notes += outcome.notes
+        self._fold_writes(outcome)
         if outcome.failed is not None and self.failed is None:
             self.failed = outcome.failed
+
+    def _fold_writes(self, done: WriteOutcome | IngestReport) -> None:
+        """Add what a write (or a piece's report, which adds up writes) did to the graph."""
+        if done.version is not None:
+            self.version = done.version
+        self.inserted_nodes += done.inserted_nodes
+        self.inserted_edges += done.inserted_edges
+        self.updated_nodes += done.updated_nodes
+        self.updated_edges += done.updated_edges
+        self.merged += done.merged
+        self.restated += [fact for fact in done.restated if fact not in self.restated]
+        self.corroborated += done.corroborated
+        self.reinforced += done.reinforced
+        self.superseded += done.superseded
+        self.queued += done.queued
+        self.notes += done.notes
 
     def add_part(self, part: IngestReport, label: str | None) -> None:
         """Fold one piece's report into the text's (``label``: the piece, as failures name
         it; ``None`` for a text of one piece)."""
-        if part.version is not None:
-            self.version = part.version
         self.already_committed = (
             part.already_committed
             if label is None or label.startswith("part 1 ")
             else self.already_committed and part.already_committed
         )
-        self.inserted_nodes += part.inserted_nodes
-        self.inserted_edges += part.inserted_edges
-        self.updated_nodes += part.updated_nodes
-        self.updated_edges += part.updated_edges
-        self.merged += part.merged
-        self.restated += [fact for fact in part.restated if fact not in self.restated]
-        self.superseded += part.superseded
-        self.notes += part.notes
-        self.corroborated += part.corroborated
-        self.reinforced += part.reinforced
-        self.queued += part.queued
+        self._fold_writes(part)
         self.llm_calls += part.llm_calls
         self.input_tokens += part.input_tokens
         self.output_tokens += part.output_tokens
