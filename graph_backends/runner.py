@@ -9,10 +9,10 @@ host parses it defensively and checks every changeset again before applying it.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import io
 import json
-import py_compile
-import tempfile
+import marshal
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,10 +71,7 @@ def job_bundle() -> bytes:
     compiles the source.
     """
     buffer = io.BytesIO()
-    with (
-        zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_STORED) as archive,
-        tempfile.TemporaryDirectory(prefix="kgot-jobs-") as scratch,
-    ):
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_STORED) as archive:
         members = [(source, f"kgotjob/{source.name}") for source in sorted(_JOBS_DIR.glob("*.py"))]
         members.extend(
             (_GRAPH_MODEL / name, f"kgot/graph_model/{name}") for name in _SHIPPED_GRAPH_MODEL
@@ -82,17 +79,27 @@ def job_bundle() -> bytes:
         archive.writestr("kgot/__init__.py", "")
         archive.writestr("kgot/graph_model/__init__.py", "")
         for source, name in members:
-            compiled = Path(scratch) / name.replace("/", "_").replace(".py", ".pyc")
-            py_compile.compile(
-                str(source),
-                cfile=str(compiled),
-                dfile=name,
-                doraise=True,
-                invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
-            )
-            archive.writestr(name, source.read_bytes())
-            archive.writestr(name.removesuffix(".py") + ".pyc", compiled.read_bytes())
+            text = source.read_bytes()
+            archive.writestr(name, text)
+            archive.writestr(name.removesuffix(".py") + ".pyc", _unchecked_hash_pyc(text, name))
     return buffer.getvalue()
+
+
+def _unchecked_hash_pyc(source: bytes, name: str) -> bytes:
+    """``source`` compiled into the bytes of a PEP 552 unchecked hash-based ``.pyc``.
+
+    Built in memory rather than with :mod:`py_compile`, whose scratch directory a process
+    stopped mid-build (a signal while a worker thread bundles) left for an exit-time cleanup
+    that raced the still-writing thread.
+    """
+    code = compile(source, name, "exec", dont_inherit=True)
+    unchecked_hash_flags = (0b01).to_bytes(4, "little")  # hash-based, check_source off
+    return (
+        importlib.util.MAGIC_NUMBER
+        + unchecked_hash_flags
+        + importlib.util.source_hash(source)
+        + marshal.dumps(code)
+    )
 
 
 def run_job(sandbox: Sandbox, spec: JobSpec) -> dict[str, Any]:

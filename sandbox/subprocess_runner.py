@@ -74,7 +74,9 @@ class SubprocessSandbox:
         if job.packages:
             return failed_result("the subprocess sandbox installs no packages")
         limits = resolve_limits(job.limits, self.settings)
-        with tempfile.TemporaryDirectory(prefix="kgot-job-") as root:
+        # A host stopped by a signal mid-job removes this folder at exit while the job's own
+        # session may still be writing into it: leave what is left rather than a traceback.
+        with tempfile.TemporaryDirectory(prefix="kgot-job-", ignore_cleanup_errors=True) as root:
             work = Path(root) / "work"
             scratch = Path(root) / "tmp"
             scratch.mkdir()

@@ -440,3 +440,30 @@ def test_grouping_keeps_distinct_violations_apart_and_in_order():
         "nodes 'n0', 'n1', 'n2' and 497 more (T): bad (rule: r)",
         "node 'x' (U): other",
     ]
+
+
+def test_the_job_bundle_carries_bytecode_the_interpreter_accepts_as_its_own(tmp_path):
+    # The bundle compiles in memory; its .pyc must be byte for byte what py_compile writes,
+    # or every job would silently recompile (or, worse, load a malformed header).
+    import io
+    import py_compile
+    import zipfile
+
+    from kgot.graph_backends.runner import job_bundle
+
+    archive = zipfile.ZipFile(io.BytesIO(job_bundle()))
+    # The package markers are empty; every module with code travels compiled.
+    sources = [n for n in archive.namelist() if n.endswith(".py") and archive.read(n).strip()]
+    assert "kgotjob/python_job.py" in sources
+    for name in sources:
+        source = tmp_path / name.replace("/", "_")
+        source.write_bytes(archive.read(name))
+        expected = tmp_path / (source.name + "c")
+        py_compile.compile(
+            str(source),
+            cfile=str(expected),
+            dfile=name,
+            doraise=True,
+            invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+        )
+        assert archive.read(name.removesuffix(".py") + ".pyc") == expected.read_bytes(), name
