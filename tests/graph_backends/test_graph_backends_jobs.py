@@ -443,9 +443,12 @@ def test_grouping_keeps_distinct_violations_apart_and_in_order():
 
 
 def test_the_job_bundle_carries_bytecode_the_interpreter_accepts_as_its_own(tmp_path):
-    # The bundle compiles in memory; its .pyc must be byte for byte what py_compile writes,
-    # or every job would silently recompile (or, worse, load a malformed header).
+    # The bundle compiles in memory; each .pyc must carry the header py_compile writes for an
+    # unchecked hash-based file (else every job would silently recompile, or fail on a
+    # malformed header) and the code of its source. Marshal's bytes depend on reference counts,
+    # so the code is compared as code.
     import io
+    import marshal
     import py_compile
     import zipfile
 
@@ -466,4 +469,6 @@ def test_the_job_bundle_carries_bytecode_the_interpreter_accepts_as_its_own(tmp_
             doraise=True,
             invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
         )
-        assert archive.read(name.removesuffix(".py") + ".pyc") == expected.read_bytes(), name
+        shipped = archive.read(name.removesuffix(".py") + ".pyc")
+        assert shipped[:16] == expected.read_bytes()[:16], name
+        assert marshal.loads(shipped[16:]) == marshal.loads(expected.read_bytes()[16:]), name
