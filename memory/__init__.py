@@ -62,6 +62,7 @@ __all__ = [
     "run_upkeep",
     "synthetic_nodes",
     "temporal_properties",
+    "update_search_index",
     "verify_claim",
     "verify_text",
 ]
@@ -97,6 +98,7 @@ if TYPE_CHECKING:
         temporal_properties,
     )
     from kgot.memory.search import RelatedEdge, SearchHit, find_edge
+    from kgot.memory.search_index import update_search_index
     from kgot.memory.upkeep import UpkeepReport, parse_now, run_upkeep
     from kgot.memory.verify import Claim, verify_claim, verify_text
     from kgot.memory.write_outcome import MergedId, WriteOutcome, WrittenEdge, commit_prepared
@@ -133,6 +135,7 @@ _HOMES = {
     "temporal_properties": "scoring",
     "RelatedEdge": "search",
     "find_edge": "search",
+    "update_search_index": "search_index",
     "parse_now": "upkeep",
     "Claim": "verify",
     "adjudicate_suggestions": "adjudicate",

@@ -1,20 +1,27 @@
-"""The memory's table: node embeddings (``kgot_embeddings``), declared here and registered with
-the store as a table set (entry point ``memory`` of the group ``kgot.tables``; see
-:mod:`kgot.persistence.table_sets`). Its rows are read and written by
-:mod:`kgot.memory.embeddings`, and only when embeddings are turned on.
+"""The memory's tables, declared here and registered with the store as a table set (entry point
+``memory`` of the group ``kgot.tables``; see :mod:`kgot.persistence.table_sets`):
 
-One vector per entity, embedding model and node, derived from the node's text: never a fact
-version, deleted with its entity. The table came with migration 2, whose other part (fact use,
-suggestions) is the store's own.
+* node embeddings (``kgot_embeddings``, migration 2, whose other part (fact use, suggestions)
+  is the store's own), read and written by :mod:`kgot.memory.embeddings`, and only when
+  embeddings are turned on: one vector per entity, embedding model and node;
+* the search index (migration 10), read and kept up to date by
+  :mod:`kgot.memory.search_index`: each current fact's words (``kgot_search_terms``), each
+  entity's vocabulary (``kgot_search_vocabulary``, for typo matches) and the entity version the
+  index shows (``kgot_search_state``).
+
+All of it is derived from the facts (never a fact version) and deleted with its entity.
 """
 
 from __future__ import annotations
 
 from sqlalchemy import (
+    BigInteger,
     CheckConstraint,
     Column,
     Connection,
+    Float,
     ForeignKey,
+    Index,
     Integer,
     LargeBinary,
     MetaData,
@@ -32,7 +39,7 @@ from kgot.persistence import (
 )
 
 # The schema version the memory's table last changed at (its last migration's).
-MEMORY_VERSION = 2
+MEMORY_VERSION = 10
 
 
 def define_memory_tables(metadata: MetaData, version: int = MEMORY_VERSION) -> dict[str, Table]:
@@ -62,7 +69,71 @@ def define_memory_tables(metadata: MetaData, version: int = MEMORY_VERSION) -> d
         Column("updated_at", Timestamp, nullable=False),
         CheckConstraint("dimension > 0", name="kgot_embeddings_dimension"),
     )
-    return {"embeddings": embeddings}
+    tables = {"embeddings": embeddings}
+    if version >= 10:
+        tables.update(_search_tables(metadata, entities))
+    return tables
+
+
+def _search_tables(metadata: MetaData, entities: Table) -> dict[str, Table]:
+    """The search index's tables (migration 10)."""
+    # Words are compared by code point on PostgreSQL too: a prefix query reads the range
+    # [word, word + U+10FFFF), which a linguistic collation (en_US) would not keep contiguous.
+    word = String().with_variant(String(collation="C"), "postgresql")
+
+    def entity_column(*, primary_key: bool) -> Column:  # type: ignore[type-arg]
+        return Column(
+            "entity_id",
+            ForeignKey(entities.c.id, ondelete="CASCADE"),
+            primary_key=primary_key,
+            nullable=False,
+            autoincrement=False,
+        )
+
+    # One row per (fact, word, part): a node is ("n", node id, "", ""), an edge ("e", source,
+    # target, key). `part` says where the word is (n: a name, l: the label, t: other text, c:
+    # an edge's end's name), which sets its weight. Label, confidence and the row's version
+    # let a query order candidates before it reads any fact.
+    terms = Table(
+        f"{PREFIX}search_terms",
+        metadata,
+        entity_column(primary_key=True),
+        Column("term", word, primary_key=True),
+        Column("kind", String(1), primary_key=True),
+        Column("source", String, primary_key=True),
+        Column("target", String, primary_key=True),
+        Column("edge_key", String, primary_key=True),
+        Column("part", String(1), primary_key=True),
+        Column("label", String, nullable=False),
+        Column("confidence", Float, nullable=False),
+        Column("version", BigInteger, nullable=False),
+        CheckConstraint("kind IN ('n', 'e')", name="kgot_search_terms_kind"),
+        CheckConstraint("part IN ('n', 'l', 't', 'c')", name="kgot_search_terms_part"),
+    )
+    # A fact's rows, to replace them when it changes.
+    Index(
+        f"{PREFIX}search_terms_fact",
+        terms.c.entity_id,
+        terms.c.kind,
+        terms.c.source,
+        terms.c.target,
+        terms.c.edge_key,
+    )
+    vocabulary = Table(
+        f"{PREFIX}search_vocabulary",
+        metadata,
+        entity_column(primary_key=True),
+        Column("term", word, primary_key=True),
+    )
+    state = Table(
+        f"{PREFIX}search_state",
+        metadata,
+        entity_column(primary_key=True),
+        # The entity version the index shows: facts written since are indexed by the next
+        # search (kgot.memory.search_index.update_search_index).
+        Column("version", BigInteger, nullable=False),
+    )
+    return {"search_terms": terms, "search_vocabulary": vocabulary, "search_state": state}
 
 
 def _v2_embeddings(connection: Connection) -> None:
@@ -72,15 +143,39 @@ def _v2_embeddings(connection: Connection) -> None:
     define_memory_tables(metadata, 2)["embeddings"].create(connection)
 
 
+def _v10_search_index(connection: Connection) -> None:
+    """Add the search index's tables (filled by the first search of each entity)."""
+    metadata = MetaData()
+    define_tables(metadata, version=9)
+    for table in define_memory_tables(metadata, 10).values():
+        if table.name != f"{PREFIX}embeddings":
+            table.create(connection)
+
+
 # The store's part of version 2 is "memory upkeep: …, suggestions"; with this part the version
 # is recorded as it always was ("…, suggestions, embeddings").
 TABLE_SET = TableSet(
-    "kgot.memory", define_memory_tables, (Migration(2, "embeddings", _v2_embeddings),)
+    "kgot.memory",
+    define_memory_tables,
+    (
+        Migration(2, "embeddings", _v2_embeddings),
+        Migration(10, "search index: each current fact's words, by entity", _v10_search_index),
+    ),
 )
 
 
-# The embedding table as this kgot uses it; defined when first read.
+# The tables as this kgot uses them; defined when first read.
 EMBEDDINGS: Table
+SEARCH_TERMS: Table
+SEARCH_VOCABULARY: Table
+SEARCH_STATE: Table
 __getattr__ = tables_on_first_use(
-    globals(), TABLE_SET, {"EMBEDDINGS": lambda tables: tables["embeddings"]}
+    globals(),
+    TABLE_SET,
+    {
+        "EMBEDDINGS": lambda tables: tables["embeddings"],
+        "SEARCH_TERMS": lambda tables: tables["search_terms"],
+        "SEARCH_VOCABULARY": lambda tables: tables["search_vocabulary"],
+        "SEARCH_STATE": lambda tables: tables["search_state"],
+    },
 )

@@ -12,8 +12,8 @@ returns the best ones as :class:`SearchHit` s. The score is :func:`kgot.memory.s
   (:meth:`EntitySession.fact_use`: +0.10 per use, +0.20 per good feedback).
 
 A fact with zero relevance is never a hit. Superseded, merged-away and expired facts never
-appear: the index is built from ``load_graph``'s current view, and a fact (or an edge end) that
-expires after the index was built is dropped at query time. Only the session's entity is read.
+appear: only current facts are indexed, expired ones are left out when read, and a fact (or an
+edge end) that expires during a query is dropped. Only the session's entity is read.
 
 Relevance
     Words are folded like names (:func:`kgot.memory.names.fold_text`: NFKC, Latin accents off,
@@ -48,11 +48,21 @@ What a hit shows
     ceo" shows who the CEO is.
 
 Speed
-    The index (words → facts, per-fact metadata) is built once per session and kept while the
-    entity's version and types stay the same, like the write-time snapshot of
-    :mod:`kgot.memory.writes`; a query then costs two small reads (the latest version and the
-    types), array arithmetic over the postings of its words, and an exact score for the few
-    facts whose upper bound could reach the top ``limit``.
+    The words live in the store (:mod:`kgot.memory.search_index`, kept up to date per commit):
+    a query reads the index words its words equal, start or (failing both) resemble, the
+    postings of those words (fact, part, label, confidence, version), and the entity's fact
+    count. Each fact holding a query word gets an upper bound of its score from those alone;
+    the best bounds' facts (:data:`FIRST_CANDIDATES`, at least 8 × ``limit``) are read by key
+    and scored exactly by a :class:`SearchIndex` of just those facts, which ranks as a
+    whole-graph index would because the entity's fact count, each word's document frequency
+    and its matches are the whole entity's. When an unread fact's bound could still beat the
+    last hit, four times more are read, up to :data:`MAX_CANDIDATES`: a query whose words
+    most of a large entity holds ("group") ranks the :data:`MAX_CANDIDATES` facts of best
+    bound (ties: the most recently written). Within the index's scoring, scores are bounded
+    in two more steps so only facts that could still enter the top ``limit`` are scored
+    exactly (:meth:`SearchIndex.search`). A hit's surroundings (its edges the query matched)
+    are read by key too: the postings name them. No search loads the whole
+    graph: its cost follows the facts holding its words, not the entity's size.
 """
 
 from __future__ import annotations
@@ -60,8 +70,6 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-import threading
-import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -70,7 +78,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kgot.errors import UsageError
-from kgot.memory import scoring
+from kgot.memory import scoring, search_index
 from kgot.memory.hit_facts import RelatedEdge, explain
 from kgot.memory.names import fold_text
 
@@ -99,6 +107,8 @@ FUZZY_CUTOFF = 80.0
 FUZZY_DISCOUNT = 0.9
 CHUNK = 256  # facts whose closeness one rapidfuzz call computes
 BATCH = 16  # facts scored exactly per round (one fact-use read each)
+FIRST_CANDIDATES = 200  # facts a search reads first (at least 8 x its limit)
+MAX_CANDIDATES = 5_000  # and at most
 NAME_PROPERTIES = ("name", "title", "aliases")
 DEFAULT_CONFIDENCE = 1.0
 # Words a question carries that say nothing about which fact is meant.
@@ -201,38 +211,28 @@ def search(
         raise UsageError(f"min_confidence must be between 0 and 1, not {min_confidence!r}")
     moment = _moment(now)
     catalog = session.type_catalog()
-    index = _INDEXES.get(session, catalog)
-    if type is not None and not index.knows_type(type, catalog):
+    version = search_index.update_search_index(session)
+    if (
+        type is not None
+        and catalog.get("node", type) is None
+        and catalog.get("edge", type) is None
+        and not search_index.knows_label(session, type)
+    ):
         raise UsageError(
             f"entity {session.entity!r} has no type or fact labelled {type!r}; "
             "see `kgot types list` for its types"
         )
+    searcher = _StoreSearch(session, words, fold_text(query), catalog, version)
     if embedder is None:
-        hits = index.search(
-            session,
-            words,
-            fold_text(query),
-            limit=limit,
-            label=type,
-            min_confidence=min_confidence,
-            now=moment,
-            catalog=catalog,
-        )
+        hits = searcher.run(limit=limit, label=type, min_confidence=min_confidence, now=moment)
     else:
         from kgot.memory.embeddings import CANDIDATE_FACTOR, rerank
 
-        candidates = index.search(
-            session,
-            words,
-            fold_text(query),
-            limit=limit * CANDIDATE_FACTOR,
-            label=type,
-            min_confidence=min_confidence,
-            now=moment,
-            catalog=catalog,
+        candidates = searcher.run(
+            limit=limit * CANDIDATE_FACTOR, label=type, min_confidence=min_confidence, now=moment
         )
         hits = rerank(session, query, candidates, embedder, limit=limit)
-    return explain(index, hits, words, catalog, clock=datetime.now(UTC))
+    return explain(searcher.index_for(hits), hits, words, catalog, clock=datetime.now(UTC))
 
 
 def query_words(query: str) -> list[str]:
@@ -279,8 +279,16 @@ def find_edge(session: EntitySession, source: str, relationship: str, target: st
     """
     source = session.canonical_id(source) or source
     target = session.canonical_id(target) or target
-    index = _INDEXES.get(session, session.type_catalog())
-    found = index.edges_between(source, target, relationship)
+    around = session.facts_around([source])
+    found = (
+        sorted(
+            (str(s), str(t), str(k))
+            for s, t, k, data in around.out_edges(source, keys=True, data=True)
+            if t == target and relationship in (k, data.get("relationship"))
+        )
+        if source in around
+        else []
+    )
     if not found:
         raise UsageError(
             f"no current edge {source!r} -{relationship}-> {target!r} in entity {session.entity!r}"
@@ -330,13 +338,14 @@ class SearchIndex:
     edge_position: dict[FactKey, int] = field(default_factory=dict)
     incident: dict[int, list[int]] = field(default_factory=dict)  # node -> its edges
     fuzzy_cache: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
+    # Set when the index holds only some of the entity's facts (a search's candidates): the
+    # entity's fact count, each query word's document frequency and the words it matches in
+    # the whole entity (kgot.memory.search_index), so scores are those of the whole graph.
+    total_facts: int | None = None
+    document_frequency: dict[str, int] = field(default_factory=dict)
+    term_matches: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
 
     # -- building
-
-    @classmethod
-    def build(cls, session: EntitySession, catalog: TypeCatalog) -> SearchIndex:
-        graph = session.load_graph(include_meta=True, track=False)
-        return cls.from_graph(graph, catalog)
 
     @classmethod
     def from_graph(cls, graph: nx.MultiDiGraph, catalog: TypeCatalog) -> SearchIndex:
@@ -356,14 +365,6 @@ class SearchIndex:
             or any(name == label for _, name in self.label_keys)
         )
 
-    def edges_between(self, source: str, target: str, name: str) -> list[tuple[str, str, str]]:
-        found = []
-        for fact in self.facts:
-            key = fact.key
-            if key[:3] == ("edge", source, target) and name in (key[3], fact.label):
-                found.append((key[1], key[2], key[3]))
-        return sorted(found)
-
     def position_of(self, key: FactKey) -> int | None:
         """Where the fact ``key`` is in this index (``None``: not in it)."""
         if key[0] == "node":
@@ -380,6 +381,8 @@ class SearchIndex:
 
     def _matches(self, word: str) -> list[tuple[str, float]]:
         """Index words ``word`` matches, with how well (module docstring)."""
+        if word in self.term_matches:
+            return [(term, sim) for term, sim in self.term_matches[word] if term in self.postings]
         matched: dict[str, float] = {}
         if word in self.postings:
             matched[word] = 1.0
@@ -407,16 +410,17 @@ class SearchIndex:
 
     def coverage(self, words: Sequence[str]) -> np.ndarray:
         """Each fact's IDF-weighted share of ``words`` it matches (0–1)."""
-        total = len(self.facts)
-        covered = np.zeros(total, dtype=np.float64)
+        held = len(self.facts)
+        total = held if self.total_facts is None else self.total_facts
+        covered = np.zeros(held, dtype=np.float64)
         weight_sum = 0.0
         for word in words:
-            best = np.zeros(total, dtype=np.float64)
+            best = np.zeros(held, dtype=np.float64)
             for other, similarity in self._matches(word):
                 positions, weights = self.postings[other]
                 # A word's postings name each fact once, so plain indexing is safe here.
                 best[positions] = np.maximum(best[positions], weights * similarity)
-            df = int(np.count_nonzero(best))
+            df = self.document_frequency.get(word, int(np.count_nonzero(best)))
             idf = math.log(1.0 + (total + 1.0) / (df + 1.0))
             covered += idf * best
             weight_sum += idf
@@ -572,6 +576,146 @@ class SearchIndex:
             )
             hits.append(SearchHit(fact.key, fact.label, fact.name, parts, age))
         return hits
+
+
+class _StoreSearch:
+    """One query answered from the store's search index (:mod:`kgot.memory.search_index`):
+    the facts holding a query word are ordered by an upper bound of their score computed from
+    the index alone (coverage, type weight, confidence; closeness and freshness taken as 1);
+    the best of them are read and ranked exactly by a :class:`SearchIndex` of just those facts
+    (and their edges' ends), with the whole entity's fact count and document frequencies.
+    Rounds read four times more until no fact left unread could enter the top ``limit``, or
+    :data:`MAX_CANDIDATES` were read: a query whose words most of a large entity holds ranks
+    the :data:`MAX_CANDIDATES` facts of best bound (ties: the most recently written)."""
+
+    def __init__(
+        self,
+        session: EntitySession,
+        words: Sequence[str],
+        folded: str,
+        catalog: TypeCatalog,
+        version: int,
+    ) -> None:
+        self.session = session
+        self.version = version
+        self.words = words
+        self.folded = folded
+        self.catalog = catalog
+        self.overrides: dict[str, Any] = {}
+        self.matched: list[FactKey] = []  # the facts holding a query word
+
+    def _term_matches(self) -> dict[str, list[tuple[str, float]]]:
+        from rapidfuzz import fuzz, process
+
+        matches: dict[str, list[tuple[str, float]]] = {}
+        vocabulary: list[str] | None = None
+        for word in self.words:
+            found = search_index.matching_terms(self.session, word, prefix_min=PREFIX_MIN)
+            if found is None and len(word) >= FUZZY_MIN:
+                if vocabulary is None:
+                    vocabulary = search_index.vocabulary(self.session)
+                near = process.extract(
+                    word, vocabulary, scorer=fuzz.ratio, score_cutoff=FUZZY_CUTOFF, limit=None
+                )
+                found = {text: FUZZY_DISCOUNT * score / 100.0 for text, score, _ in near}
+            matches[word] = sorted((found or {}).items())
+        return matches
+
+    def run(
+        self, *, limit: int, label: str | None, min_confidence: float | None, now: datetime
+    ) -> list[SearchHit]:
+        matches = self._term_matches()
+        similarity = {word: dict(found) for word, found in matches.items()}
+        best: dict[FactKey, dict[str, float]] = {}
+        about: dict[FactKey, search_index.Posting] = {}
+        for posting in search_index.postings(
+            self.session, {t for m in matches.values() for t, _ in m}
+        ):
+            for word, terms in similarity.items():
+                sim = terms.get(posting.term)
+                if sim is None:
+                    continue
+                held = best.setdefault(posting.key, {})
+                held[word] = max(held.get(word, 0.0), posting.weight * sim)
+            about.setdefault(posting.key, posting)
+        self.matched = list(best)
+        if not best:
+            return []
+        total = search_index.fact_count(self.session, self.version)
+        frequency = {w: sum(1 for held in best.values() if w in held) for w in self.words}
+        idf = {w: math.log(1.0 + (total + 1.0) / (frequency[w] + 1.0)) for w in self.words}
+        idf_sum = sum(idf.values()) or 1.0
+        settings = {}
+        w = scoring.DEFAULT_WEIGHTS
+        bounds: list[tuple[float, int, FactKey]] = []
+        for key, held in best.items():
+            posting = about[key]
+            if label is not None and posting.label != label:
+                continue
+            if min_confidence is not None and posting.confidence < min_confidence:
+                continue
+            kind = key[0]
+            if (kind, posting.label) not in settings:
+                settings[(kind, posting.label)] = float(
+                    _upkeep(self.catalog, kind, posting.label).rank_weight
+                )
+            cover = sum(idf[word] * value for word, value in held.items()) / idf_sum
+            bound = (
+                w.relevance * (COVERAGE_SHARE * cover + (1.0 - COVERAGE_SHARE))
+                + w.rank_weight * min(max(settings[(kind, posting.label)], 0.0), 1.0)
+                + w.confidence * min(max(posting.confidence, 0.0), 1.0)
+                + w.freshness
+            )
+            bounds.append((bound, posting.version, key))
+        bounds.sort(key=lambda entry: (-entry[0], -entry[1], entry[2]))
+        self.overrides = {
+            "total_facts": total,
+            "document_frequency": frequency,
+            "term_matches": matches,
+        }
+        wanted = max(FIRST_CANDIDATES, 8 * limit)
+        while True:
+            chosen = [key for _, _, key in bounds[:wanted]]
+            index = self._index_of(self._read(chosen))
+            hits = index.search(
+                self.session,
+                self.words,
+                self.folded,
+                limit=limit,
+                label=label,
+                min_confidence=min_confidence,
+                now=now,
+                catalog=self.catalog,
+            )
+            if wanted >= len(bounds) or wanted >= MAX_CANDIDATES:
+                return hits
+            if len(hits) >= limit and hits[-1].score >= bounds[wanted][0]:
+                return hits  # no fact left unread can do better
+            wanted = min(4 * wanted, MAX_CANDIDATES)
+
+    def _read(self, keys: Sequence[FactKey]) -> nx.MultiDiGraph:
+        return self.session.load_facts(
+            [key[1] for key in keys if key[0] == "node"],
+            [(key[1], key[2], key[3]) for key in keys if key[0] == "edge"],
+        )
+
+    def _index_of(self, graph: nx.MultiDiGraph) -> SearchIndex:
+        index = SearchIndex.from_graph(graph, self.catalog)
+        for name, value in self.overrides.items():
+            setattr(index, name, value)
+        return index
+
+    def index_for(self, hits: Sequence[SearchHit]) -> SearchIndex:
+        """An index of the hits, and of each node hit's current edges that hold a query word
+        (with their other ends): what :func:`kgot.memory.hit_facts.explain` shows. Every edge
+        the query matched holds one of its words, so the postings name them all."""
+        nodes = {hit.key[1] for hit in hits if hit.key[0] == "node"}
+        edges = {hit.key[1:] for hit in hits if hit.key[0] == "edge"}
+        edges.update(
+            key[1:] for key in self.matched if key[0] == "edge" and not nodes.isdisjoint(key[1:3])
+        )
+        graph = self.session.load_facts(sorted(nodes), sorted(edges))  # type: ignore[arg-type]
+        return self._index_of(graph)
 
 
 class _TopK:
@@ -797,44 +941,3 @@ def _moment(now: datetime | None) -> datetime:
     if not isinstance(now, datetime):
         raise UsageError(f"now must be a datetime, not {now!r}")
     return now if now.tzinfo is not None else now.replace(tzinfo=UTC)
-
-
-# --------------------------------------------------------------------------------------------
-# One index per live session
-
-
-class _IndexCache:
-    """One index per live session, valid while the entity's latest version and its types are
-    the ones it was built from (any commit, by anyone, makes the next query rebuild it)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._by_session: weakref.WeakKeyDictionary[Any, SearchIndex] = weakref.WeakKeyDictionary()
-
-    def get(self, session: EntitySession, catalog: TypeCatalog) -> SearchIndex:
-        with self._lock:
-            found = self._by_session.get(session)
-        if (
-            found is not None
-            and found.types == _fingerprint(catalog)
-            and found.version == _latest_version(session)
-        ):
-            return found
-        index = SearchIndex.build(session, catalog)
-        with self._lock:
-            self._by_session[session] = index
-        return index
-
-    def forget(self, session: EntitySession) -> None:
-        with self._lock:
-            self._by_session.pop(session, None)
-
-
-def _latest_version(session: EntitySession) -> int:
-    """The entity's newest version in the store (not the session's tracked view: another
-    process may have written since)."""
-    newest = session.commits(limit=1)
-    return int(newest[0]["version"]) if newest else 0
-
-
-_INDEXES = _IndexCache()

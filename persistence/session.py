@@ -35,7 +35,7 @@ from datetime import datetime
 from typing import Any
 
 import networkx as nx
-from sqlalchemy import Connection, Text, cast, func, or_, select
+from sqlalchemy import Connection, Text, cast, func, or_, select, tuple_
 
 from kgot.config import StoreLimits
 from kgot.errors import ChangesetError, UsageError
@@ -308,26 +308,39 @@ class EntitySession:
         alive = {row[0] for row in node_rows}
         rows = [row for ident, row in edge_rows.items() if ident[0] in alive and ident[1] in alive]
         shown = alive.intersection(ids).union(end for row in rows for end in row[:2])
-        node_rows = [row for row in node_rows if row[0] in shown]
-        graph = nx.MultiDiGraph()
-        node_meta = _MetaReader(_NODE_META_OFFSET, is_node=True)
-        _add_nodes(
-            graph,
-            (
-                (row[0], node_meta(row, _labelled(props, "label", row[1])))
-                for row, props in zip(node_rows, _decode_all(node_rows), strict=True)
-            ),
-        )
-        edge_meta = _MetaReader(_EDGE_META_OFFSET, is_node=False)
-        _add_edges(
-            graph,
-            (
-                (row[0], row[1], row[2], edge_meta(row, _labelled(props, "relationship", row[3])))
-                for row, props in zip(rows, _decode_all(rows), strict=True)
-            ),
-        )
-        graph.graph[VERSION_ATTRIBUTE] = version
-        return graph
+        return _meta_graph([row for row in node_rows if row[0] in shown], rows, version)
+
+    def load_facts(
+        self, node_ids: Iterable[str], edge_keys: Iterable[tuple[str, str, str]]
+    ) -> nx.MultiDiGraph:
+        """The current facts named, as ``load_graph(include_meta=True)`` shows them: the nodes
+        ``node_ids``, the edges ``edge_keys`` (source, target, key) and those edges' end nodes
+        (expired facts, and edges with an expired end, left out; ids that name no current fact
+        are skipped).
+
+        Reads only those rows, by index (see :meth:`facts_around`). The session's view is left
+        alone. ``graph.graph["kgot_version"]`` is the version read.
+
+        Raises:
+            EntityNotFoundError: the entity was deleted.
+        """
+        keys = sorted(set(edge_keys))
+        with self._read() as connection, _collector_paused():
+            version = self._entity_version(connection)
+            moment = utc_now()
+            ident = tuple_(_edges.c.source, _edges.c.target, _edges.c.key)
+            edge_rows = []
+            for chunk in chunks(keys):
+                query = self._facts_query(_edges, version, True, moment, True)
+                edge_rows += connection.execute(query.where(ident.in_(chunk))).all()
+            wanted = sorted({*node_ids, *(end for row in edge_rows for end in row[:2])})
+            node_rows: list[Any] = []
+            for chunk in chunks(wanted):
+                query = self._facts_query(_nodes, version, True, moment, True)
+                node_rows += connection.execute(query.where(_nodes.c.node_id.in_(chunk))).all()
+        alive = {row[0] for row in node_rows}
+        rows = [row for row in edge_rows if row[0] in alive and row[1] in alive]
+        return _meta_graph(node_rows, rows, version)
 
     def type_catalog(self) -> TypeCatalog:
         """The node and edge types this entity may use (its own plus the global ones): what
@@ -1005,6 +1018,31 @@ def _collector_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+def _meta_graph(
+    node_rows: Sequence[Any], edge_rows: Sequence[Any], version: int
+) -> nx.MultiDiGraph:
+    """A graph of fact rows read with metadata (``_facts_query(..., include_meta=True)``)."""
+    graph = nx.MultiDiGraph()
+    node_meta = _MetaReader(_NODE_META_OFFSET, is_node=True)
+    _add_nodes(
+        graph,
+        (
+            (row[0], node_meta(row, _labelled(props, "label", row[1])))
+            for row, props in zip(node_rows, _decode_all(node_rows), strict=True)
+        ),
+    )
+    edge_meta = _MetaReader(_EDGE_META_OFFSET, is_node=False)
+    _add_edges(
+        graph,
+        (
+            (row[0], row[1], row[2], edge_meta(row, _labelled(props, "relationship", row[3])))
+            for row, props in zip(edge_rows, _decode_all(edge_rows), strict=True)
+        ),
+    )
+    graph.graph[VERSION_ATTRIBUTE] = version
+    return graph
 
 
 def _add_nodes(graph: nx.MultiDiGraph, nodes: Iterable[tuple[str, dict[str, Any]]]) -> None:
