@@ -91,9 +91,10 @@ def _search_tables(metadata: MetaData, entities: Table) -> dict[str, Table]:
         )
 
     # One row per (fact, word, part): a node is ("n", node id, "", ""), an edge ("e", source,
-    # target, key). `part` says where the word is (n: a name, l: the label, t: other text, c:
-    # an edge's end's name), which sets its weight. Label, confidence and the row's version
-    # let a query order candidates before it reads any fact.
+    # target, key). `part` says where the word is (n: a name, l: the label, t: other text),
+    # which sets its weight. Label, confidence and the row's version let a query order
+    # candidates before it reads any fact. On SQLite the rows live in the primary key's
+    # b-tree (WITHOUT ROWID): the table is all key.
     terms = Table(
         f"{PREFIX}search_terms",
         metadata,
@@ -108,7 +109,8 @@ def _search_tables(metadata: MetaData, entities: Table) -> dict[str, Table]:
         Column("confidence", Float, nullable=False),
         Column("version", BigInteger, nullable=False),
         CheckConstraint("kind IN ('n', 'e')", name="kgot_search_terms_kind"),
-        CheckConstraint("part IN ('n', 'l', 't', 'c')", name="kgot_search_terms_part"),
+        CheckConstraint("part IN ('n', 'l', 't')", name="kgot_search_terms_part"),
+        sqlite_with_rowid=False,
     )
     # A fact's rows, to replace them when it changes.
     Index(
@@ -124,6 +126,7 @@ def _search_tables(metadata: MetaData, entities: Table) -> dict[str, Table]:
         metadata,
         entity_column(primary_key=True),
         Column("term", word, primary_key=True),
+        sqlite_with_rowid=False,
     )
     state = Table(
         f"{PREFIX}search_state",

@@ -603,6 +603,7 @@ class _StoreSearch:
         self.catalog = catalog
         self.overrides: dict[str, Any] = {}
         self.matched: list[FactKey] = []  # the facts holding a query word
+        self.last_index: SearchIndex | None = None  # the last ranking's
 
     def _term_matches(self) -> dict[str, list[tuple[str, float]]]:
         from rapidfuzz import fuzz, process
@@ -625,58 +626,23 @@ class _StoreSearch:
         self, *, limit: int, label: str | None, min_confidence: float | None, now: datetime
     ) -> list[SearchHit]:
         matches = self._term_matches()
-        similarity = {word: dict(found) for word, found in matches.items()}
-        best: dict[FactKey, dict[str, float]] = {}
-        about: dict[FactKey, search_index.Posting] = {}
-        for posting in search_index.postings(
-            self.session, {t for m in matches.values() for t, _ in m}
-        ):
-            for word, terms in similarity.items():
-                sim = terms.get(posting.term)
-                if sim is None:
-                    continue
-                held = best.setdefault(posting.key, {})
-                held[word] = max(held.get(word, 0.0), posting.weight * sim)
-            about.setdefault(posting.key, posting)
+        best, about = self._holders(matches)
         self.matched = list(best)
         if not best:
             return []
         total = search_index.fact_count(self.session, self.version)
         frequency = {w: sum(1 for held in best.values() if w in held) for w in self.words}
-        idf = {w: math.log(1.0 + (total + 1.0) / (frequency[w] + 1.0)) for w in self.words}
-        idf_sum = sum(idf.values()) or 1.0
-        settings = {}
-        w = scoring.DEFAULT_WEIGHTS
-        bounds: list[tuple[float, int, FactKey]] = []
-        for key, held in best.items():
-            posting = about[key]
-            if label is not None and posting.label != label:
-                continue
-            if min_confidence is not None and posting.confidence < min_confidence:
-                continue
-            kind = key[0]
-            if (kind, posting.label) not in settings:
-                settings[(kind, posting.label)] = float(
-                    _upkeep(self.catalog, kind, posting.label).rank_weight
-                )
-            cover = sum(idf[word] * value for word, value in held.items()) / idf_sum
-            bound = (
-                w.relevance * (COVERAGE_SHARE * cover + (1.0 - COVERAGE_SHARE))
-                + w.rank_weight * min(max(settings[(kind, posting.label)], 0.0), 1.0)
-                + w.confidence * min(max(posting.confidence, 0.0), 1.0)
-                + w.freshness
-            )
-            bounds.append((bound, posting.version, key))
-        bounds.sort(key=lambda entry: (-entry[0], -entry[1], entry[2]))
         self.overrides = {
             "total_facts": total,
             "document_frequency": frequency,
             "term_matches": matches,
         }
+        idf = {w: math.log(1.0 + (total + 1.0) / (frequency[w] + 1.0)) for w in self.words}
+        bounds = self._bounds(best, about, idf, label, min_confidence)
         wanted = max(FIRST_CANDIDATES, 8 * limit)
         while True:
             chosen = [key for _, _, key in bounds[:wanted]]
-            index = self._index_of(self._read(chosen))
+            index = self.last_index = self._index_of(self._read(chosen))
             hits = index.search(
                 self.session,
                 self.words,
@@ -692,6 +658,76 @@ class _StoreSearch:
             if len(hits) >= limit and hits[-1].score >= bounds[wanted][0]:
                 return hits  # no fact left unread can do better
             wanted = min(4 * wanted, MAX_CANDIDATES)
+
+    def _holders(
+        self, matches: Mapping[str, list[tuple[str, float]]]
+    ) -> tuple[dict[FactKey, dict[str, float]], dict[FactKey, tuple[str, float, int]]]:
+        """Every fact holding a query word, with how well it holds each (weight x match),
+        and its label, confidence and row version."""
+        similarity = {word: dict(found) for word, found in matches.items()}
+        best: dict[FactKey, dict[str, float]] = {}
+        about: dict[FactKey, tuple[str, float, int]] = {}
+        named: dict[str, dict[str, float]] = {}  # node id -> word -> how well its name holds it
+
+        def hold(key: FactKey, word: str, value: float) -> None:
+            held = best.setdefault(key, {})
+            if held.get(word, 0.0) < value:
+                held[word] = value
+
+        terms = {term for found in matches.values() for term, _ in found}
+        for posting in search_index.postings(self.session, terms):
+            for word, held_terms in similarity.items():
+                sim = held_terms.get(posting.term)
+                if sim is None:
+                    continue
+                hold(posting.key, word, posting.weight * sim)
+                if posting.part == "n" and posting.key[0] == "node":
+                    names = named.setdefault(posting.key[1], {})
+                    names[word] = max(names.get(word, 0.0), sim)
+            about.setdefault(posting.key, (posting.label, posting.confidence, posting.version))
+        # An edge holds its ends' names at CONTEXT_WEIGHT: "apple headquarters" finds Apple's
+        # headquartered_in edge.
+        for edge in search_index.incident_edges(self.session, named):
+            for end in dict.fromkeys(edge.key[1:3]):
+                for word, sim in named.get(end, {}).items():
+                    hold(edge.key, word, search_index.CONTEXT_WEIGHT * sim)
+            about.setdefault(edge.key, (edge.relationship, edge.confidence, edge.version))
+        return best, about
+
+    def _bounds(
+        self,
+        best: Mapping[FactKey, Mapping[str, float]],
+        about: Mapping[FactKey, tuple[str, float, int]],
+        idf: Mapping[str, float],
+        label: str | None,
+        min_confidence: float | None,
+    ) -> list[tuple[float, int, FactKey]]:
+        """Each eligible fact's upper bound of its score (closeness and freshness at 1) and
+        row version, best bound first (ties: the newest row, then the key)."""
+        idf_sum = sum(idf.values()) or 1.0
+        weights: dict[tuple[str, str], float] = {}
+        w = scoring.DEFAULT_WEIGHTS
+        bounds: list[tuple[float, int, FactKey]] = []
+        for key, held in best.items():
+            fact_label, confidence, version = about[key]
+            if label is not None and fact_label != label:
+                continue
+            if min_confidence is not None and confidence < min_confidence:
+                continue
+            if (key[0], fact_label) not in weights:
+                weights[(key[0], fact_label)] = float(
+                    _upkeep(self.catalog, key[0], fact_label).rank_weight
+                )
+            cover = sum(idf[word] * value for word, value in held.items()) / idf_sum
+            bound = (
+                w.relevance * (COVERAGE_SHARE * cover + (1.0 - COVERAGE_SHARE))
+                + w.rank_weight * min(max(weights[(key[0], fact_label)], 0.0), 1.0)
+                + w.confidence * min(max(confidence, 0.0), 1.0)
+                + w.freshness
+            )
+            bounds.append((bound, version, key))
+        bounds.sort(key=lambda entry: (-entry[0], -entry[1], entry[2]))
+        return bounds
 
     def _read(self, keys: Sequence[FactKey]) -> nx.MultiDiGraph:
         return self.session.load_facts(
@@ -714,6 +750,12 @@ class _StoreSearch:
         edges.update(
             key[1:] for key in self.matched if key[0] == "edge" and not nodes.isdisjoint(key[1:3])
         )
+        last = self.last_index
+        if last is not None and all(
+            last.position_of(key) is not None
+            for key in [*(("node", n) for n in nodes), *(("edge", *e) for e in edges)]
+        ):
+            return last  # the ranking read them all already
         graph = self.session.load_facts(sorted(nodes), sorted(edges))  # type: ignore[arg-type]
         return self._index_of(graph)
 

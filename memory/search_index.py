@@ -22,10 +22,9 @@ What is stored (tables of :mod:`kgot.memory.schema`, migration 10), per entity:
 
 Kept up to date by catching up, not by hooks in every write path: :func:`update_search_index`
 compares the index's version with the entity's and re-indexes the facts whose rows changed
-since (the ``nodes_since`` / ``nodes_until`` indexes find them), plus the current edges of a
-node whose name words changed (their ``c`` words). A search does it first, so the index is
-never stale when read; its cost follows what was written since the last search, not the
-entity's size. The first search of an entity indexes all of it once. Expiry is not a version
+since (the ``nodes_since`` / ``nodes_until`` indexes find them). A search does it first, so
+the index is never stale when read; its cost follows what was written since the last search,
+not the entity's size. The first search of an entity indexes all of it once. Expiry is not a version
 change: expired facts stay indexed and are left out when read.
 
 Every statement is scoped by the session's entity id; another entity's rows are never read.
@@ -49,10 +48,13 @@ if TYPE_CHECKING:
     from kgot.persistence import EntitySession
 
 __all__ = [
+    "CONTEXT_WEIGHT",
     "MAX_TERM_CHARS",
     "PART_WEIGHTS",
+    "EdgeRow",
     "Posting",
     "fact_count",
+    "incident_edges",
     "knows_label",
     "matching_terms",
     "postings",
@@ -62,7 +64,8 @@ __all__ = [
 
 MAX_TERM_CHARS = 100
 NAME_PROPERTIES = ("name", "title", "aliases")  # as kgot.memory.search
-PART_WEIGHTS = {"n": 1.0, "l": 1.0, "t": 0.6, "c": 0.5}
+PART_WEIGHTS = {"n": 1.0, "l": 1.0, "t": 0.6}
+CONTEXT_WEIGHT = 0.5  # an edge's word from the name of one of its ends
 COUNT_TTL_S = 60.0
 _CHUNK = 500  # ids per IN (...) list
 _INSERT_BATCH = 5_000
@@ -82,6 +85,7 @@ class Posting:
 
     key: FactKey  # ("node", id) or ("edge", source, target, key)
     term: str
+    part: str  # n: a name, l: the label, t: other text
     weight: float
     label: str
     confidence: float
@@ -190,9 +194,51 @@ def postings(session: EntitySession, terms: Iterable[str]) -> list[Posting]:
                     ("node", source) if kind == "n" else ("edge", source, target, edge_key)
                 )
                 found.append(
-                    Posting(key, term, PART_WEIGHTS[part], label, float(confidence), int(version))
+                    Posting(
+                        key, term, part, PART_WEIGHTS[part], label, float(confidence), int(version)
+                    )
                 )
     return found
+
+
+@dataclass(frozen=True)
+class EdgeRow:
+    """A current edge at a node a query word named: its key and what orders it."""
+
+    key: FactKey  # ("edge", source, target, key)
+    relationship: str
+    confidence: float
+    version: int
+
+
+def incident_edges(session: EntitySession, node_ids: Iterable[str]) -> list[EdgeRow]:
+    """The current edges at ``node_ids`` (either end), once each."""
+    wanted = sorted(set(node_ids))
+    found: dict[FactKey, EdgeRow] = {}
+    columns = (
+        _edges.c.source,
+        _edges.c.target,
+        _edges.c.key,
+        _edges.c.relationship,
+        _edges.c.confidence,
+        _edges.c.valid_from_version,
+    )
+    with session.read() as connection:
+        for end in (_edges.c.source, _edges.c.target):
+            for chunk in _chunks(wanted):
+                rows = connection.execute(
+                    select(*columns).where(
+                        _edges.c.entity_id == session.entity_id,
+                        _edges.c.valid_to_version.is_(None),
+                        end.in_(chunk),
+                    )
+                )
+                for source, target, key, relationship, confidence, version in rows:
+                    fact: FactKey = ("edge", str(source), str(target), str(key))
+                    found[fact] = EdgeRow(
+                        fact, str(relationship), _confidence(confidence), int(version)
+                    )
+    return list(found.values())
 
 
 def fact_count(session: EntitySession, version: int) -> int:
@@ -249,9 +295,9 @@ def knows_label(session: EntitySession, label: str) -> bool:
 def fact_words(
     kind: str, label: str, properties: Mapping[str, Any], key: str
 ) -> dict[str, set[str]]:
-    """A fact's own words by part (``n``, ``l``, ``t``; an edge's ``c`` words come from its
-    ends): what :mod:`kgot.memory.search` matches a query against. ``key``: a node's id (its
-    name when it has none) or an edge's key."""
+    """A fact's own words by part (``n``, ``l``, ``t``): what :mod:`kgot.memory.search`
+    matches a query against. ``key``: a node's id (its name when it has none) or an edge's
+    key."""
     words: dict[str, set[str]] = {"n": set(), "l": set(), "t": set()}
     names = _names(properties)
     if kind == "node":
@@ -280,24 +326,17 @@ class _Indexer:
     def run(self, since: int | None) -> None:
         if since is None:
             nodes = self._current_nodes(None)
-            edges = self._current_edges(None, None)
+            edges = self._current_edges(None)
         else:
             changed_nodes = self._changed_nodes(since)
             changed_edges = self._changed_edges(since)
-            before = self._name_words(changed_nodes)
             self._delete_nodes(changed_nodes)
+            self._delete_edges(changed_edges)
             nodes = self._current_nodes(changed_nodes)
-            after = {node_id: words["n"] for node_id, (_, words, _, _) in nodes.items()}
-            renamed = [n for n in changed_nodes if before.get(n, set()) != after.get(n, set())]
-            edges = self._current_edges(changed_edges, renamed)
-            self._delete_edges(sorted({*changed_edges, *((e[0], e[1], e[2]) for e in edges)}))
+            edges = self._current_edges(changed_edges)
         for node_id, (label, words, confidence, version) in nodes.items():
             self._add(("n", node_id, "", ""), words, label, confidence, version)
-        names = {node_id: words["n"] for node_id, (_, words, _, _) in nodes.items()}
-        missing = sorted({end for e in edges for end in e[:2]} - names.keys())
-        names.update(self._name_words(missing))
         for (source, target, key), (label, words, confidence, version) in edges.items():
-            words["c"] = names.get(source, set()) | names.get(target, set())
             self._add(("e", source, target, key), words, label, confidence, version)
         self._flush(final=True)
 
@@ -319,24 +358,6 @@ class _Indexer:
             select(*columns).where(scope, _edges.c.valid_to_version > since),
         )
         return sorted((str(s), str(t), str(k)) for s, t, k in self.connection.execute(query))
-
-    def _name_words(self, node_ids: Sequence[str]) -> dict[str, set[str]]:
-        """The name words the index holds for ``node_ids`` (before this catch-up changes
-        them, or for the ends of edges whose nodes did not change)."""
-        found: dict[str, set[str]] = {}
-        table = self.terms
-        for chunk in _chunks(node_ids):
-            rows = self.connection.execute(
-                select(table.c.source, table.c.term).where(
-                    table.c.entity_id == self.entity_id,
-                    table.c.kind == "n",
-                    table.c.part == "n",
-                    table.c.source.in_(chunk),
-                )
-            )
-            for node_id, term in rows:
-                found.setdefault(str(node_id), set()).add(str(term))
-        return found
 
     # -- current rows
 
@@ -364,7 +385,7 @@ class _Indexer:
         return found
 
     def _current_edges(
-        self, keys: Sequence[tuple[str, str, str]] | None, around: Sequence[str] | None
+        self, keys: Sequence[tuple[str, str, str]] | None
     ) -> dict[tuple[str, str, str], tuple[str, dict[str, set[str]], float, int]]:
         base = select(
             _edges.c.source,
@@ -381,9 +402,6 @@ class _Indexer:
         else:
             ident = tuple_(_edges.c.source, _edges.c.target, _edges.c.key)
             queries += [base.where(ident.in_(chunk)) for chunk in _chunks(keys)]
-            for chunk in _chunks(around or []):
-                queries.append(base.where(_edges.c.source.in_(chunk)))
-                queries.append(base.where(_edges.c.target.in_(chunk)))
         found = {}
         for query in queries:
             for (
