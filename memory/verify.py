@@ -41,9 +41,13 @@ they independent); the contradicting ones likewise ``C``.
 * both: ``mixed``, confidence ``min(S, C)`` (how surely the graph really holds both sides);
 * neither, or an unknown or ambiguous subject: ``inconclusive``, confidence 0.
 
-Only the one entity's session is read: another entity's facts never count. Its current facts
-are read once per entity version and session and kept (with the name lookups) until the next
-commit, so an agent checking several claims between two writes reads the graph once.
+Only the one entity's session is read: another entity's facts never count. A check reads only
+what the claim can be about, by index: the nodes its subject and object texts may name (found
+through the store's search index: their words, the words run together, a word within one typo)
+with their edges and neighbours, so its cost follows those nodes, not the entity's size. A
+subject given as an acronym finds the nodes holding it as a word; one that only a name's
+initials would match ("IBM" for "International Business Machines") is not offered as a
+candidate.
 """
 
 from __future__ import annotations
@@ -55,7 +59,6 @@ import math
 import re
 import threading
 import unicodedata
-import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -271,18 +274,73 @@ def verify_claim(
 
 def _check(session: EntitySession, claim: Claim, now: datetime | None) -> Verdict:
     moment = _aware(now) if now is not None else datetime.now(UTC)
-    facts = _GRAPHS.get(session)
+    facts = _facts_for(session, claim)
     return _Checker(session, facts, session.type_catalog(), moment).run(claim)
 
 
 _PROBE_ID = "\x00claim"  # the id of the claim's subject as a node to match (no node has it)
+MAX_NAMED = 500  # nodes a subject or object text can name, most words held first
+
+
+def _facts_for(session: EntitySession, claim: Claim) -> _Facts:
+    """The facts a claim can be about, read by index: the nodes its subject and object texts
+    may name (:func:`_named_nodes`), their current edges and the nodes at the other ends."""
+    seeds: set[str] = set()
+    for text in (claim.subject, claim.object):
+        if text is not None:
+            seeds |= _named_nodes(session, text)
+    graph = session.facts_around(seeds)
+    return _Facts(int(graph.graph.get("kgot_version", 0)), graph)
+
+
+def _named_nodes(session: EntitySession, text: str) -> set[str]:
+    """Nodes ``text`` may name: the node of that id, the node it was merged into, and nodes
+    holding its words in the search index (:mod:`kgot.memory.search_index`) — each word as it
+    is, all of them run together (``I.B.M.`` → ``ibm``), or a word spelled within one typo
+    of it — at most :data:`MAX_NAMED`, those holding the most of them first. A ticker is a
+    word of its company (or of the security whose issuer the company is, which the edges read
+    around it bring in)."""
+    from rapidfuzz import fuzz, process
+
+    from kgot.memory import search_index
+    from kgot.memory.names import fold_text
+
+    named = {text}
+    canonical = session.canonical_id(text)
+    if canonical is not None:
+        named.add(canonical)
+    search_index.update_search_index(session)
+    words = fold_text(text).split()
+    if not words:
+        return named
+    vocabulary: list[str] | None = None
+    looked_for = dict.fromkeys([*words, "".join(words)])
+    terms: dict[str, str] = {}  # index word -> the text's word it stands for
+    for word in looked_for:
+        exact = search_index.matching_terms(session, word, prefix_min=len(word) + 1)
+        if exact:
+            terms.update(dict.fromkeys(exact, word))
+            continue
+        if len(word) < 4:
+            continue
+        if vocabulary is None:
+            vocabulary = search_index.vocabulary(session)
+        near = process.extract(word, vocabulary, scorer=fuzz.ratio, score_cutoff=80, limit=None)
+        terms.update({found: word for found, _, _ in near})
+    held: dict[str, set[str]] = {}
+    for posting in search_index.postings(session, terms):
+        if posting.key[0] == "node":
+            held.setdefault(posting.key[1], set()).add(terms[posting.term])
+    ranked = sorted(held, key=lambda node_id: (-len(held[node_id]), node_id))
+    return named | set(ranked[:MAX_NAMED])
 
 
 class _Facts:
-    """The entity's current facts as ``load_graph(include_meta=True)`` gave them at
-    ``version``, with name lookups built on first use: exact normalised names (every node that
-    has one, so two same-named nodes are seen as ambiguous) and the resolution index for the
-    near matches (:func:`kgot.memory.resolution.match_existing`, per type)."""
+    """The facts a claim can be about (:func:`_facts_for`) as
+    ``load_graph(include_meta=True)`` shows them, read at ``version``, with name lookups built
+    on first use: exact normalised names (every node that has one, so two same-named nodes are
+    seen as ambiguous) and the resolution index for the near matches
+    (:func:`kgot.memory.resolution.match_existing`, per type)."""
 
     def __init__(self, version: int, graph: nx.MultiDiGraph) -> None:
         self.version = version
@@ -356,33 +414,6 @@ def _is_org(graph: nx.MultiDiGraph, node_id: str) -> bool:
 
 def _plain(data: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if not k.startswith("_") and k != "label"}
-
-
-class _GraphCache:
-    """The entity's current facts (with metadata) per live session, kept while the entity's
-    newest version is the one they were read at: a run that checks several claims between two
-    commits reads its graph once. Facts that expire after the read are skipped at check time
-    (:func:`_alive`), as ``load_graph`` would have hidden them."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._by_session: weakref.WeakKeyDictionary[Any, _Facts] = weakref.WeakKeyDictionary()
-
-    def get(self, session: EntitySession) -> _Facts:
-        newest = session.commits(limit=1)  # the store's newest version, not the session's view
-        latest = int(newest[0]["version"]) if newest else 0
-        with self._lock:
-            found = self._by_session.get(session)
-        if found is not None and found.version == latest:
-            return found
-        graph = session.load_graph(include_meta=True, track=False)  # the run's view stays put
-        facts = _Facts(int(graph.graph.get("kgot_version", 0)), graph)
-        with self._lock:
-            self._by_session[session] = facts
-        return facts
-
-
-_GRAPHS = _GraphCache()
 
 
 # --------------------------------------------------------------------------------------------
@@ -545,8 +576,8 @@ class _Checker:
         self.wall_clock = datetime.now(UTC)
 
     def alive(self, data: Mapping[str, Any]) -> bool:
-        """Not expired on the wall clock (the cached graph may hold facts that expired since
-        it was read; ``load_graph`` hides expired facts)."""
+        """Not expired on the wall clock (a fact may expire between the read and the check;
+        reads hide expired facts)."""
         from kgot.memory.scoring import parse_instant
 
         expires = parse_instant(data.get("_expires_at"))

@@ -505,3 +505,41 @@ def test_the_agent_checks_a_claim_in_an_entity_run(
     assert (data["verdict"], data["supporting"]) == ("corroborated", ["apple"])
     with open_store(store_settings.store.db) as store:
         assert store.session("fund").version == before  # a check writes no facts
+
+
+def test_a_check_reads_only_what_the_claim_names_spelled_any_way(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory = _seed(store)
+    memory.commit(
+        Changeset(
+            added_nodes=(
+                Node("ibm", "Company", {"name": "IBM", "ceo": "Arvind Krishna"}),
+                *(Node(f"filler_{i}", "Company", {"name": f"Filler {i}"}) for i in range(50)),
+            )
+        ),
+        _provenance(0.9),
+    )
+    read: list[int] = []
+    real = type(memory.session).facts_around
+
+    def counting(self: Any, node_ids: Any) -> Any:
+        graph = real(self, node_ids)
+        read.append(graph.number_of_nodes())
+        return graph
+
+    monkeypatch.setattr(type(memory.session), "facts_around", counting)
+    monkeypatch.setattr(
+        type(memory.session), "load_graph", lambda *a, **k: pytest.fail("read the whole graph")
+    )
+    # Dotted and another case each find their node; a typo finds it as a candidate. Only the
+    # named nodes' surroundings are read.
+    dotted = memory.verify_claim("I.B.M.", property="ceo", value="Arvind Krishna")
+    cased = memory.verify_claim("CUPERTINO", property="name", value="Cupertino")
+    typo = memory.verify_claim("Foxcon", property="symbol", value="2317.TW")
+    assert [(v.verdict, v.subject_id) for v in (dotted, cased)] == [
+        ("corroborated", "ibm"),
+        ("corroborated", "cupertino"),
+    ]
+    assert (typo.verdict, typo.candidates) == ("inconclusive", ("foxconn",))
+    assert read and max(read) <= 3  # the node, and Apple at the other end of its edge
