@@ -70,7 +70,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -348,10 +348,21 @@ class SearchIndex:
     # -- building
 
     @classmethod
-    def from_graph(cls, graph: nx.MultiDiGraph, catalog: TypeCatalog) -> SearchIndex:
+    def from_graph(
+        cls,
+        graph: nx.MultiDiGraph,
+        catalog: TypeCatalog,
+        *,
+        searchable: Container[str] | None = None,
+    ) -> SearchIndex:
+        """The index of ``graph``'s facts. ``searchable``: the nodes that may be hits (default:
+        all); the others are there only as edges' ends (their names name the edges and count
+        as the edges' words), never hits, so their words are not indexed."""
         builder = _Builder(catalog)
         for node_id, data in graph.nodes(data=True):
-            builder.node(str(node_id), data)
+            builder.node(
+                str(node_id), data, searchable=searchable is None or str(node_id) in searchable
+            )
         for source, target, key, data in graph.edges(keys=True, data=True):
             builder.edge(str(source), str(target), str(key), data)
         return builder.finish(int(graph.graph.get("kgot_version", 0)), _fingerprint(catalog))
@@ -523,9 +534,14 @@ class SearchIndex:
         left can enter it."""
         order = np.lexsort((np.array(chosen), -bound)).tolist()
         batch = max(BATCH, ranked.limit)
+        use: dict[FactKey, Any] | None = None
         for start in range(0, len(order), batch):
             if ranked.full and bound[order[start]] < ranked.threshold:
                 return
+            if use is None and start > 0:
+                # Past the first batch the chunk is likely read far: one read of the use of
+                # every decaying fact left in it, not one per batch.
+                use = self._use(session, [chosen[s] for s in order[start:]], now, settings)
             slots = [s for s in order[start : start + batch] if self._alive(chosen[s], clock)]
             for hit in self._score(
                 session,
@@ -533,8 +549,34 @@ class SearchIndex:
                 [float(relevance[s]) for s in slots],
                 now=now,
                 settings=settings,
+                use=use,
             ):
                 ranked.offer(hit)
+
+    def _freshness(
+        self, position: int, now: datetime, settings: _LabelSettings
+    ) -> tuple[float, float | None]:
+        fact = self.facts[position]
+        half_life = settings.half_life[int(self.labels[position])]
+        age = scoring.age_days(now, [fact.latest])
+        return scoring.freshness(age or 0.0, half_life), age
+
+    def _use(
+        self,
+        session: EntitySession,
+        positions: Sequence[int],
+        now: datetime,
+        settings: _LabelSettings,
+    ) -> dict[FactKey, Any]:
+        """The use of those of ``positions`` that decay (use moves only them), and an entry
+        (``None``) for each one that does not, so every position is known to have been read."""
+        keys = [self.facts[p].key for p in positions]
+        decaying = [
+            self.facts[p].key for p in positions if self._freshness(p, now, settings)[0] < 1.0
+        ]
+        found: dict[FactKey, Any] = dict.fromkeys(keys)
+        found.update(session.fact_use(decaying) if decaying else {})
+        return found
 
     def _alive(self, position: int, clock: datetime) -> bool:
         """Not expired since the index was built (an edge: nor either of its ends)."""
@@ -553,16 +595,13 @@ class SearchIndex:
         *,
         now: datetime,
         settings: _LabelSettings,
+        use: Mapping[FactKey, Any] | None = None,
     ) -> list[SearchHit]:
-        freshness: dict[int, tuple[float, float | None]] = {}
-        for position in positions:
-            fact = self.facts[position]
-            half_life = settings.half_life[int(self.labels[position])]
-            age = scoring.age_days(now, [fact.latest])
-            freshness[position] = (scoring.freshness(age or 0.0, half_life), age)
-        # Use only moves a decaying fact (retention of freshness 1 is 1): read it for those.
-        decaying = [self.facts[p].key for p in positions if freshness[p][0] < 1.0]
-        use = session.fact_use(decaying) if decaying else {}
+        freshness = {p: self._freshness(p, now, settings) for p in positions}
+        if use is None:
+            # Use only moves a decaying fact (retention of freshness 1 is 1): read it for those.
+            decaying = [self.facts[p].key for p in positions if freshness[p][0] < 1.0]
+            use = session.fact_use(decaying) if decaying else {}
         hits = []
         for slot, position in enumerate(positions):
             fact = self.facts[position]
@@ -642,7 +681,10 @@ class _StoreSearch:
         wanted = max(FIRST_CANDIDATES, 8 * limit)
         while True:
             chosen = [key for _, _, key in bounds[:wanted]]
-            index = self.last_index = self._index_of(self._read(chosen))
+            # Only the nodes chosen may be hits: an edge's end read beyond them may hold query
+            # words too, and its bound says it cannot be a hit yet (a later round reads it).
+            searchable = {key[1] for key in chosen if key[0] == "node"}
+            index = self.last_index = self._index_of(self._read(chosen), searchable)
             hits = index.search(
                 self.session,
                 self.words,
@@ -664,7 +706,10 @@ class _StoreSearch:
     ) -> tuple[dict[FactKey, dict[str, float]], dict[FactKey, tuple[str, float, int]]]:
         """Every fact holding a query word, with how well it holds each (weight x match),
         and its label, confidence and row version."""
-        similarity = {word: dict(found) for word, found in matches.items()}
+        stands_for: dict[str, list[tuple[str, float]]] = {}  # index word -> query words
+        for word, found in matches.items():
+            for term, sim in found:
+                stands_for.setdefault(term, []).append((word, sim))
         best: dict[FactKey, dict[str, float]] = {}
         about: dict[FactKey, tuple[str, float, int]] = {}
         named: dict[str, dict[str, float]] = {}  # node id -> word -> how well its name holds it
@@ -674,12 +719,8 @@ class _StoreSearch:
             if held.get(word, 0.0) < value:
                 held[word] = value
 
-        terms = {term for found in matches.values() for term, _ in found}
-        for posting in search_index.postings(self.session, terms):
-            for word, held_terms in similarity.items():
-                sim = held_terms.get(posting.term)
-                if sim is None:
-                    continue
+        for posting in search_index.postings(self.session, stands_for):
+            for word, sim in stands_for[posting.term]:
                 hold(posting.key, word, posting.weight * sim)
                 if posting.part == "n" and posting.key[0] == "node":
                     names = named.setdefault(posting.key[1], {})
@@ -735,8 +776,10 @@ class _StoreSearch:
             [(key[1], key[2], key[3]) for key in keys if key[0] == "edge"],
         )
 
-    def _index_of(self, graph: nx.MultiDiGraph) -> SearchIndex:
-        index = SearchIndex.from_graph(graph, self.catalog)
+    def _index_of(
+        self, graph: nx.MultiDiGraph, searchable: Container[str] | None = None
+    ) -> SearchIndex:
+        index = SearchIndex.from_graph(graph, self.catalog, searchable=searchable)
         for name, value in self.overrides.items():
             setattr(index, name, value)
         return index
@@ -873,7 +916,7 @@ class _Builder:
         self.labels.append(self._label(kind, label))
         return position
 
-    def node(self, node_id: str, data: Mapping[str, Any]) -> None:
+    def node(self, node_id: str, data: Mapping[str, Any], *, searchable: bool = True) -> None:
         label = str(data.get("label", ""))
         names = _names(data)
         fact = _Fact(
@@ -890,6 +933,8 @@ class _Builder:
         self.node_position[node_id] = position
         words = [word for name in fact.names for word in name.split()]
         self.name_words[position] = words
+        if not searchable:
+            return
         self._add_words(position, words, NAME_WEIGHT)
         self._add_words(position, fold_text(label).split(), NAME_WEIGHT)
         for text in _other_text(data, skip=("label",)):

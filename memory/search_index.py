@@ -39,7 +39,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, delete, func, literal, or_, select, tuple_, union
+from sqlalchemy import Connection, bindparam, delete, func, literal, or_, select, union
 
 from kgot.memory.names import fold_text
 from kgot.persistence import TABLES, utc_now
@@ -397,11 +397,17 @@ class _Indexer:
             _edges.c.valid_from_version,
         ).where(_edges.c.entity_id == self.entity_id, _edges.c.valid_to_version.is_(None))
         queries = []
+        wanted: set[tuple[str, str, str]] | None = None
         if keys is None:
             queries.append(base)
         else:
-            ident = tuple_(_edges.c.source, _edges.c.target, _edges.c.key)
-            queries += [base.where(ident.in_(chunk)) for chunk in _chunks(keys)]
+            # By source (an index prefix), keeping the edges named (below): SQLite scans the
+            # table for a row-value IN.
+            wanted = set(keys)
+            queries += [
+                base.where(_edges.c.source.in_(chunk))
+                for chunk in _chunks(sorted({key[0] for key in keys}))
+            ]
         found = {}
         for query in queries:
             for (
@@ -413,6 +419,8 @@ class _Indexer:
                 confidence,
                 version,
             ) in self.connection.execute(query):
+                if wanted is not None and (source, target, key) not in wanted:
+                    continue
                 props = properties if isinstance(properties, dict) else {}
                 words = fact_words("edge", str(relationship), props, str(key))
                 found[(str(source), str(target), str(key))] = (
@@ -437,14 +445,20 @@ class _Indexer:
             )
 
     def _delete_edges(self, keys: Sequence[tuple[str, str, str]]) -> None:
+        # One seek per edge (the fact index leads with entity, kind, source, target, key).
+        if not keys:
+            return
         table = self.terms
-        ident = tuple_(table.c.source, table.c.target, table.c.edge_key)
-        for chunk in _chunks(keys):
-            self.connection.execute(
-                delete(table).where(
-                    table.c.entity_id == self.entity_id, table.c.kind == "e", ident.in_(chunk)
-                )
-            )
+        self.connection.execute(
+            delete(table).where(
+                table.c.entity_id == self.entity_id,
+                table.c.kind == "e",
+                table.c.source == bindparam("s"),
+                table.c.target == bindparam("t"),
+                table.c.edge_key == bindparam("k"),
+            ),
+            [{"s": s, "t": t, "k": k} for s, t, k in keys],
+        )
 
     def _add(
         self,

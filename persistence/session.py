@@ -35,7 +35,7 @@ from datetime import datetime
 from typing import Any
 
 import networkx as nx
-from sqlalchemy import Connection, Text, cast, func, or_, select, tuple_
+from sqlalchemy import Connection, Text, cast, func, or_, select
 
 from kgot.config import StoreLimits
 from kgot.errors import ChangesetError, UsageError
@@ -328,11 +328,17 @@ class EntitySession:
         with self._read() as connection, _collector_paused():
             version = self._entity_version(connection)
             moment = utc_now()
-            ident = tuple_(_edges.c.source, _edges.c.target, _edges.c.key)
+            # By source (an index prefix), keeping the edges named: cheaper to state than one
+            # condition per edge, and SQLite scans the table for a row-value IN.
+            wanted_edges = set(keys)
             edge_rows = []
-            for chunk in chunks(keys):
+            for chunk in chunks(sorted({key[0] for key in keys})):
                 query = self._facts_query(_edges, version, True, moment, True)
-                edge_rows += connection.execute(query.where(ident.in_(chunk))).all()
+                edge_rows += [
+                    row
+                    for row in connection.execute(query.where(_edges.c.source.in_(chunk)))
+                    if (row[0], row[1], row[2]) in wanted_edges
+                ]
             wanted = sorted({*node_ids, *(end for row in edge_rows for end in row[:2])})
             node_rows: list[Any] = []
             for chunk in chunks(wanted):
