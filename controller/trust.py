@@ -10,9 +10,9 @@
   :func:`kgot.memory.scoring.rank` and marked when their trust or age tells the model something:
   ``[inferred 0.6]``, ``[confidence 0.5]``, ``[412 d old]``.
 
-The lens reads the facts' metadata once per run (one ``load_graph(include_meta=True)`` that
-leaves the session's tracked view alone, plus their use) and follows the run's own commits
-from then on; facts other writers add during the run are shown without a marker.
+The lens reads a fact's metadata and use when a view first asks about it, by key (a view
+prefetches its candidates at once), never the whole entity, and follows the run's own commits
+from then on.
 """
 
 from __future__ import annotations
@@ -131,30 +131,65 @@ class FactLens:
         self._now = now or datetime.now(UTC)
         self._types: dict[tuple[Kind, str], tuple[float, float | None, tuple[str, ...]]] = {}
         self._looked_up: set[tuple[Kind, str]] = set()  # labels new to the lens, checked once
+        # Facts read and found not current (another writer removed them, or a string that
+        # names no node): not read again.
+        self._absent: set[str | EdgeIdent] = set()
 
     # -- building and following -----------------------------------------------------------
 
     @classmethod
     def load(cls, session: EntitySession, *, now: datetime | None = None) -> FactLens:
-        """The lens over ``session``'s current facts (their metadata and use)."""
-        graph = session.load_graph(include_meta=True, track=False)
-        catalog = session.type_catalog()
-        lens = cls({}, {}, catalog, now=now, session=session)
-        nodes, edges = lens._nodes, lens._edges
-        for node_id, attrs in graph.nodes(data=True):
-            nodes[node_id] = lens._stored_fact("node", attrs, attrs.get("label"))
-        for source, target, key, attrs in graph.edges(keys=True, data=True):
-            edges[(source, target, key)] = lens._stored_fact(
-                "edge", attrs, attrs.get("relationship")
-            )
-        keys: list[tuple[str, ...]] = [("node", n) for n in nodes]
-        keys += [("edge", *ident) for ident in edges]
-        if keys:
-            for fact_key, use in session.fact_use(keys).items():
-                found = lens._fact(fact_key)
-                if found is not None:
-                    found.strength = use.strength
-        return lens
+        """The lens over ``session``'s current facts. Nothing is read yet: a fact's metadata
+        and use are read when a view first asks about it (:meth:`prefetch` reads many at once),
+        so a run reads what its views show, not the entity."""
+        return cls({}, {}, session.type_catalog(), now=now, session=session)
+
+    def prefetch(self, nodes: Iterable[str], edges: Iterable[EdgeIdent] = ()) -> None:
+        """Read at once the facts among ``nodes`` and ``edges`` the lens does not know yet
+        (a view calls it with its candidates before it ranks them)."""
+        if self._session is None:
+            return
+        node_ids = [
+            n for n in dict.fromkeys(nodes) if n not in self._nodes and n not in self._absent
+        ]
+        idents = [e for e in dict.fromkeys(edges) if e not in self._edges and e not in self._absent]
+        if not node_ids and not idents:
+            return
+        graph = self._session.load_facts(node_ids, idents)
+        found: list[tuple[str, ...]] = []
+        for node_id in node_ids:
+            if node_id in graph:
+                attrs = graph.nodes[node_id]
+                self._nodes[node_id] = self._stored_fact("node", attrs, attrs.get("label"))
+                found.append(("node", node_id))
+            else:
+                self._absent.add(node_id)
+        for ident in idents:
+            if graph.has_edge(*ident):
+                attrs = graph.edges[ident]
+                self._edges[ident] = self._stored_fact("edge", attrs, attrs.get("relationship"))
+                found.append(("edge", *ident))
+            else:
+                self._absent.add(ident)
+        if found:
+            for fact_key, use in self._session.fact_use(found).items():
+                known = self._fact(fact_key)
+                if known is not None:
+                    known.strength = use.strength
+
+    def _node(self, node_id: str) -> _Fact | None:
+        fact = self._nodes.get(node_id)
+        if fact is None and self._session is not None and node_id not in self._absent:
+            self.prefetch([node_id])
+            fact = self._nodes.get(node_id)
+        return fact
+
+    def _edge(self, ident: EdgeIdent) -> _Fact | None:
+        fact = self._edges.get(ident)
+        if fact is None and self._session is not None and ident not in self._absent:
+            self.prefetch((), [ident])
+            fact = self._edges.get(ident)
+        return fact
 
     def _fact(self, key: tuple[str, ...]) -> _Fact | None:
         if key[0] == "node":
@@ -168,8 +203,10 @@ class FactLens:
         now = datetime.now(UTC)
         for node_id in changeset.removed_nodes:
             self._nodes.pop(node_id, None)
+            self._absent.add(node_id)
         for ident in changeset.removed_edges:
             self._edges.pop(ident, None)
+            self._absent.add(ident)
         written: list[tuple[Any, dict[Any, _Fact], Kind, str, Mapping[str, Any]]] = [
             (n.id, self._nodes, "node", n.label, n.properties)
             for n in (*changeset.added_nodes, *changeset.changed_nodes)
@@ -183,6 +220,7 @@ class FactLens:
                 self._looked_up.add((kind, label))
                 if self._catalog is not None and self._catalog.get(kind, label) is None:
                     self._reload_catalog()  # a type the run created since the lens was built
+            self._absent.discard(fact_key)
             old = facts.get(fact_key)
             confidence = properties.get("_confidence")
             if not isinstance(confidence, int | float) or isinstance(confidence, bool):
@@ -241,44 +279,49 @@ class FactLens:
     def named_nodes(self, value: Any) -> list[str]:
         """The entity's nodes a query result names by id (any string in it, dict keys
         included; SPARQL's ``node:…`` names decoded), at most :data:`MAX_NAMED` of them."""
-        found: dict[str, None] = {}
-        nodes = self._nodes
+        wanted: dict[str, None] = {}
         for text in _strings(value):
             for node_id in (text, _sparql_node(text)):
-                if node_id is not None and node_id in nodes:
-                    found[node_id] = None
-            if len(found) >= MAX_NAMED:
-                break
-        return list(found)
+                if node_id is not None and node_id not in self._absent:
+                    wanted[node_id] = None
+        self.prefetch(wanted)
+        return [n for n in wanted if n in self._nodes][:MAX_NAMED]
 
     def used_facts(self, node_ids: Iterable[str]) -> list[tuple[str, ...]]:
         """Keys of the facts an answer used, given the nodes its query result named: those
-        nodes and the edges between two of them."""
+        nodes and the current edges between two of them."""
         named = set(node_ids)
-        keys: list[tuple[str, ...]] = [("node", n) for n in named if n in self._nodes]
+        keys: list[tuple[str, ...]] = [("node", n) for n in named if self._node(n) is not None]
         if len(named) > 1:
-            keys += [
-                ("edge", *ident) for ident in self._edges if ident[0] in named and ident[1] in named
-            ]
+            between: set[EdgeIdent] = set()
+            if self._session is not None:
+                around = self._session.facts_around(named)
+                between = {
+                    (s, t, k)
+                    for s, t, k in around.edges(keys=True)
+                    if s in named and t in named and (s, t, k) not in self._absent
+                }
+            between |= {e for e in self._edges if e[0] in named and e[1] in named}
+            keys += [("edge", *ident) for ident in sorted(between)]
         return keys
 
     # -- what views ask -------------------------------------------------------------------
 
     def node_marker(self, node_id: str) -> str:
         """The node's marker (``""`` when its trust and age say nothing worth a token)."""
-        return self._marker(self._nodes.get(node_id), "node")
+        return self._marker(self._node(node_id), "node")
 
     def edge_marker(self, ident: EdgeIdent) -> str:
-        return self._marker(self._edges.get(ident), "edge")
+        return self._marker(self._edge(ident), "edge")
 
     def node_score(self, node_id: str, relevance: float) -> float:
         """The node's ranking score for a relevance of 0 to 1 (:func:`kgot.memory.scoring.rank`)."""
-        fact = self._nodes.get(node_id)
+        fact = self._node(node_id)
         base = fact.base if fact is not None else None
         return _RELEVANCE * relevance + (base if base is not None else self._base(fact, "node"))
 
     def edge_score(self, ident: EdgeIdent, relevance: float) -> float:
-        fact = self._edges.get(ident)
+        fact = self._edge(ident)
         base = fact.base if fact is not None else None
         return _RELEVANCE * relevance + (base if base is not None else self._base(fact, "edge"))
 

@@ -37,7 +37,7 @@ import re
 import threading
 import unicodedata
 from collections import OrderedDict, deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from operator import itemgetter
 from typing import Any, Protocol
 
@@ -91,6 +91,11 @@ _STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 class FactLens(Protocol):
     """What a view needs of an entity's fact metadata (the controller implements it)."""
+
+    def prefetch(self, nodes: Iterable[str], edges: Iterable[tuple[str, str, str]] = ()) -> None:
+        """Read at once what the view is about to ask of these facts (the lens reads the store
+        lazily; without this each fact asked about is a read of its own)."""
+        ...
 
     def node_marker(self, node_id: str) -> str:
         """A short note on the node's trust or age for its line, or ``""``."""
@@ -346,6 +351,8 @@ class ViewIndex:
 
     def _full_text(self, graph: nx.MultiDiGraph) -> tuple[str, int]:
         if self._full is None:
+            if self._lens is not None:
+                self._lens.prefetch(graph.nodes, graph.edges(keys=True))
             node_lines = [self._node_line(graph, n)[0] for n in graph.nodes]
             edge_lines = [self._edge_line(graph, e)[0] for e in graph.edges(keys=True)]
             header = f"Graph: {_count(len(node_lines), len(edge_lines))} (all shown)."
@@ -541,6 +548,20 @@ class ViewIndex:
                 relationships[entry[2]] = relationships.get(entry[2], 0) + 1
         return tokens
 
+    def _prefetch_tail(self, graph: nx.MultiDiGraph, node_ids: Sequence[str]) -> None:
+        """Have the lens read at once the facts of these recent nodes' blocks not lined yet."""
+        if self._lens is None:
+            return
+        nodes = [n for n in node_ids if n not in self._node_lines]
+        edges = [
+            ident
+            for n in node_ids
+            for ident in _incident(graph, n, RECENT_EDGES_PER_NODE)
+            if ident not in self._edge_lines
+        ]
+        if nodes or edges:
+            self._lens.prefetch(nodes, edges)
+
     def _tail_block(self, graph: nx.MultiDiGraph, node_id: str) -> _TailBlock:
         """A recent node's line with the lines of its first incident edges."""
         entry = self._node_lines.get(node_id) or self._node_line(graph, node_id)
@@ -614,14 +635,9 @@ class ViewIndex:
         the geometric mean of its ends')."""
         best = top[0][1] or 1.0
         candidates = {node_id: score / best for node_id, score in top}
-        node_score, edge_score = lens.node_score, lens.edge_score
-        items: list[tuple[float, int, str, Any]] = [
-            (-node_score(node_id, relevance), order, "n", node_id)
-            for order, (node_id, relevance) in enumerate(candidates.items())
-        ]
-        order = len(items)
         succ = successor_table(graph)
         count = len(candidates)
+        edges: list[tuple[tuple[str, str, str], float]] = []
         for source, own in candidates.items():
             adjacency = succ[source]
             if len(adjacency) <= count:
@@ -633,10 +649,17 @@ class ViewIndex:
                 if other is None:
                     continue
                 relevance = math.sqrt(own * other)
-                for key in keyed:
-                    order += 1
-                    ident = (source, target, key)
-                    items.append((-edge_score(ident, relevance), order, "e", ident))
+                edges.extend(((source, target, key), relevance) for key in keyed)
+        lens.prefetch(candidates, (ident for ident, _ in edges))
+        node_score, edge_score = lens.node_score, lens.edge_score
+        items: list[tuple[float, int, str, Any]] = [
+            (-node_score(node_id, relevance), order, "n", node_id)
+            for order, (node_id, relevance) in enumerate(candidates.items())
+        ]
+        order = len(items)
+        for ident, relevance in edges:
+            order += 1
+            items.append((-edge_score(ident, relevance), order, "e", ident))
         items.sort()
         return items, candidates
 
@@ -790,10 +813,9 @@ class _RecentTail:
         if not moved and not stale:
             return
         recent = index._recent
-        front = [
-            index._tail_block(graph, node_id)
-            for node_id in itertools.islice(reversed(recent), len(moved))
-        ]
+        fronted = list(itertools.islice(reversed(recent), len(moved)))
+        index._prefetch_tail(graph, [*fronted, *(b[0] for b in self._blocks if b[0] in stale)])
+        front = [index._tail_block(graph, node_id) for node_id in fronted]
         kept = [
             index._tail_block(graph, block[0]) if block[0] in stale else block
             for block in self._blocks
@@ -805,10 +827,9 @@ class _RecentTail:
     def _extend(self, index: ViewIndex, graph: nx.MultiDiGraph) -> bool:
         """Add the next blocks in recency order; False when every node has one."""
         start = len(self._blocks)
-        more = [
-            index._tail_block(graph, node_id)
-            for node_id in itertools.islice(reversed(index._recent), start, start + TAIL_CHUNK)
-        ]
+        chunk = list(itertools.islice(reversed(index._recent), start, start + TAIL_CHUNK))
+        index._prefetch_tail(graph, chunk)
+        more = [index._tail_block(graph, node_id) for node_id in chunk]
         self._blocks.extend(more)
         return bool(more)
 

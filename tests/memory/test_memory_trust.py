@@ -251,13 +251,13 @@ def test_a_fact_older_than_its_half_life_is_marked_with_its_age(store_settings: 
     with open_store(store_settings.store.db) as store:
         session = store.session("desk")
         later = datetime.now(UTC) + timedelta(days=412.5)
-        lens = FactLens.load(session, now=later)
+        lens = FactLens.load(session, now=later)  # reads each fact when first asked about
         fresh_lens = FactLens.load(session)
-    assert lens.node_marker("memo") == "[412 d old]"
-    assert lens.node_marker("ada") == ""  # evergreen: its age says nothing
-    assert fresh_lens.node_marker("memo") == ""
-    # Stale ranks below fresh: the freshness component fell.
-    assert lens.node_score("memo", 1.0) < fresh_lens.node_score("memo", 1.0)
+        assert lens.node_marker("memo") == "[412 d old]"
+        assert lens.node_marker("ada") == ""  # evergreen: its age says nothing
+        assert fresh_lens.node_marker("memo") == ""
+        # Stale ranks below fresh: the freshness component fell.
+        assert lens.node_score("memo", 1.0) < fresh_lens.node_score("memo", 1.0)
     with open_store(store_settings.store.db) as store:
         assert store.session("desk").fact_use([("node", "memo")]) == {}  # reads write no use
 
