@@ -1255,6 +1255,9 @@ class ResolutionIndex:
     """The blocks of :func:`resolve`, kept for the nodes of a graph so that one new node can be
     matched in O(candidates): build it once (:meth:`build`), keep it current with :meth:`add`
     and :meth:`remove`, ask :func:`match_existing`.
+
+    A type's blocks are built when that type is first asked about or changed: a write of notes
+    does not pay for the blocks of the entity's people and companies.
     """
 
     def __init__(
@@ -1272,6 +1275,7 @@ class ResolutionIndex:
         self.legal_forms = dict(legal_forms or {})
         self.thresholds = thresholds
         self._types: dict[str, _TypeIndex] = {}
+        self._pending: dict[str, list[Node]] = {}  # by type: nodes not in blocks yet
 
     @classmethod
     def build(
@@ -1282,8 +1286,15 @@ class ResolutionIndex:
     ) -> ResolutionIndex:
         index = cls(identity_by_type, **options)
         for node in nodes:
-            index.add(node)
+            index._pending.setdefault(node.label, []).append(node)
         return index
+
+    def type_index(self, label: str) -> _TypeIndex | None:
+        """The blocks of ``label``'s nodes (built now if they were not), or None when the
+        index holds no node of that type."""
+        if label in self._pending:
+            return self.for_type(label)
+        return self._types.get(label)
 
     def for_type(self, label: str) -> _TypeIndex:
         found = self._types.get(label)
@@ -1298,18 +1309,27 @@ class ResolutionIndex:
                 compare=hints.compare,
             )
             self._types[label] = found
+            for node in self._pending.pop(label, ()):
+                found.add(node)
         return found
 
     def add(self, node: Node) -> None:
         self.for_type(node.label).add(node)
 
     def remove(self, node_id: str, label: str | None = None) -> None:
-        for type_index in [self._types[label]] if label in self._types else self._types.values():
-            if node_id in type_index.nodes:
+        labels = [*self._types, *self._pending]
+        if label is not None and label in labels:
+            labels = [label]
+        for name in labels:
+            if name in self._pending:
+                self.for_type(name)
+            type_index = self._types.get(name)
+            if type_index is not None and node_id in type_index.nodes:
                 type_index.remove(node_id)
 
     def __len__(self) -> int:
-        return sum(len(t.nodes) - len(t.removed) for t in self._types.values())
+        held = sum(len(t.nodes) - len(t.removed) for t in self._types.values())
+        return held + sum(len(nodes) for nodes in self._pending.values())
 
 
 def match_existing(
@@ -1322,7 +1342,7 @@ def match_existing(
     """The existing node ``new_node`` resolves onto (``merge``), or the best one it may be
     (a suggestion), or None. Only nodes of ``new_node``'s type are candidates; ``new_node``
     itself (same id) is skipped. The index is not changed."""
-    index = existing_index._types.get(new_node.label)
+    index = existing_index.type_index(new_node.label)
     if index is None or not index.nodes:
         return None
     thresholds = index.thresholds
