@@ -25,10 +25,11 @@ Relevance
     0.8–1 by how much of the word it covers), or, only when the graph has no word it equals or
     starts, by spelling (rapidfuzz ``ratio`` ≥ 80, weighed down to 0.9 of it) so a typo still
     finds something. The fact's *coverage* is the share of the query's words it matches, each
-    weighed by its inverse document frequency (``ln(1 + (N + 1) / (df + 1))`` over the N facts),
-    so a rare word decides more than "group" or "inc". Coverage alone ties every fact that
-    contains the query, so a fifth of relevance is *closeness*: rapidfuzz ``ratio`` between the
-    whole folded query and the fact's closest name (an exact name scores 1).
+    weighed by its inverse document frequency (``ln(1 + (N + 1) / (df + 1))`` over the N facts;
+    ``df`` counts the facts holding the word themselves, not edges holding it only through an
+    end's name), so a rare word decides more than "group" or "inc". Coverage alone ties every
+    fact that contains the query, so a fifth of relevance is *closeness*: rapidfuzz ``ratio``
+    between the whole folded query and the fact's closest name (an exact name scores 1).
     ``relevance = 0.8·coverage + 0.2·closeness``, and 0 whenever coverage is 0.
 
     Why lexical with IDF and not embeddings or BM25: it needs no model, gives the same order in
@@ -60,9 +61,11 @@ Speed
     most of a large entity holds ("group") ranks the :data:`MAX_CANDIDATES` facts of best
     bound (ties: the most recently written). Within the index's scoring, scores are bounded
     in two more steps so only facts that could still enter the top ``limit`` are scored
-    exactly (:meth:`SearchIndex.search`). A hit's surroundings (its edges the query matched)
-    are read by key too: the postings name them. No search loads the whole
-    graph: its cost follows the facts holding its words, not the entity's size.
+    exactly (:meth:`SearchIndex.search`). Edges that hold a query word only through an end's
+    name are not in the postings: they are read (by their ends) only at the nodes whose names
+    could give such an edge a score above the last hit's, usually none. A hit's surroundings
+    (its edges the query matched) are read by key too. No search loads the whole graph: its
+    cost follows the facts holding its words, not the entity's size.
 """
 
 from __future__ import annotations
@@ -338,6 +341,9 @@ class SearchIndex:
     edge_position: dict[FactKey, int] = field(default_factory=dict)
     incident: dict[int, list[int]] = field(default_factory=dict)  # node -> its edges
     fuzzy_cache: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
+    # word -> the facts holding it themselves (its postings less edges' ends' names): a
+    # word's document frequency counts these
+    own_postings: dict[str, np.ndarray] = field(default_factory=dict)
     # Set when the index holds only some of the entity's facts (a search's candidates): the
     # entity's fact count, each query word's document frequency and the words it matches in
     # the whole entity (kgot.memory.search_index), so scores are those of the whole graph.
@@ -431,7 +437,12 @@ class SearchIndex:
                 positions, weights = self.postings[other]
                 # A word's postings name each fact once, so plain indexing is safe here.
                 best[positions] = np.maximum(best[positions], weights * similarity)
-            df = self.document_frequency.get(word, int(np.count_nonzero(best)))
+            df = self.document_frequency.get(word)
+            if df is None:  # facts holding it themselves (not through an edge's ends' names)
+                holders = np.zeros(held, dtype=bool)
+                for other, _similarity in self._matches(word):
+                    holders[self.own_postings.get(other, _NO_POSITIONS)] = True
+                df = int(np.count_nonzero(holders))
             idf = math.log(1.0 + (total + 1.0) / (df + 1.0))
             covered += idf * best
             weight_sum += idf
@@ -643,6 +654,7 @@ class _StoreSearch:
         self.overrides: dict[str, Any] = {}
         self.matched: list[FactKey] = []  # the facts holding a query word
         self.last_index: SearchIndex | None = None  # the last ranking's
+        self.named: Mapping[str, Mapping[str, float]] = {}  # nodes whose names hold a word
 
     def _term_matches(self) -> dict[str, list[tuple[str, float]]]:
         from rapidfuzz import fuzz, process
@@ -665,11 +677,12 @@ class _StoreSearch:
         self, *, limit: int, label: str | None, min_confidence: float | None, now: datetime
     ) -> list[SearchHit]:
         matches = self._term_matches()
-        best, about = self._holders(matches)
-        self.matched = list(best)
+        best, about, named = self._holders(matches)
+        self.named = named
         if not best:
             return []
         total = search_index.fact_count(self.session, self.version)
+        # Facts holding each word themselves (an edge through its ends' names does not count).
         frequency = {w: sum(1 for held in best.values() if w in held) for w in self.words}
         self.overrides = {
             "total_facts": total,
@@ -677,6 +690,49 @@ class _StoreSearch:
             "term_matches": matches,
         }
         idf = {w: math.log(1.0 + (total + 1.0) / (frequency[w] + 1.0)) for w in self.words}
+        self._add_context(best, named, list(best))
+        hits = self._rank(
+            best, about, idf, limit=limit, label=label, min_confidence=min_confidence, now=now
+        )
+        # Edges that hold no query word but through an end's name: read only at the named
+        # nodes whose names could give such an edge a score that enters the top `limit`.
+        threshold = hits[-1].score if len(hits) >= limit else -math.inf
+        around = self._context_worth_reading(named, idf, threshold)
+        if around:
+            found = [
+                edge
+                for edge in search_index.incident_edges(self.session, around)
+                if edge.key not in best
+            ]
+            for edge in found:
+                about[edge.key] = (edge.relationship, edge.confidence, edge.version)
+            added = self._add_context(best, named, [edge.key for edge in found])
+            if added:
+                hits = self._rank(
+                    best,
+                    about,
+                    idf,
+                    limit=limit,
+                    label=label,
+                    min_confidence=min_confidence,
+                    now=now,
+                )
+        self.matched = list(best)
+        return hits
+
+    def _rank(
+        self,
+        best: Mapping[FactKey, Mapping[str, float]],
+        about: Mapping[FactKey, tuple[str, float, int]],
+        idf: Mapping[str, float],
+        *,
+        limit: int,
+        label: str | None,
+        min_confidence: float | None,
+        now: datetime,
+    ) -> list[SearchHit]:
+        """The best ``limit`` of the facts in ``best``, read best bound first, in rounds four
+        times larger until no unread fact can enter the top (or :data:`MAX_CANDIDATES`)."""
         bounds = self._bounds(best, about, idf, label, min_confidence)
         wanted = max(FIRST_CANDIDATES, 8 * limit)
         while True:
@@ -703,37 +759,95 @@ class _StoreSearch:
 
     def _holders(
         self, matches: Mapping[str, list[tuple[str, float]]]
-    ) -> tuple[dict[FactKey, dict[str, float]], dict[FactKey, tuple[str, float, int]]]:
-        """Every fact holding a query word, with how well it holds each (weight x match),
-        and its label, confidence and row version."""
+    ) -> tuple[
+        dict[FactKey, dict[str, float]],
+        dict[FactKey, tuple[str, float, int]],
+        dict[str, dict[str, float]],
+    ]:
+        """Every fact holding a query word itself, with how well it holds each (weight x
+        match); its label, confidence and row version; and for each node whose names hold a
+        query word, how well they hold each."""
         stands_for: dict[str, list[tuple[str, float]]] = {}  # index word -> query words
         for word, found in matches.items():
             for term, sim in found:
                 stands_for.setdefault(term, []).append((word, sim))
         best: dict[FactKey, dict[str, float]] = {}
         about: dict[FactKey, tuple[str, float, int]] = {}
-        named: dict[str, dict[str, float]] = {}  # node id -> word -> how well its name holds it
-
-        def hold(key: FactKey, word: str, value: float) -> None:
-            held = best.setdefault(key, {})
-            if held.get(word, 0.0) < value:
-                held[word] = value
-
+        named: dict[str, dict[str, float]] = {}
         for posting in search_index.postings(self.session, stands_for):
+            held = best.setdefault(posting.key, {})
             for word, sim in stands_for[posting.term]:
-                hold(posting.key, word, posting.weight * sim)
+                value = posting.weight * sim
+                if held.get(word, 0.0) < value:
+                    held[word] = value
                 if posting.part == "n" and posting.key[0] == "node":
                     names = named.setdefault(posting.key[1], {})
                     names[word] = max(names.get(word, 0.0), sim)
             about.setdefault(posting.key, (posting.label, posting.confidence, posting.version))
-        # An edge holds its ends' names at CONTEXT_WEIGHT: "apple headquarters" finds Apple's
-        # headquartered_in edge.
-        for edge in search_index.incident_edges(self.session, named):
-            for end in dict.fromkeys(edge.key[1:3]):
+        return best, about, named
+
+    @staticmethod
+    def _add_context(
+        best: dict[FactKey, dict[str, float]],
+        named: Mapping[str, Mapping[str, float]],
+        edges: Sequence[FactKey],
+    ) -> int:
+        """Give ``edges`` the words of their ends' names at CONTEXT_WEIGHT ("apple
+        headquarters" finds Apple's headquartered_in edge); return how many gained one."""
+        gained = 0
+        for key in edges:
+            if key[0] != "edge":
+                continue
+            held = best.setdefault(key, {})
+            before = dict(held)
+            for end in dict.fromkeys(key[1:3]):
                 for word, sim in named.get(end, {}).items():
-                    hold(edge.key, word, search_index.CONTEXT_WEIGHT * sim)
-            about.setdefault(edge.key, (edge.relationship, edge.confidence, edge.version))
-        return best, about
+                    value = search_index.CONTEXT_WEIGHT * sim
+                    if held.get(word, 0.0) < value:
+                        held[word] = value
+            if held != before:
+                gained += 1
+            elif not held:
+                del best[key]
+        return gained
+
+    def _context_worth_reading(
+        self,
+        named: Mapping[str, Mapping[str, float]],
+        idf: Mapping[str, float],
+        threshold: float,
+    ) -> list[str]:
+        """The named nodes whose edges could, through the names of their ends alone, score
+        at least ``threshold``: such an edge's coverage is at most CONTEXT_WEIGHT x (its two
+        ends' name coverages), capped at CONTEXT_WEIGHT."""
+        if not named:
+            return []
+        idf_sum = sum(idf.values()) or 1.0
+        cover = {
+            node_id: sum(idf[word] * sim for word, sim in held.items()) / idf_sum
+            for node_id, held in named.items()
+        }
+        widest = max(cover.values())
+        w = scoring.DEFAULT_WEIGHTS
+        rank_weight = min(max(self._edge_rank_weight(), 0.0), 1.0)
+        rest = w.rank_weight * rank_weight + w.confidence + w.freshness
+        worth = []
+        for node_id, own in cover.items():
+            coverage = search_index.CONTEXT_WEIGHT * min(1.0, own + widest)
+            bound = w.relevance * (COVERAGE_SHARE * coverage + (1.0 - COVERAGE_SHARE)) + rest
+            if bound >= threshold:
+                worth.append(node_id)
+        return worth
+
+    def _edge_rank_weight(self) -> float:
+        """The largest rank weight an edge can have (its type's, or the default's)."""
+        from kgot.persistence import UpkeepSettings
+
+        weights = [float(UpkeepSettings().rank_weight)]
+        weights += [
+            float(_upkeep(self.catalog, "edge", n).rank_weight) for n in self.catalog.edge_types
+        ]
+        return max(weights)
 
     def _bounds(
         self,
@@ -786,13 +900,19 @@ class _StoreSearch:
 
     def index_for(self, hits: Sequence[SearchHit]) -> SearchIndex:
         """An index of the hits, and of each node hit's current edges that hold a query word
-        (with their other ends): what :func:`kgot.memory.hit_facts.explain` shows. Every edge
-        the query matched holds one of its words, so the postings name them all."""
+        themselves or through the name of their other end (with those ends): what
+        :func:`kgot.memory.hit_facts.explain` shows."""
         nodes = {hit.key[1] for hit in hits if hit.key[0] == "node"}
         edges = {hit.key[1:] for hit in hits if hit.key[0] == "edge"}
         edges.update(
             key[1:] for key in self.matched if key[0] == "edge" and not nodes.isdisjoint(key[1:3])
         )
+        if nodes:
+            for edge in search_index.incident_edges(self.session, nodes):
+                source, target = edge.key[1], edge.key[2]
+                other = target if source in nodes else source
+                if other in self.named or (source in nodes and target in nodes):
+                    edges.add(edge.key[1:])
         last = self.last_index
         if last is not None and all(
             last.position_of(key) is not None
@@ -879,11 +999,15 @@ def _fingerprint(catalog: TypeCatalog) -> tuple[tuple[str, str, int], ...]:
     )
 
 
+_NO_POSITIONS = np.zeros(0, dtype=np.int64)
+
+
 class _Builder:
     def __init__(self, catalog: TypeCatalog) -> None:
         self.catalog = catalog
         self.facts: list[_Fact] = []
         self.words: dict[str, dict[int, float]] = {}
+        self.own: dict[str, set[int]] = {}  # word -> facts holding it themselves
         self.label_position: dict[tuple[str, str], int] = {}
         self.labels: list[int] = []
         self.node_position: dict[str, int] = {}
@@ -895,9 +1019,13 @@ class _Builder:
     def _label(self, kind: str, name: str) -> int:
         return self.label_position.setdefault((kind, name), len(self.label_position))
 
-    def _add_words(self, position: int, words: Iterable[str], weight: float) -> None:
+    def _add_words(
+        self, position: int, words: Iterable[str], weight: float, *, own: bool = True
+    ) -> None:
         index = self.words
         for word in words:
+            if own:
+                self.own.setdefault(word, set()).add(position)
             postings = index.get(word)
             if postings is None:
                 index[word] = {position: weight}
@@ -965,7 +1093,7 @@ class _Builder:
         for text in _other_text(data, skip=("relationship",)):
             self._add_words(position, fold_text(text).split(), TEXT_WEIGHT)
         for end in ends:
-            self._add_words(position, self.name_words[end], CONTEXT_WEIGHT)
+            self._add_words(position, self.name_words[end], CONTEXT_WEIGHT, own=False)
 
     def finish(self, version: int, types: tuple[tuple[str, str, int], ...]) -> SearchIndex:
         postings = {
@@ -987,6 +1115,10 @@ class _Builder:
             node_position=self.node_position,
             edge_position=self.edge_position,
             incident=self.incident,
+            own_postings={
+                word: np.fromiter(found, dtype=np.int64, count=len(found))
+                for word, found in self.own.items()
+            },
         )
 
 
