@@ -256,3 +256,49 @@ def test_index_rows_belong_to_their_entity_and_go_with_it(store: Store) -> None:
                 select(func.count()).select_from(table).where(table.c.entity_id == alpha_id)
             ).scalar_one()
             assert left == 0, table.name
+
+
+def test_processes_catching_up_at_once_index_each_commit_once(store_url: str) -> None:
+    import threading
+
+    stores = [open_store(store_url) for _ in range(3)]
+    try:
+        stores[0].create_entity("acme", types=UPKEEP_TYPES)
+        writer = stores[0].session("acme")
+        for round_ in range(3):
+            writer.commit(
+                Changeset(
+                    added_nodes=tuple(
+                        Node(f"c{round_}_{i}", "Company", {"name": f"Widget {round_} {i}"})
+                        for i in range(40)
+                    )
+                ),
+                _provenance(),
+            )
+            barrier = threading.Barrier(len(stores))
+            failures: list[BaseException] = []
+
+            def catch_up(
+                store: Store,
+                barrier: threading.Barrier = barrier,
+                failures: list[BaseException] = failures,
+            ) -> None:
+                try:
+                    barrier.wait()
+                    search_index.update_search_index(store.session("acme"))
+                except BaseException as error:  # the test reports it below
+                    failures.append(error)
+
+            threads = [threading.Thread(target=catch_up, args=(s,)) for s in stores]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert failures == []
+        hits = open_memory(stores[1], "acme").search("widget", limit=200, now=NOW)
+        assert len(hits) == 120
+        postings = search_index.postings(stores[2].session("acme"), ["widget"])
+        assert len(postings) == 120  # one row per fact: no commit was indexed twice
+    finally:
+        for store in stores:
+            store.close()
