@@ -111,7 +111,7 @@ FUZZY_DISCOUNT = 0.9
 CHUNK = 256  # facts whose closeness one rapidfuzz call computes
 BATCH = 16  # facts scored exactly per round (one fact-use read each)
 FIRST_CANDIDATES = 200  # facts a search reads first (at least 8 x its limit)
-MAX_CANDIDATES = 5_000  # and at most
+MAX_CANDIDATES = 1_000  # and at most (a query most facts match ranks the best bounds of them)
 NAME_PROPERTIES = ("name", "title", "aliases")
 DEFAULT_CONFIDENCE = 1.0
 # Words a question carries that say nothing about which fact is meant.
