@@ -8,8 +8,7 @@ lines). It prints:
 * ``memory resolve`` (a dry run of :meth:`Memory.resolve`: graph load, blocking, matching) over
   an entity of 10,000 organisation nodes on a real SQLite store (target ≤ 3 s);
 * ``memory search`` over the same entity with 10,000 edges as well: the first query of a
-  session, which loads the graph and builds the search index (no target: it is paid once per
-  session and again after every write; the graph read it starts with is shown apart), then p50
+  session (the search index in the store is built before, once, and timed apart), then p50
   and p95 of warm queries — full names, single words, prefixes, misspellings and phrases
   (target p95 ≤ 50 ms). The process's CPU time is shown too: on a busy machine the wall-clock
   figures grow with the other processes' load, the CPU time hardly does;
@@ -33,7 +32,7 @@ from pathlib import Path
 
 from kgot.benchmarks.figures import Figure, p95, perf_main
 from kgot.graph_model import Changeset, Edge, Node
-from kgot.memory import evaluate_resolution, open_memory, synthetic_nodes
+from kgot.memory import evaluate_resolution, open_memory, synthetic_nodes, update_search_index
 from kgot.persistence import EntitySession, Provenance, Store, open_store
 
 AREA = "memory"
@@ -103,19 +102,17 @@ def _resolve(store: Store, entity: str, size: str) -> Figure:
 
 def _search(store: Store, entity: str, nodes: Sequence[Node], queries: int) -> list[Figure]:
     size = f"{len(nodes):,}"
+    started = time.perf_counter()
+    update_search_index(store.session(entity))  # once per entity; later commits catch up
+    built = (time.perf_counter() - started) * 1000
     firsts: list[float] = []
     first_cpu: list[float] = []  # the process's CPU time: what a busy machine does not inflate
-    for round_number in range(3):  # a new session each time: the index is built afresh
+    for round_number in range(3):  # a new session each time
         memory = open_memory(store, entity)
         started, cpu = time.perf_counter(), time.process_time()
         memory.search(str(nodes[round_number].properties["name"]))
         firsts.append((time.perf_counter() - started) * 1000)
         first_cpu.append((time.process_time() - cpu) * 1000)
-    loads: list[float] = []
-    for _ in range(3):  # what the first query spends reading the graph with its metadata
-        started = time.perf_counter()
-        store.session(entity).load_graph(include_meta=True, track=False)
-        loads.append((time.perf_counter() - started) * 1000)
     warm: list[float] = []
     warm_cpu: list[float] = []
     for query in user_queries(nodes, queries, SEED + 1):
@@ -137,12 +134,7 @@ def _search(store: Store, entity: str, nodes: Sequence[Node], queries: int) -> l
             statistics.median(first_cpu),
             "ms",
         ),
-        Figure(
-            AREA,
-            f"{label}, of which load_graph(include_meta=True) (median of 3)",
-            statistics.median(loads),
-            "ms",
-        ),
+        Figure(AREA, f"{label}, search index build (once per entity)", built, "ms"),
         Figure(AREA, f"{label}, warm p50", statistics.median(warm), "ms"),
         Figure(AREA, f"{label}, warm p95", p95(warm), "ms", 50.0),
         Figure(AREA, f"{label}, warm p95, CPU time", p95(warm_cpu), "ms"),
