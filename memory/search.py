@@ -375,13 +375,6 @@ class SearchIndex:
 
     # -- lookups
 
-    def knows_type(self, label: str, catalog: TypeCatalog) -> bool:
-        return (
-            catalog.get("node", label) is not None
-            or catalog.get("edge", label) is not None
-            or any(name == label for _, name in self.label_keys)
-        )
-
     def position_of(self, key: FactKey) -> int | None:
         """Where the fact ``key`` is in this index (``None``: not in it)."""
         if key[0] == "node":
