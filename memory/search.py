@@ -84,6 +84,14 @@ from kgot.errors import UsageError
 from kgot.memory import scoring, search_index
 from kgot.memory.hit_facts import RelatedEdge, explain
 from kgot.memory.names import fold_text
+from kgot.memory.search_index import (
+    FUZZY_CUTOFF,
+    FUZZY_DISCOUNT,
+    FUZZY_MIN,
+    PREFIX_MIN,
+    fact_names,
+    other_text,
+)
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -104,15 +112,10 @@ NAME_WEIGHT = 1.0  # name, aliases, title, label
 TEXT_WEIGHT = 0.6  # other string properties
 CONTEXT_WEIGHT = 0.5  # an edge's ends' names
 COVERAGE_SHARE = 0.8  # relevance = 0.8·coverage + 0.2·closeness
-PREFIX_MIN = 3  # a query word this long matches the words it starts
-FUZZY_MIN = 4  # a query word this long may match by spelling
-FUZZY_CUTOFF = 80.0
-FUZZY_DISCOUNT = 0.9
 CHUNK = 256  # facts whose closeness one rapidfuzz call computes
 BATCH = 16  # facts scored exactly per round (one fact-use read each)
 FIRST_CANDIDATES = 200  # facts a search reads first (at least 8 x its limit)
 MAX_CANDIDATES = 1_000  # and at most (a query most facts match ranks the best bounds of them)
-NAME_PROPERTIES = ("name", "title", "aliases")
 DEFAULT_CONFIDENCE = 1.0
 # Words a question carries that say nothing about which fact is meant.
 _STOPWORD_TEXT = (
@@ -649,27 +652,10 @@ class _StoreSearch:
         self.last_index: SearchIndex | None = None  # the last ranking's
         self.named: Mapping[str, Mapping[str, float]] = {}  # nodes whose names hold a word
 
-    def _term_matches(self) -> dict[str, list[tuple[str, float]]]:
-        from rapidfuzz import fuzz, process
-
-        matches: dict[str, list[tuple[str, float]]] = {}
-        vocabulary: list[str] | None = None
-        for word in self.words:
-            found = search_index.matching_terms(self.session, word, prefix_min=PREFIX_MIN)
-            if found is None and len(word) >= FUZZY_MIN:
-                if vocabulary is None:
-                    vocabulary = search_index.vocabulary(self.session)
-                near = process.extract(
-                    word, vocabulary, scorer=fuzz.ratio, score_cutoff=FUZZY_CUTOFF, limit=None
-                )
-                found = {text: FUZZY_DISCOUNT * score / 100.0 for text, score, _ in near}
-            matches[word] = sorted((found or {}).items())
-        return matches
-
     def run(
         self, *, limit: int, label: str | None, min_confidence: float | None, now: datetime
     ) -> list[SearchHit]:
-        matches = self._term_matches()
+        matches = search_index.word_matches(self.session, self.words)
         best, about, named = self._holders(matches)
         self.named = named
         if not best:
@@ -1039,7 +1025,7 @@ class _Builder:
 
     def node(self, node_id: str, data: Mapping[str, Any], *, searchable: bool = True) -> None:
         label = str(data.get("label", ""))
-        names = _names(data)
+        names = fact_names(data)
         fact = _Fact(
             key=("node", node_id),
             label=label,
@@ -1058,12 +1044,12 @@ class _Builder:
             return
         self._add_words(position, words, NAME_WEIGHT)
         self._add_words(position, fold_text(label).split(), NAME_WEIGHT)
-        for text in _other_text(data, skip=("label",)):
+        for text in other_text(data, ("label",)):
             self._add_words(position, fold_text(text).split(), TEXT_WEIGHT)
 
     def edge(self, source: str, target: str, key: str, data: Mapping[str, Any]) -> None:
         relationship = str(data.get("relationship", key))
-        own = _names(data)
+        own = fact_names(data)
         ends = (self.node_position[source], self.node_position[target])
         source_name, target_name = (self.facts[p].name for p in ends)
         fact = _Fact(
@@ -1083,7 +1069,7 @@ class _Builder:
             self.incident.setdefault(end, []).append(position)
         for text in (*own, relationship, key):
             self._add_words(position, fold_text(text).split(), NAME_WEIGHT)
-        for text in _other_text(data, skip=("relationship",)):
+        for text in other_text(data, ("relationship",)):
             self._add_words(position, fold_text(text).split(), TEXT_WEIGHT)
         for end in ends:
             self._add_words(position, self.name_words[end], CONTEXT_WEIGHT, own=False)
@@ -1113,33 +1099,6 @@ class _Builder:
                 for word, found in self.own.items()
             },
         )
-
-
-def _names(data: Mapping[str, Any]) -> list[str]:
-    """A fact's names in order: ``name``, ``title``, then ``aliases``."""
-    found: list[str] = []
-    for prop in NAME_PROPERTIES:
-        value = data.get(prop)
-        if value is None:
-            continue
-        if isinstance(value, str):
-            if value.strip():
-                found.append(value)
-        elif isinstance(value, list | tuple):
-            found.extend(v for v in value if isinstance(v, str) and v.strip())
-    return list(dict.fromkeys(found)) if len(found) > 1 else found
-
-
-def _other_text(data: Mapping[str, Any], skip: Iterable[str]) -> Iterable[str]:
-    """String properties (and strings in list properties) that are not names or metadata."""
-    left_out = {*NAME_PROPERTIES, *skip}
-    for prop, value in data.items():
-        if prop.startswith("_") or prop in left_out:
-            continue
-        if isinstance(value, str):
-            yield value
-        elif isinstance(value, list | tuple):
-            yield from (v for v in value if isinstance(v, str))
 
 
 def _confidence(data: Mapping[str, Any]) -> float:

@@ -54,16 +54,23 @@ __all__ = [
     "EdgeRow",
     "Posting",
     "fact_count",
+    "fact_names",
     "incident_edges",
     "knows_label",
     "matching_terms",
+    "other_text",
     "postings",
     "update_search_index",
     "vocabulary",
+    "word_matches",
 ]
 
 MAX_TERM_CHARS = 100
-NAME_PROPERTIES = ("name", "title", "aliases")  # as kgot.memory.search
+NAME_PROPERTIES = ("name", "title", "aliases")  # a fact's names, in this order
+PREFIX_MIN = 3  # a query word this long matches the words it starts
+FUZZY_MIN = 4  # a query word this long may match by spelling
+FUZZY_CUTOFF = 80.0
+FUZZY_DISCOUNT = 0.9
 PART_WEIGHTS = {"n": 1.0, "l": 1.0, "t": 0.6}
 CONTEXT_WEIGHT = 0.5  # an edge's word from the name of one of its ends
 COUNT_TTL_S = 60.0
@@ -165,6 +172,31 @@ def vocabulary(session: EntitySession) -> list[str]:
             .order_by(table.c.term)
         )
         return [str(term) for term in rows.scalars()]
+
+
+def word_matches(
+    session: EntitySession, words: Iterable[str], *, prefix: bool = True
+) -> dict[str, list[tuple[str, float]]]:
+    """For each folded query word, the index words it matches and how well, best rules first:
+    those it equals (1) or, with ``prefix``, starts (:func:`matching_terms`); failing both,
+    for a word of :data:`FUZZY_MIN` letters or more, those spelled like it (rapidfuzz
+    ``ratio`` ≥ :data:`FUZZY_CUTOFF`, weighed down by :data:`FUZZY_DISCOUNT`) among the
+    entity's vocabulary, read once for all the words."""
+    from rapidfuzz import fuzz, process
+
+    matches: dict[str, list[tuple[str, float]]] = {}
+    known: list[str] | None = None
+    for word in words:
+        found = matching_terms(session, word, prefix_min=PREFIX_MIN if prefix else len(word) + 1)
+        if found is None and len(word) >= FUZZY_MIN:
+            if known is None:
+                known = vocabulary(session)
+            near = process.extract(
+                word, known, scorer=fuzz.ratio, score_cutoff=FUZZY_CUTOFF, limit=None
+            )
+            found = {text: FUZZY_DISCOUNT * score / 100.0 for text, score, _ in near}
+        matches[word] = sorted((found or {}).items())
+    return matches
 
 
 def postings(session: EntitySession, terms: Iterable[str]) -> list[Posting]:
@@ -299,15 +331,42 @@ def fact_words(
     matches a query against. ``key``: a node's id (its name when it has none) or an edge's
     key."""
     words: dict[str, set[str]] = {"n": set(), "l": set(), "t": set()}
-    names = _names(properties)
+    names = fact_names(properties)
     if kind == "node":
         words["n"].update(_words(names or [key]))
         words["l"].update(_words([label]))
     else:
         words["n"].update(_words([*names, label, key]))
-    skip = {*NAME_PROPERTIES, "label" if kind == "node" else "relationship"}
-    words["t"].update(_words(_other_text(properties, skip)))
+    skip = ("label",) if kind == "node" else ("relationship",)
+    words["t"].update(_words(other_text(properties, skip)))
     return words
+
+
+def fact_names(data: Mapping[str, Any]) -> list[str]:
+    """A fact's names in order: ``name``, ``title``, then ``aliases`` (blank ones left out,
+    each once)."""
+    found: list[str] = []
+    for prop in NAME_PROPERTIES:
+        value = data.get(prop)
+        if isinstance(value, str):
+            if value.strip():
+                found.append(value)
+        elif isinstance(value, list | tuple):
+            found.extend(v for v in value if isinstance(v, str) and v.strip())
+    return list(dict.fromkeys(found)) if len(found) > 1 else found
+
+
+def other_text(data: Mapping[str, Any], skip: Iterable[str]) -> Iterator[str]:
+    """String properties (and strings in list properties) that are not names, metadata or
+    ``skip``."""
+    left_out = {*NAME_PROPERTIES, *skip}
+    for prop, value in data.items():
+        if prop.startswith("_") or prop in left_out:
+            continue
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, list | tuple):
+            yield from (v for v in value if isinstance(v, str))
 
 
 class _Indexer:
@@ -526,28 +585,6 @@ def _versions(connection: Connection, entity_id: int, state: Any) -> tuple[int |
         select(_entities.c.version).where(_entities.c.id == entity_id)
     ).scalar_one()
     return (None if indexed is None else int(indexed)), int(current)
-
-
-def _names(data: Mapping[str, Any]) -> list[str]:
-    found: list[str] = []
-    for prop in NAME_PROPERTIES:
-        value = data.get(prop)
-        if isinstance(value, str):
-            if value.strip():
-                found.append(value)
-        elif isinstance(value, list | tuple):
-            found.extend(v for v in value if isinstance(v, str) and v.strip())
-    return found
-
-
-def _other_text(data: Mapping[str, Any], skip: set[str]) -> Iterator[str]:
-    for prop, value in data.items():
-        if prop.startswith("_") or prop in skip:
-            continue
-        if isinstance(value, str):
-            yield value
-        elif isinstance(value, list | tuple):
-            yield from (v for v in value if isinstance(v, str))
 
 
 def _words(texts: Iterable[str]) -> set[str]:

@@ -300,8 +300,6 @@ def _named_nodes(session: EntitySession, text: str) -> set[str]:
     of it — at most :data:`MAX_NAMED`, those holding the most of them first. A ticker is a
     word of its company (or of the security whose issuer the company is, which the edges read
     around it bring in)."""
-    from rapidfuzz import fuzz, process
-
     from kgot.memory import search_index
     from kgot.memory.names import fold_text
 
@@ -313,20 +311,10 @@ def _named_nodes(session: EntitySession, text: str) -> set[str]:
     words = fold_text(text).split()
     if not words:
         return named
-    vocabulary: list[str] | None = None
     looked_for = dict.fromkeys([*words, "".join(words)])
     terms: dict[str, str] = {}  # index word -> the text's word it stands for
-    for word in looked_for:
-        exact = search_index.matching_terms(session, word, prefix_min=len(word) + 1)
-        if exact:
-            terms.update(dict.fromkeys(exact, word))
-            continue
-        if len(word) < 4:
-            continue
-        if vocabulary is None:
-            vocabulary = search_index.vocabulary(session)
-        near = process.extract(word, vocabulary, scorer=fuzz.ratio, score_cutoff=80, limit=None)
-        terms.update({found: word for found, _, _ in near})
+    for word, found in search_index.word_matches(session, looked_for, prefix=False).items():
+        terms.update(dict.fromkeys((term for term, _ in found), word))
     held: dict[str, set[str]] = {}
     for posting in search_index.postings(session, terms):
         if posting.key[0] == "node":
