@@ -81,11 +81,12 @@ def _search_tables(metadata: MetaData, entities: Table) -> dict[str, Table]:
     # [word, word + U+10FFFF), which a linguistic collation (en_US) would not keep contiguous.
     word = String().with_variant(String(collation="C"), "postgresql")
 
-    def entity_column(*, primary_key: bool) -> Column:  # type: ignore[type-arg]
+    def entity_column() -> Column:  # type: ignore[type-arg]
+        """Each table's key leads with its entity, whose deletion takes the rows along."""
         return Column(
             "entity_id",
             ForeignKey(entities.c.id, ondelete="CASCADE"),
-            primary_key=primary_key,
+            primary_key=True,
             nullable=False,
             autoincrement=False,
         )
@@ -98,7 +99,7 @@ def _search_tables(metadata: MetaData, entities: Table) -> dict[str, Table]:
     terms = Table(
         f"{PREFIX}search_terms",
         metadata,
-        entity_column(primary_key=True),
+        entity_column(),
         Column("term", word, primary_key=True),
         Column("kind", String(1), primary_key=True),
         Column("source", String, primary_key=True),
@@ -124,14 +125,14 @@ def _search_tables(metadata: MetaData, entities: Table) -> dict[str, Table]:
     vocabulary = Table(
         f"{PREFIX}search_vocabulary",
         metadata,
-        entity_column(primary_key=True),
+        entity_column(),
         Column("term", word, primary_key=True),
         sqlite_with_rowid=False,
     )
     state = Table(
         f"{PREFIX}search_state",
         metadata,
-        entity_column(primary_key=True),
+        entity_column(),
         # The entity version the index shows: facts written since are indexed by the next
         # search (kgot.memory.search_index.update_search_index).
         Column("version", BigInteger, nullable=False),

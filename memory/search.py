@@ -328,12 +328,11 @@ class _Fact:
 
 @dataclass
 class SearchIndex:
-    """One version of an entity's graph prepared for :func:`search`: every current fact with
-    its words' postings, kept per session (a new commit builds a new one); the hits' facts are
-    read from it (:mod:`kgot.memory.hit_facts`)."""
+    """Facts of one version of an entity's graph prepared for scoring: their words' postings
+    and metadata (a search's candidates, read from the store; or a whole graph); the hits'
+    facts are read from it (:mod:`kgot.memory.hit_facts`)."""
 
     version: int
-    types: tuple[tuple[str, str, int], ...]
     facts: list[_Fact]
     vocabulary: list[str]  # sorted
     postings: dict[str, tuple[np.ndarray, np.ndarray]]  # word -> (fact positions, weights)
@@ -374,7 +373,7 @@ class SearchIndex:
             )
         for source, target, key, data in graph.edges(keys=True, data=True):
             builder.edge(str(source), str(target), str(key), data)
-        return builder.finish(int(graph.graph.get("kgot_version", 0)), _fingerprint(catalog))
+        return builder.finish(int(graph.graph.get("kgot_version", 0)))
 
     # -- lookups
 
@@ -968,16 +967,6 @@ def _temporal(catalog: TypeCatalog, kind: str, name: str) -> tuple[str, ...]:
     return scoring.temporal_properties(schema)
 
 
-def _fingerprint(catalog: TypeCatalog) -> tuple[tuple[str, str, int], ...]:
-    """Which type versions an index was built with (temporal properties come from them)."""
-    return tuple(
-        sorted(
-            [("node", name, t.id) for name, t in catalog.node_types.items()]
-            + [("edge", name, t.id) for name, t in catalog.edge_types.items()]
-        )
-    )
-
-
 _NO_POSITIONS = np.zeros(0, dtype=np.int64)
 
 
@@ -1074,7 +1063,7 @@ class _Builder:
         for end in ends:
             self._add_words(position, self.name_words[end], CONTEXT_WEIGHT, own=False)
 
-    def finish(self, version: int, types: tuple[tuple[str, str, int], ...]) -> SearchIndex:
+    def finish(self, version: int) -> SearchIndex:
         postings = {
             word: (
                 np.fromiter(found.keys(), dtype=np.int64, count=len(found)),
@@ -1084,7 +1073,6 @@ class _Builder:
         }
         return SearchIndex(
             version=version,
-            types=types,
             facts=self.facts,
             vocabulary=sorted(postings),
             postings=postings,

@@ -300,11 +300,8 @@ class EntitySession:
                     query = self._facts_query(_edges, version, True, moment, True)
                     for row in connection.execute(query.where(column.in_(chunk))):
                         edge_rows.setdefault((row[0], row[1], row[2]), row)
-            wanted = sorted({*ids, *(end for ident in edge_rows for end in ident[:2])})
-            node_rows: list[Any] = []
-            for chunk in chunks(wanted):
-                query = self._facts_query(_nodes, version, True, moment, True)
-                node_rows += connection.execute(query.where(_nodes.c.node_id.in_(chunk))).all()
+            wanted = {*ids, *(end for ident in edge_rows for end in ident[:2])}
+            node_rows = self._current_node_rows(connection, version, moment, wanted)
         alive = {row[0] for row in node_rows}
         rows = [row for ident, row in edge_rows.items() if ident[0] in alive and ident[1] in alive]
         shown = alive.intersection(ids).union(end for row in rows for end in row[:2])
@@ -324,29 +321,35 @@ class EntitySession:
         Raises:
             EntityNotFoundError: the entity was deleted.
         """
-        keys = sorted(set(edge_keys))
+        wanted_edges = set(edge_keys)
         with self._read() as connection, _collector_paused():
             version = self._entity_version(connection)
             moment = utc_now()
             # By source (an index prefix), keeping the edges named: cheaper to state than one
             # condition per edge, and SQLite scans the table for a row-value IN.
-            wanted_edges = set(keys)
             edge_rows = []
-            for chunk in chunks(sorted({key[0] for key in keys})):
+            for chunk in chunks(sorted({key[0] for key in wanted_edges})):
                 query = self._facts_query(_edges, version, True, moment, True)
                 edge_rows += [
                     row
                     for row in connection.execute(query.where(_edges.c.source.in_(chunk)))
                     if (row[0], row[1], row[2]) in wanted_edges
                 ]
-            wanted = sorted({*node_ids, *(end for row in edge_rows for end in row[:2])})
-            node_rows: list[Any] = []
-            for chunk in chunks(wanted):
-                query = self._facts_query(_nodes, version, True, moment, True)
-                node_rows += connection.execute(query.where(_nodes.c.node_id.in_(chunk))).all()
+            wanted = {*node_ids, *(end for row in edge_rows for end in row[:2])}
+            node_rows = self._current_node_rows(connection, version, moment, wanted)
         alive = {row[0] for row in node_rows}
         rows = [row for row in edge_rows if row[0] in alive and row[1] in alive]
         return _meta_graph(node_rows, rows, version)
+
+    def _current_node_rows(
+        self, connection: Connection, version: int, moment: datetime, node_ids: Iterable[str]
+    ) -> list[Any]:
+        """The current, unexpired rows (with metadata) of ``node_ids``, by index."""
+        rows: list[Any] = []
+        for chunk in chunks(sorted(node_ids)):
+            query = self._facts_query(_nodes, version, True, moment, True)
+            rows += connection.execute(query.where(_nodes.c.node_id.in_(chunk))).all()
+        return rows
 
     def type_catalog(self) -> TypeCatalog:
         """The node and edge types this entity may use (its own plus the global ones): what
