@@ -279,13 +279,25 @@ class FactLens:
     def named_nodes(self, value: Any) -> list[str]:
         """The entity's nodes a query result names by id (any string in it, dict keys
         included; SPARQL's ``node:…`` names decoded), at most :data:`MAX_NAMED` of them."""
-        wanted: dict[str, None] = {}
+        found: dict[str, None] = {}
+        batch: dict[str, None] = {}
+
+        def read_batch() -> None:
+            # Read a batch of strings as ids at once; stop reading once enough are nodes.
+            self.prefetch(batch)
+            found.update((n, None) for n in batch if n in self._nodes)
+            batch.clear()
+
         for text in _strings(value):
             for node_id in (text, _sparql_node(text)):
                 if node_id is not None and node_id not in self._absent:
-                    wanted[node_id] = None
-        self.prefetch(wanted)
-        return [n for n in wanted if n in self._nodes][:MAX_NAMED]
+                    batch[node_id] = None
+            if len(batch) >= _NAMED_BATCH:
+                read_batch()
+                if len(found) >= MAX_NAMED:
+                    break
+        read_batch()
+        return list(found)[:MAX_NAMED]
 
     def used_facts(self, node_ids: Iterable[str]) -> list[tuple[str, ...]]:
         """Keys of the facts an answer used, given the nodes its query result named: those
@@ -375,6 +387,7 @@ _UNKNOWN_BASE = rank(0.0, rank_weight=DEFAULT_RANK_WEIGHT, confidence=1.0, fresh
 
 
 MAX_NAMED = 1_000  # nodes one query result can reinforce
+_NAMED_BATCH = 500  # strings of a query result read as node ids at once
 _MAX_STRINGS = 20_000  # strings looked at in one result
 
 
