@@ -126,6 +126,12 @@ class ControllerSettings(_Section):
     retrieve_retries: int = Field(3, ge=1, description="query attempts on error or empty result")
     solution_samples: int = Field(3, ge=1, description="solution parses before the final pick")
     graph_token_budget: int = Field(8000, ge=200, description="max tokens of graph per prompt")
+    working_set_nodes: int = Field(
+        5000,
+        ge=10,
+        description="an entity with more nodes is not loaded whole: a run reads the part it "
+        "needs (search hits, what its code names) up to about this many nodes",
+    )
     gaia_format: bool = Field(False, description="format answers as GAIA expects")
     max_answer_chars: int = Field(
         20_000, ge=100, description="a longer answer counts as a failed solution sample"

@@ -35,6 +35,7 @@ from kgot.controller.recorded_run import RecordedRun, recording, traced_step
 from kgot.controller.retrieve import Retrieval, query_graph
 from kgot.controller.run import finish_in_thread, open_run_sandbox, otel_sink
 from kgot.controller.state import PendingResult, RunState
+from kgot.controller.working_set import open_entity_backend
 from kgot.errors import ConfigError, UsageError
 from kgot.memory import MergedId, WriteOutcome, WrittenEdge
 from kgot.persistence import FactKey, fact_id
@@ -377,11 +378,16 @@ class Ingestor:
             # open_run_sandbox): an MCP `remember` shares the event loop with every tenant.
             sandbox = await open_run_sandbox(stack, self.settings, self.settings.controller.backend)
             backend = await finish_in_thread(
-                lambda: open_backend(
-                    self.settings.controller.backend,
-                    sandbox,
-                    session.load_graph(),
-                    max_property_bytes=self.settings.store.max_property_bytes,
+                lambda: open_entity_backend(
+                    session,
+                    "",  # no question: items' texts find what they need as they come
+                    lambda graph: open_backend(
+                        self.settings.controller.backend,
+                        sandbox,
+                        graph,
+                        max_property_bytes=self.settings.store.max_property_bytes,
+                    ),
+                    max_nodes=self.settings.controller.working_set_nodes,
                 )
             )
             # Stops the session's resident worker, killing a job it may be running (an

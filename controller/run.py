@@ -552,23 +552,30 @@ async def _services(
     from kgot.graph_backends import open_backend
     from kgot.tools import ToolContext, ToolRunner, build_tools
 
+    def on_graph(graph: nx.MultiDiGraph) -> GraphBackend:
+        return open_backend(
+            spec.backend, sandbox, graph, max_property_bytes=settings.store.max_property_bytes
+        )
+
     def backend_on_graph() -> GraphBackend:
         if session:
-            initial = session.load_graph()
-        else:
-            initial = (
-                start
-                if start is not None
-                else _start_graph(spec.graph_file, settings.store.limits())
+            from kgot.controller.working_set import open_entity_backend
+
+            return open_entity_backend(
+                session,
+                spec.question,
+                on_graph,
+                max_nodes=settings.controller.working_set_nodes,
             )
-            initial = _replay(initial, values.get("changesets", []))
-        return open_backend(
-            spec.backend, sandbox, initial, max_property_bytes=settings.store.max_property_bytes
+        initial = (
+            start if start is not None else _start_graph(spec.graph_file, settings.store.limits())
         )
+        return on_graph(_replay(initial, values.get("changesets", [])))
 
     # Reading the graph (under the entity session's lock) and building the backend on it (which
     # checks and indexes it) take as long as the graph is large, ~0.1-0.2 s of CPU for 10,000
-    # nodes: on a thread, so that the event loop goes on serving meanwhile.
+    # nodes (an entity's working set is read by index: see working_set.py): on a thread, so
+    # that the event loop goes on serving meanwhile.
     backend = await finish_in_thread(backend_on_graph)
     # Stops the run's resident worker, killing a job it may be running (a cancelled run).
     stack.push_async_callback(finish_in_thread, backend.close)

@@ -13,7 +13,7 @@ import json
 import logging
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -72,6 +72,10 @@ class PropertyGraphBackend:
         self._state = GraphState([self._view, serializer], max_property_bytes=max_property_bytes)
         self._state.load(graph)
         self.resident: ResidentGraph | None = None
+        # Facts of the graph's owner this backend does not hold (an entity run's working set
+        # holds part of the entity): counted in stats() and so in every view's header and
+        # footer, which then describe the whole graph, not the part loaded.
+        self.unloaded = GraphStats(0, 0, {}, {})
         self._resident_lock = threading.Lock()
         self._resident_tried = False
 
@@ -79,7 +83,7 @@ class PropertyGraphBackend:
 
     def render(self, request: ViewRequest) -> GraphView:
         with self._state.lock:
-            return self._view.render(self._state.graph, request, self._state.stats())
+            return self._view.render(self._state.graph, request, self.stats())
 
     def query(self, query: str, *, max_items: int | None = None) -> QueryResult:
         outcome, _ = self._run("read", query, max_items=max_items)
@@ -107,11 +111,33 @@ class PropertyGraphBackend:
     def to_networkx(self) -> nx.MultiDiGraph:
         return self._state.copy()
 
+    # -- for a graph that holds part of its owner's (an entity run's working set) -----------
+
+    def absorb(self, changeset: Changeset) -> Changeset:
+        """Apply ``changeset`` as it fits the part of the graph held here
+        (:meth:`GraphState.reconciled`), atomically; returns what was applied.
+
+        Raises:
+            ChangesetError: it still does not fit (an edge whose end is neither held nor added).
+        """
+        with self._state.lock:
+            fitted = self._state.reconciled(changeset)
+            if not fitted.is_empty:
+                self._state.apply(fitted)
+            return fitted
+
+    def missing_nodes(self, node_ids: Iterable[str]) -> set[str]:
+        """Of ``node_ids``, those not held here."""
+        return self._state.missing_nodes(node_ids)
+
     def load(self, graph: nx.MultiDiGraph) -> None:
         self._state.load(graph)
 
     def stats(self) -> GraphStats:
-        return self._state.stats()
+        held = self._state.stats()
+        if not self.unloaded.nodes and not self.unloaded.edges:
+            return held
+        return combined_stats(held, self.unloaded)
 
     # -- for subclasses -----------------------------------------------------------------------
 
@@ -212,6 +238,23 @@ class PropertyGraphBackend:
         if problems:
             raise ChangesetError(problems)
         return changeset
+
+
+def combined_stats(*parts: GraphStats) -> GraphStats:
+    """The counts of graphs with no element in common, added up."""
+    by_label: dict[str, int] = {}
+    by_relationship: dict[str, int] = {}
+    for part in parts:
+        for label, count in part.nodes_by_label.items():
+            by_label[label] = by_label.get(label, 0) + count
+        for relationship, count in part.edges_by_relationship.items():
+            by_relationship[relationship] = by_relationship.get(relationship, 0) + count
+    return GraphStats(
+        nodes=sum(part.nodes for part in parts),
+        edges=sum(part.edges for part in parts),
+        nodes_by_label={k: v for k, v in sorted(by_label.items()) if v > 0},
+        edges_by_relationship={k: v for k, v in sorted(by_relationship.items()) if v > 0},
+    )
 
 
 def _read_result(outcome: dict[str, Any], max_items: int | None) -> QueryResult:

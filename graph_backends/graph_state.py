@@ -140,6 +140,50 @@ class GraphState:
             for listener in self.listeners:
                 listener.changed(self.graph, changeset)
 
+    def reconciled(self, changeset: Changeset) -> Changeset:
+        """``changeset`` rewritten to fit this graph, which may hold only part of the graph it
+        was made for (an entity run's working set): an element it adds that is here already
+        is changed (or left out when it is here exactly so), one it changes that is not here is
+        added, removals of what is not here are left out, and a removed node takes the edges
+        it has here along. Edge ends must be here or added by the changeset."""
+        with self.lock:
+            graph = self.graph
+            removed_nodes = tuple(dict.fromkeys(n for n in changeset.removed_nodes if n in graph))
+            gone = set(removed_nodes)
+            removed_edges = dict.fromkeys(i for i in changeset.removed_edges if graph.has_edge(*i))
+            for node_id in removed_nodes:
+                removed_edges.update(dict.fromkeys(graph.in_edges(node_id, keys=True)))
+                removed_edges.update(dict.fromkeys(graph.out_edges(node_id, keys=True)))
+            added_nodes: list[Node] = []
+            changed_nodes: list[Node] = []
+            for node in (*changeset.added_nodes, *changeset.changed_nodes):
+                if node.id not in graph or node.id in gone:
+                    added_nodes.append(node)
+                elif not _restates_node(graph, node):
+                    changed_nodes.append(node)
+            added_edges: list[Edge] = []
+            changed_edges: list[Edge] = []
+            for edge in (*changeset.added_edges, *changeset.changed_edges):
+                ident = edge.ident
+                if not graph.has_edge(*ident) or ident in removed_edges:
+                    added_edges.append(edge)
+                elif not _restates_edge(graph, edge):
+                    changed_edges.append(edge)
+            return Changeset(
+                added_nodes=tuple(added_nodes),
+                changed_nodes=tuple(changed_nodes),
+                removed_nodes=removed_nodes,
+                added_edges=tuple(added_edges),
+                changed_edges=tuple(changed_edges),
+                removed_edges=tuple(removed_edges),
+            )
+
+    def missing_nodes(self, node_ids: Iterable[str]) -> set[str]:
+        """Of ``node_ids``, those this graph does not hold."""
+        with self.lock:
+            graph = self.graph
+            return {node_id for node_id in node_ids if node_id not in graph}
+
     def stats(self) -> GraphStats:
         with self.lock:
             return GraphStats(

@@ -341,8 +341,9 @@ class ViewIndex:
             text = "The graph is empty."
             text = text if count_tokens(text) <= budget else ""
             return GraphView(text, count_tokens(text), 0, 0, 0, 0, {}, {})
-        # Each line costs at least 3 tokens, so only small graphs can fit whole.
-        if (n_nodes + n_edges) * 3 <= budget:
+        # Each line costs at least 3 tokens, so only small graphs can fit whole. A graph that
+        # holds part of what the counts describe (a working set) is never shown as whole.
+        if (n_nodes + n_edges) * 3 <= budget and graph.number_of_nodes() == n_nodes:
             text, tokens = self._full_text(graph)
             if tokens <= budget:
                 return GraphView(text, tokens, n_nodes, n_edges, n_nodes, n_edges, {}, {})

@@ -278,39 +278,54 @@ class EntitySession:
             )
         return query.order_by(table.c.row_id)
 
-    def facts_around(self, node_ids: Iterable[str]) -> nx.MultiDiGraph:
-        """The current facts at ``node_ids`` as ``load_graph(include_meta=True)`` shows them:
+    def facts_around(
+        self, node_ids: Iterable[str], *, include_meta: bool = True, track: bool = False
+    ) -> nx.MultiDiGraph:
+        """The current facts at ``node_ids`` as ``load_graph(include_meta=...)`` shows them:
         those nodes, their edges both ways and the nodes at the edges' other ends (expired
         facts, and edges with an expired end, left out).
 
         Reads only those rows, by index, where :meth:`load_graph` reads the whole entity: a
-        look at a few nodes' surroundings costs milliseconds at any graph size. The session's
-        view is left alone. ``graph.graph["kgot_version"]`` is the version read.
+        look at a few nodes' surroundings costs milliseconds at any graph size.
+        ``graph.graph["kgot_version"]`` is the version read. ``track=True`` makes that version
+        the session's tracked view, as :meth:`load_graph` does (the first read of a working
+        set, which later reads and :meth:`refresh` keep up to date); otherwise the view is
+        left alone.
 
         Raises:
             EntityNotFoundError: the entity was deleted.
         """
         ids = sorted(set(node_ids))
-        with self._read() as connection, _collector_paused():
+        with self._lock, self._read() as connection, _collector_paused():
             version = self._entity_version(connection)
             moment = utc_now()
             edge_rows: dict[tuple[str, str, str], Any] = {}
             for column in (_edges.c.source, _edges.c.target):
                 for chunk in chunks(ids):
-                    query = self._facts_query(_edges, version, True, moment, True)
+                    query = self._facts_query(_edges, version, True, moment, include_meta)
                     for row in connection.execute(query.where(column.in_(chunk))):
                         edge_rows.setdefault((row[0], row[1], row[2]), row)
             wanted = {*ids, *(end for ident in edge_rows for end in ident[:2])}
-            node_rows = self._current_node_rows(connection, version, moment, wanted)
+            node_rows = self._current_node_rows(
+                connection, version, moment, wanted, include_meta=include_meta
+            )
+            if track:
+                self._view = View(version)
         alive = {row[0] for row in node_rows}
         rows = [row for ident, row in edge_rows.items() if ident[0] in alive and ident[1] in alive]
         shown = alive.intersection(ids).union(end for row in rows for end in row[:2])
-        return _meta_graph([row for row in node_rows if row[0] in shown], rows, version)
+        return _fact_graph(
+            [row for row in node_rows if row[0] in shown], rows, version, include_meta
+        )
 
     def load_facts(
-        self, node_ids: Iterable[str], edge_keys: Iterable[tuple[str, str, str]]
+        self,
+        node_ids: Iterable[str],
+        edge_keys: Iterable[tuple[str, str, str]],
+        *,
+        include_meta: bool = True,
     ) -> nx.MultiDiGraph:
-        """The current facts named, as ``load_graph(include_meta=True)`` shows them: the nodes
+        """The current facts named, as ``load_graph(include_meta=...)`` shows them: the nodes
         ``node_ids``, the edges ``edge_keys`` (source, target, key) and those edges' end nodes
         (expired facts, and edges with an expired end, left out; ids that name no current fact
         are skipped).
@@ -329,25 +344,46 @@ class EntitySession:
             # condition per edge, and SQLite scans the table for a row-value IN.
             edge_rows = []
             for chunk in chunks(sorted({key[0] for key in wanted_edges})):
-                query = self._facts_query(_edges, version, True, moment, True)
+                query = self._facts_query(_edges, version, True, moment, include_meta)
                 edge_rows += [
                     row
                     for row in connection.execute(query.where(_edges.c.source.in_(chunk)))
                     if (row[0], row[1], row[2]) in wanted_edges
                 ]
             wanted = {*node_ids, *(end for row in edge_rows for end in row[:2])}
-            node_rows = self._current_node_rows(connection, version, moment, wanted)
+            node_rows = self._current_node_rows(
+                connection, version, moment, wanted, include_meta=include_meta
+            )
         alive = {row[0] for row in node_rows}
         rows = [row for row in edge_rows if row[0] in alive and row[1] in alive]
-        return _meta_graph(node_rows, rows, version)
+        return _fact_graph(node_rows, rows, version, include_meta)
+
+    def recent_node_ids(self, limit: int) -> list[str]:
+        """The ids of the ``limit`` current nodes written last, newest first (by the version
+        that wrote them; an index range, whatever the entity's size)."""
+        with self._read() as connection:
+            self._entity_version(connection)
+            query = (
+                select(_nodes.c.node_id)
+                .where(_nodes.c.entity_id == self._entity_id, _nodes.c.valid_to_version.is_(None))
+                .order_by(_nodes.c.valid_from_version.desc(), _nodes.c.row_id.desc())
+                .limit(limit)
+            )
+            return list(connection.execute(query).scalars())
 
     def _current_node_rows(
-        self, connection: Connection, version: int, moment: datetime, node_ids: Iterable[str]
+        self,
+        connection: Connection,
+        version: int,
+        moment: datetime,
+        node_ids: Iterable[str],
+        *,
+        include_meta: bool = True,
     ) -> list[Any]:
-        """The current, unexpired rows (with metadata) of ``node_ids``, by index."""
+        """The current, unexpired rows (metadata too where asked) of ``node_ids``, by index."""
         rows: list[Any] = []
         for chunk in chunks(sorted(node_ids)):
-            query = self._facts_query(_nodes, version, True, moment, True)
+            query = self._facts_query(_nodes, version, True, moment, include_meta)
             rows += connection.execute(query.where(_nodes.c.node_id.in_(chunk))).all()
         return rows
 
@@ -1027,6 +1063,31 @@ def _collector_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+def _fact_graph(
+    node_rows: Sequence[Any], edge_rows: Sequence[Any], version: int, include_meta: bool
+) -> nx.MultiDiGraph:
+    """A graph of fact rows read with ``_facts_query(..., include_meta)``."""
+    if include_meta:
+        return _meta_graph(node_rows, edge_rows, version)
+    graph = nx.MultiDiGraph()
+    _add_nodes(
+        graph,
+        (
+            (row[0], _labelled(props, "label", row[1]))
+            for row, props in zip(node_rows, _decode_all(node_rows), strict=True)
+        ),
+    )
+    _add_edges(
+        graph,
+        (
+            (row[0], row[1], row[2], _labelled(props, "relationship", row[3]))
+            for row, props in zip(edge_rows, _decode_all(edge_rows), strict=True)
+        ),
+    )
+    graph.graph[VERSION_ATTRIBUTE] = version
+    return graph
 
 
 def _meta_graph(
