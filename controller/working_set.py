@@ -36,6 +36,7 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import networkx as nx
@@ -43,10 +44,13 @@ import networkx as nx
 from kgot.errors import ChangesetError, CodeExecutionError, QueryError, UsageError
 from kgot.graph_backends import (
     RDF_NODE,
+    FactsNeededError,
     GraphBackend,
     GraphView,
+    QueryLanguage,
     QueryResult,
     ViewRequest,
+    lookup_key,
     rdf_decode_local,
 )
 from kgot.graph_model import Changeset, GraphStats, edges_of, nodes_of
@@ -63,12 +67,23 @@ MAX_SEARCH_CHARS = 2_000  # of a focus text searched (its start names what it is
 MAX_NAMED = 500  # strings of one piece of code looked up as node ids
 MAX_NAME_CHARS = 300
 RERUNS = 2  # times a job runs again after loading what it turned out to need
+MAX_LOOKUPS = 20  # find()/neighbours() calls answered for one piece of code
 
 _QUOTED = re.compile(r"'([^'\n]{1,300})'|\"([^\"\n]{1,300})\"")
 _NODE_IRI = re.compile(r"<" + re.escape(RDF_NODE) + r"([^>\s]{1,600})>")
 _NODE_PREFIXED = re.compile(r"(?<![\w:])node:((?:[\w\-.]|%[0-9A-Fa-f]{2})+)")
 
 T = TypeVar("T")
+
+WORKING_SET_NOTE = (
+    "This graph is large: `G` holds the part of it loaded for this question (the view's "
+    "first line counts the whole), plus every node the code names by its id in a string "
+    "constant, loaded with its edges before the code runs. A scan over G's nodes sees only "
+    "those loaded; to reach the rest, `find(label, limit=100, **properties)` returns the ids "
+    "of the whole graph's nodes with that label and those property values (sorted; e.g. "
+    "find('Company', country='France')) and `neighbours(id)` the ids linked to a node; the "
+    "nodes they return are in G when the call returns."
+)
 
 
 def open_entity_backend(
@@ -135,6 +150,15 @@ class WorkingSet:
         self.reads = 0  # store reads that loaded something (for tests and figures)
         self.reruns = 0
         inner.unloaded = _difference(totals, inner.stats())
+        # The answers to graph code's find()/neighbours(), sent with every job (lookups.py).
+        self._answers: dict[str, list[str]] = {}
+        inner.job_options = {"lookups": {"answers": self._answers}}
+        language = inner.language
+        self._language = replace(
+            language,
+            read_contract=f"{language.read_contract} {WORKING_SET_NOTE}",
+            write_contract=f"{language.write_contract}\n{WORKING_SET_NOTE}",
+        )
         self._complete.update(complete)
 
     # -- the contract -------------------------------------------------------------------------
@@ -144,8 +168,9 @@ class WorkingSet:
         return self._inner.name
 
     @property
-    def language(self) -> Any:
-        return self._inner.language
+    def language(self) -> QueryLanguage:
+        """The inner backend's, with what graph code must know of a working set."""
+        return self._language
 
     def render(self, request: ViewRequest) -> GraphView:
         texts = [request.question, *request.focus]
@@ -302,37 +327,76 @@ class WorkingSet:
 
     def _with_reruns(self, code: str, job: Callable[[], T], *, writes: bool = False) -> T:
         self._needed_before(code)
-        for attempt in range(RERUNS + 1):
+        attempts = lookups = 0
+        while True:
             try:
                 result = job()
+            except FactsNeededError as needed:
+                lookups += 1
+                self._check_lookups(lookups, writes)
+                self._answer(needed.request)
+                continue
             except (CodeExecutionError, QueryError, ChangesetError) as failure:
-                if attempt == RERUNS or not self._needed_after(failure):
+                if attempts == RERUNS or not self._needed_after(failure):
                     raise
             else:
-                if not writes or attempt == RERUNS or not self._needed_after(result):
+                if not writes or attempts == RERUNS or not self._needed_after(result):
                     return result
+            attempts += 1
             self.reruns += 1
-        raise AssertionError("unreachable: the loop returns or raises")
 
     async def _awith_reruns(
         self, code: str, job: Callable[[], Any], *, writes: bool = False
     ) -> Any:
         await asyncio.to_thread(self._needed_before, code)
-        for attempt in range(RERUNS + 1):
+        attempts = lookups = 0
+        while True:
             try:
                 result = await job()
+            except FactsNeededError as needed:
+                lookups += 1
+                self._check_lookups(lookups, writes)
+                await asyncio.to_thread(self._answer, needed.request)
+                continue
             except (CodeExecutionError, QueryError, ChangesetError) as failure:
-                if attempt == RERUNS or not await asyncio.to_thread(self._needed_after, failure):
+                if attempts == RERUNS or not await asyncio.to_thread(self._needed_after, failure):
                     raise
             else:
                 if (
                     not writes
-                    or attempt == RERUNS
+                    or attempts == RERUNS
                     or not await asyncio.to_thread(self._needed_after, result)
                 ):
                     return result
+            attempts += 1
             self.reruns += 1
-        raise AssertionError("unreachable: the loop returns or raises")
+
+    @staticmethod
+    def _check_lookups(lookups: int, writes: bool) -> None:
+        if lookups <= MAX_LOOKUPS:
+            return
+        message = (
+            f"the code called find()/neighbours() with more than {MAX_LOOKUPS} different "
+            "arguments in one run; ask for what you need in fewer calls (one find() with a "
+            "larger limit, then read G)"
+        )
+        raise CodeExecutionError(message) if writes else QueryError(message)
+
+    def _answer(self, request: dict[str, Any]) -> None:
+        """Answer graph code's ``find``/``neighbours`` call from the store, with the nodes in
+        the answer loaded (with their edges), for the next run of the code."""
+        if "find" in request:
+            spec = request["find"]
+            found = self._session.find_node_ids(
+                spec.get("label"), dict(spec.get("properties") or {}), limit=int(spec["limit"])
+            )
+            self._load_around(found)
+        else:
+            node_id = str(request.get("neighbours"))
+            self._load_around([node_id])
+            found = self._inner.neighbours(node_id)
+        with self._lock:
+            self._answers[lookup_key(request)] = found
 
 
 class _Searcher:

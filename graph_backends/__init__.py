@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
     from kgot.graph_backends.common import PropertyGraphBackend
     from kgot.graph_backends.graph_state import size_problems
+    from kgot.graph_backends.jobs.lookups import request_key as lookup_key
     from kgot.graph_backends.jobs.outcome import MAX_ITEMS as MAX_READ_ITEMS
     from kgot.graph_backends.jobs.rdf_model import NODE as RDF_NODE
     from kgot.graph_backends.jobs.rdf_model import decode_local as rdf_decode_local
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from kgot.graph_backends.jobs.sparql_guard import check as check_sparql
     from kgot.graph_backends.networkx_backend import NetworkXBackend
     from kgot.graph_backends.rdf_backend import RdfBackend
+    from kgot.graph_backends.runner import FactsNeededError
     from kgot.graph_backends.view_lines import LineFormat
     from kgot.graph_backends.views import BACKGROUND_INDEX_NODES
     from kgot.sandbox import Sandbox
@@ -50,6 +52,8 @@ BACKENDS = ("networkx", "rdf")
 # module and its name there (the jobs' names say more with the package's prefix).
 _LAZY = {
     "BACKGROUND_INDEX_NODES": ("views", "BACKGROUND_INDEX_NODES"),
+    "FactsNeededError": ("runner", "FactsNeededError"),
+    "lookup_key": ("jobs.lookups", "request_key"),
     "LineFormat": ("view_lines", "LineFormat"),
     "MAX_READ_ITEMS": ("jobs.outcome", "MAX_ITEMS"),
     "NetworkXBackend": ("networkx_backend", "NetworkXBackend"),
@@ -68,6 +72,7 @@ __all__ = [
     "FORMATS",
     "MAX_READ_ITEMS",
     "RDF_NODE",
+    "FactsNeededError",
     "GraphBackend",
     "GraphView",
     "LineFormat",
@@ -79,6 +84,7 @@ __all__ = [
     "ViewRequest",
     "check_sparql",
     "graph_format",
+    "lookup_key",
     "open_backend",
     "prepare_backend",
     "rdf_decode_local",

@@ -76,6 +76,9 @@ class PropertyGraphBackend:
         # holds part of the entity): counted in stats() and so in every view's header and
         # footer, which then describe the whole graph, not the part loaded.
         self.unloaded = GraphStats(0, 0, {}, {})
+        # Sent to every job in in/options.json besides max_items: a working set's answers to
+        # find()/neighbours() ({"lookups": {"answers": …}}, see jobs/lookups.py).
+        self.job_options: dict[str, Any] = {}
         self._resident_lock = threading.Lock()
         self._resident_tried = False
 
@@ -129,6 +132,15 @@ class PropertyGraphBackend:
     def missing_nodes(self, node_ids: Iterable[str]) -> set[str]:
         """Of ``node_ids``, those not held here."""
         return self._state.missing_nodes(node_ids)
+
+    def neighbours(self, node_id: str) -> list[str]:
+        """Ids of the nodes held here linked to ``node_id`` either way, sorted (as graph
+        code's ``neighbours()`` gives them)."""
+        with self._state.lock:
+            graph = self._state.graph
+            if node_id not in graph:
+                return []
+            return sorted({*graph.successors(node_id), *graph.predecessors(node_id)})
 
     def load(self, graph: nx.MultiDiGraph) -> None:
         self._state.load(graph)
@@ -214,8 +226,11 @@ class PropertyGraphBackend:
     ) -> tuple[JobSpec, int]:
         """The job running ``text``, and the graph version it will see."""
         files = {self.code_file: text.encode("utf-8")}
+        options = {**self.job_options}
         if max_items is not None:
-            files["options.json"] = json.dumps({"max_items": max_items}).encode("utf-8")
+            options["max_items"] = max_items
+        if options:
+            files["options.json"] = json.dumps(options, ensure_ascii=False).encode("utf-8")
         with self._state.lock:
             version = self._state.version
             if with_graph:

@@ -44,6 +44,16 @@ class GraphCodeError(CodeExecutionError):
         self.summary = summary
 
 
+class FactsNeededError(Exception):
+    """Graph code on a working set asked for facts the host has not read yet: ``request`` is
+    the ``find``/``neighbours`` call (:mod:`kgot.graph_backends.jobs.lookups`). Whoever set
+    the job's ``lookups`` answers it and runs the code again."""
+
+    def __init__(self, request: dict[str, Any]) -> None:
+        super().__init__(f"graph code asked for {request}")
+        self.request = request
+
+
 class GraphQueryError(QueryError):
     """A read query failed. ``str()`` is the detail for a fix; ``summary`` is one line."""
 
@@ -138,9 +148,16 @@ def job_outcome(result: ExecResult, spec: JobSpec) -> dict[str, Any]:
 
 def successful_outcome(outcome: dict[str, Any], spec: JobSpec) -> dict[str, Any]:
     """``outcome`` when it is a success; else the error it describes, raised (see
-    :func:`run_job`)."""
+    :func:`run_job`).
+
+    Raises:
+        FactsNeededError: the code called ``find``/``neighbours`` on a working set, and the
+            host has not answered that call yet (``jobs/lookups.py``).
+    """
     if outcome.get("ok") is True:
         return outcome
+    if outcome.get("kind") == "needs" and isinstance(outcome.get("request"), dict):
+        raise FactsNeededError(outcome["request"])
     error_type = GraphQueryError if spec.mode in ("read", "check") else GraphCodeError
     summary = str(outcome.get("summary") or "the code failed")
     detail = str(outcome.get("detail") or summary)

@@ -358,6 +358,35 @@ class EntitySession:
         rows = [row for row in edge_rows if row[0] in alive and row[1] in alive]
         return _fact_graph(node_rows, rows, version, include_meta)
 
+    def find_node_ids(
+        self, label: str | None, properties: Mapping[str, Any], *, limit: int
+    ) -> list[str]:
+        """Ids of current, unexpired nodes with ``label`` (any when None) whose properties have
+        these values (strings, numbers, booleans, compared as JSON values: ``1`` is not
+        ``True`` nor ``"1"``), sorted, at most ``limit``."""
+        query = select(_nodes.c.node_id, cast(_nodes.c.properties, Text)).where(
+            _nodes.c.entity_id == self._entity_id,
+            _nodes.c.valid_to_version.is_(None),
+            or_(_nodes.c.expires_at.is_(None), _nodes.c.expires_at > utc_now()),
+        )
+        if label is not None:
+            query = query.where(_nodes.c.label == label)
+        for name, value in properties.items():
+            if isinstance(value, str):
+                query = query.where(_nodes.c.properties[name].as_string() == value)
+        query = query.order_by(_nodes.c.node_id)
+        found: list[str] = []
+        with self._read() as connection, _collector_paused():
+            self._entity_version(connection)
+            # The database narrows by strings, but compares a number with a string as equal
+            # (SQLite's json_extract, PostgreSQL's ->> text): every row is checked here too.
+            for node_id, text in connection.execute(query):
+                if _has_values(json.loads(text), properties):
+                    found.append(node_id)
+                    if len(found) == limit:
+                        break
+        return found
+
     def recent_node_ids(self, limit: int) -> list[str]:
         """The ids of the ``limit`` current nodes written last, newest first (by the version
         that wrote them; an index range, whatever the entity's size)."""
@@ -1063,6 +1092,21 @@ def _collector_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+def _has_values(properties: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    """Whether ``properties`` hold the ``wanted`` values as JSON values (``1`` is not
+    ``True``, nor ``"1"``)."""
+    for name, value in wanted.items():
+        held = properties.get(name, _MISSING)
+        if isinstance(held, bool) != isinstance(value, bool):
+            return False
+        if isinstance(held, str) != isinstance(value, str) or held != value:
+            return False
+    return True
+
+
+_MISSING = object()
 
 
 def _fact_graph(

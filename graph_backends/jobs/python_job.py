@@ -38,7 +38,7 @@ from kgot.graph_model.records import (
     private_copy,
 )
 
-from . import resident
+from . import lookups, resident
 from .outcome import (
     MAX_ITEMS,
     add_restatements,
@@ -67,9 +67,13 @@ def main(mode: str) -> None:
     with open("in/code.py", encoding="utf-8") as handle:
         code = handle.read()
     max_items = MAX_ITEMS
+    answers: dict[str, list[str]] | None = None
     if os.path.exists("in/options.json"):
         with open("in/options.json", encoding="utf-8") as handle:
-            max_items = int(json.load(handle).get("max_items", MAX_ITEMS))
+            options = json.load(handle)
+        max_items = int(options.get("max_items", MAX_ITEMS))
+        if isinstance(options.get("lookups"), dict):
+            answers = dict(options["lookups"].get("answers") or {})
     try:
         state = resident.expect()
     except LookupError as error:
@@ -77,7 +81,14 @@ def main(mode: str) -> None:
         return
     if state is not None:
         outcome = run_on(
-            mode, state.graph, state.nodes, state.edges, code, max_items=max_items, held=state
+            mode,
+            state.graph,
+            state.nodes,
+            state.edges,
+            code,
+            max_items=max_items,
+            held=state,
+            answers=answers,
         )
         write_outcome(result_path, outcome)
         return
@@ -86,11 +97,16 @@ def main(mode: str) -> None:
     if os.path.exists("in/graph_delta.json"):
         with open("in/graph_delta.json", encoding="utf-8") as handle:
             records.append(handle.read())
-    write_outcome(result_path, run(mode, records, code, max_items=max_items))
+    write_outcome(result_path, run(mode, records, code, max_items=max_items, answers=answers))
 
 
 def run(
-    mode: str, records: str | list[str], code: str, *, max_items: int = MAX_ITEMS
+    mode: str,
+    records: str | list[str],
+    code: str,
+    *,
+    max_items: int = MAX_ITEMS,
+    answers: dict[str, list[str]] | None = None,
 ) -> dict[str, Any]:
     """The outcome of running ``code`` against the graph in ``records`` (one array, or several
     applied in order)."""
@@ -111,7 +127,9 @@ def run(
         else:
             graph.add_nodes_from(before_nodes.items())
             graph.add_edges_from((s, t, k, a) for (s, t, k), a in before_edges.items())
-    return run_on(mode, graph, before_nodes, before_edges, code, max_items=max_items)
+    return run_on(
+        mode, graph, before_nodes, before_edges, code, max_items=max_items, answers=answers
+    )
 
 
 def run_on(
@@ -123,10 +141,13 @@ def run_on(
     *,
     max_items: int = MAX_ITEMS,
     held: resident.Resident | None = None,
+    answers: dict[str, list[str]] | None = None,
 ) -> dict[str, Any]:
     """The outcome of running ``code`` on ``graph``, whose attributes are copies of
     ``before_nodes``/``before_edges`` (what a write is diffed against). ``graph`` is the
-    resident one when ``held`` is given: a write then compares only what the code touched."""
+    resident one when ``held`` is given: a write then compares only what the code touched.
+    ``answers``: the host's answers to ``find``/``neighbours`` when ``graph`` is a working set
+    (:mod:`.lookups`); None when it is the whole graph."""
     import networkx as nx
 
     try:
@@ -141,7 +162,12 @@ def run_on(
             )
         return failure("syntax", summary, detail)
     linecache.cache[CODE_FILENAME] = (len(code), None, code.splitlines(True), CODE_FILENAME)
-    namespace: dict[str, Any] = {"G": graph, "nx": nx, "__name__": "__main__"}
+    namespace: dict[str, Any] = {
+        "G": graph,
+        "nx": nx,
+        "__name__": "__main__",
+        **lookups.helpers(graph, answers),
+    }
     printed = io.StringIO()
     stated = Stated.noting(graph) if mode == "write" else None
     try:
@@ -150,6 +176,12 @@ def run_on(
                 exec(compiled, namespace)
         else:
             exec(compiled, namespace)
+    except lookups.FactsNeeded as needed:
+        # The code stopped before it could change anything it saw wrongly: nothing is
+        # reported but the request (the host answers it and runs the code again).
+        outcome = failure("needs", "the code asked for facts the graph does not hold yet")
+        outcome["request"] = needed.request
+        return outcome
     except BaseException as error:  # SystemExit too: the code must not end the job early
         summary, detail = describe_exception(error, CODE_FILENAME)
         return failure("exception", summary, detail)

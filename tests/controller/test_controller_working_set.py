@@ -3,6 +3,7 @@ by the part a run needs, and a run on it does what the same run on the whole ent
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -12,11 +13,20 @@ import pytest
 
 from kgot.config import Settings
 from kgot.controller import AskResult
-from kgot.controller.working_set import named_strings, quoted_strings
+from kgot.controller.ingest import Ingestor, IngestReport
+from kgot.controller.working_set import WORKING_SET_NOTE, named_strings, quoted_strings
 from kgot.graph_model import Changeset, Edge, Node
 from kgot.llm.scripted import ScriptedChatModel
 from kgot.persistence import Provenance, open_store
 from kgot.tests.controller.scripts import inspect_call, solution, votes
+from kgot.tests.controller.test_controller_ingest import (
+    ADD_ZETA,
+    ADD_ZETA_AGAIN,
+    ADD_ZETA_RDF,
+    ADD_ZETA_RDF_AGAIN,
+    RESTATED,
+    TEXT,
+)
 
 Run = Callable[..., AskResult]
 NO_MATH = {"needs_math": False, "reason": "stated"}
@@ -99,6 +109,8 @@ def test_a_working_set_run_answers_as_the_whole_entity_run_does(
     [prompt] = [call.prompt for call in model.calls_for("query")]
     assert "Graph: 301 nodes, 300 edges" in prompt
     assert "paris" in prompt
+    assert WORKING_SET_NOTE in prompt  # the model is told what its code sees
+    assert WORKING_SET_NOTE not in results["whole"][1].calls_for("query")[0].prompt
 
 
 @pytest.mark.slow
@@ -149,3 +161,66 @@ def test_named_strings_are_read_not_run() -> None:
     )
     assert set(named_strings(sparql, "sparql")) == {"new york", "paris", "Town 3"}
     assert quoted_strings("KeyError: 'town_123' (see \"x\")") == ["town_123", "x"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("backend", "first", "again"),
+    [("networkx", ADD_ZETA, ADD_ZETA_AGAIN), ("rdf", ADD_ZETA_RDF, ADD_ZETA_RDF_AGAIN)],
+)
+def test_ingestion_on_a_working_set_restates_what_the_entity_holds(
+    store_settings: Settings, backend: str, first: str, again: str
+) -> None:
+    """Ingestion sessions read a working set too: facts a text states again are found in the
+    store (the code names them) and counted as restated, as on the whole entity."""
+    _fill(store_settings, "acme", population_of_paris=1)
+    controller = store_settings.controller.model_copy(
+        update={"working_set_nodes": 20, "backend": backend}
+    )
+    settings = store_settings.model_copy(update={"controller": controller})
+
+    async def go(*codes: str) -> tuple[list[IngestReport], int]:
+        model = ScriptedChatModel(script={"update_graph": list(codes)})
+        models: dict[str, Any] = {"planning": model, "execution": model}
+        with open_store(settings.store.db) as store:
+            async with Ingestor(store, "acme", settings, models=models) as ingestor:
+                reports = [await ingestor.ingest(TEXT, source_ref="b.md") for _ in codes]
+                return reports, ingestor.graph().number_of_nodes()
+
+    [added], _ = asyncio.run(go(first))
+    assert added.ok, added.failed
+    assert added.inserted_nodes == ["zeta", "cupertino"]
+    (stated, restated), held = asyncio.run(go(first, again))
+    for report in (stated, restated):
+        assert report.ok, report.failed
+        assert report.inserted_nodes == [] and report.inserted_edges == []
+        assert sorted(report.to_json()["restated"]) == sorted(RESTATED)
+    assert held < 40  # of the entity's 303 nodes
+    with open_store(settings.store.db) as store:
+        graph = store.session("acme").load_graph()
+    assert graph.number_of_nodes() == TOWNS + 3
+    assert graph.nodes["cupertino"] == {"label": "Place", "name": "Cupertino"}
+
+
+@pytest.mark.slow
+def test_find_and_neighbours_reach_the_whole_entity_from_a_working_set(
+    run: Run, store_settings: Settings
+) -> None:
+    _fill(store_settings, "atlas", population_of_paris=2102650)
+    code = (
+        'towns = find("Place", limit=1000)\n'
+        "result = [\n"
+        '    find("Place", name="Town 222"), find(population=7), len(towns),\n'
+        '    sum(G.nodes[t]["population"] for t in towns), neighbours("town_150"),\n'
+        '    find("Place", population="7"), find("Nothing"),\n'
+        "]"
+    )
+    answers = []
+    for chosen in (_small(store_settings), _whole(store_settings)):
+        result = run(_query_run(code, "ok"), "Which towns?", entity="atlas", settings=chosen)
+        answers.append(_queried(result))
+    expected = [
+        ["town_222"], ["town_7"], TOWNS + 1, sum(range(TOWNS)) + 2102650,
+        ["town_149", "town_151"], [], [],
+    ]  # fmt: skip
+    assert answers == [expected, expected]
