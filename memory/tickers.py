@@ -37,7 +37,7 @@ __all__ = [
 # Properties that hold a security's ticker, on the security or on its issuer.
 TICKER_PROPERTIES = ("ticker", "tickers", "symbol", "symbols", "ticker_symbol", "stock_symbol")
 # Relationships between a security and its issuer contain one of these words.
-_ISSUER_WORDS = ("issu", "ticker", "stock", "share", "security", "listing", "listed")
+ISSUER_WORDS = ("issu", "ticker", "stock", "share", "security", "listing", "listed")
 
 
 class TickerClaims:
@@ -84,7 +84,7 @@ def issuer_links(
     """(security, issuer) for an edge of ``relationship`` between ``ends`` (either direction)
     when it is issuer-like and links a non-organisation to an organisation (``labels``: node
     id → type)."""
-    if not any(word in relationship.casefold() for word in _ISSUER_WORDS):
+    if not any(word in relationship.casefold() for word in ISSUER_WORDS):
         return []
     return [
         (security, issuer)

@@ -25,8 +25,9 @@ the entity's facts before the commit (duplicates there are changes, not addition
 for the model, the close reasons for :meth:`EntitySession.commit` and the suggestions, which
 :meth:`PreparedChangeset.queue` files once the commit went through.
 
-The entity's facts are read once per session and graph version and kept in a snapshot with its
-resolution index, so a run's commits each cost a lookup, not a graph load.
+The facts a write needs are read by index (the nodes it names with their edges, every node of
+each type it adds, for resolution) and kept in a snapshot with its resolution index per session
+and graph version, so a run's commits each cost a lookup, never a load of the whole entity.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from kgot.graph_model import Changeset, Edge, Node
 from kgot.memory.tickers import TickerClaims, with_ticker_names
 
 if TYPE_CHECKING:
-    from kgot.memory.resolution import ResolutionIndex, TypeHints
+    from kgot.memory.resolution import TypeHints
     from kgot.persistence import EntitySession, TypeCatalog
 
 __all__ = [
@@ -56,6 +57,8 @@ __all__ = [
 
 # A new value this much less trusted than the old one does not supersede it (issue 15).
 TRUST_MARGIN = 0.2
+# Fresh snapshots tried when another writer commits between a snapshot's reads.
+_STALE_RETRIES = 2
 # What a fact without `_confidence` and without a commit default is stored with (the store's
 # default, see persistence/planner.py).
 DEFAULT_CONFIDENCE = 1.0
@@ -112,9 +115,17 @@ def prepare_changeset(
     """
     if changeset.is_empty:
         return PreparedChangeset(changeset, changeset)
-    snapshot = _SNAPSHOTS.get(session)
     types = TypeUpkeep(catalog if catalog is not None else session.type_catalog())
-    return _Rewrite(session, snapshot, types, confidence).run(changeset)
+    for attempt in range(_STALE_RETRIES + 1):
+        snapshot = _SNAPSHOTS.get(session)
+        # The last try takes what it reads: the commit checks the facts it changes anyway.
+        snapshot.strict = attempt < _STALE_RETRIES
+        try:
+            snapshot.prepare_for(session, changeset, types)
+            return _Rewrite(session, snapshot, types, confidence).run(changeset)
+        except _Stale:
+            _SNAPSHOTS.drop(session)  # another writer committed between two reads
+    raise AssertionError("unreachable: the last try is not strict")
 
 
 # --------------------------------------------------------------------------------------------
@@ -194,76 +205,184 @@ class _Fact:
     confidence: float
 
 
-@dataclass
-class _Snapshot:
-    version: int
-    nodes: dict[str, _Fact]
-    edges: dict[tuple[str, str, str], _Fact]  # label = relationship
-    index: ResolutionIndex
-    identity: dict[str, tuple[str, ...]]
-    # (source, relationship) -> its edges, for functional edges
-    outgoing: dict[tuple[str, str], set[tuple[str, str, str]]] = field(default_factory=dict)
-    # merged-away id -> the node it was merged into (read with the facts: no query per id)
-    merged: dict[str, str] = field(default_factory=dict)
-    # which organisations claim each ticker (kgot.memory.tickers), kept up to date by apply
-    tickers: TickerClaims = field(default_factory=TickerClaims)
+class _Stale(Exception):
+    """The store moved on since the snapshot's first read: its parts would not agree."""
 
-    def __post_init__(self) -> None:
-        for ident, fact in self.edges.items():
-            self.outgoing.setdefault((ident[0], fact.label), set()).add(ident)
+
+class _Snapshot:
+    """The entity's current facts a write needs, read as writes need them and kept between
+    the writes of one session while nobody else writes (see :class:`_SnapshotCache`).
+
+    It never reads the whole entity. It holds:
+
+    * the nodes a changeset names (its nodes, its edges' ends, the nodes they were merged
+      into) with every edge they have (``around``), read by index;
+    * every node of each type a changeset adds (``types``): resolution weighs a new node
+      against all of its type, as before, so its decisions are the same as on the whole graph;
+    * for organisation types, the tickers every organisation claims (its own ticker
+      properties, and the securities linked to it by an issuer-like edge), since a ticker
+      claimed by two organisations names neither;
+    * the edges of any other node a rewrite asks about (a landing node's out-edges), read on
+      demand.
+
+    Every read must show the version the first one showed; a later one that shows another
+    raises :class:`_Stale`, and :func:`prepare_changeset` starts again on a fresh snapshot.
+    """
+
+    def __init__(self, identity: dict[str, tuple[str, ...]], types: TypeUpkeep) -> None:
+        from kgot.memory.resolution import ResolutionIndex
+
+        self.version: int | None = None
+        self.nodes: dict[str, _Fact] = {}
+        self.edges: dict[tuple[str, str, str], _Fact] = {}  # label = relationship
+        self.identity = identity
+        self.index = ResolutionIndex(
+            identity,
+            schemas_by_type=types.schemas_by_type(identity),
+            hints_by_type=types.hints_by_type(identity),
+        )
+        # (source, relationship) -> its edges, for functional edges
+        self.outgoing: dict[tuple[str, str], set[tuple[str, str, str]]] = {}
+        # merged-away id -> the node it was merged into (read with the first facts)
+        self.merged: dict[str, str] | None = None
+        # which organisations claim each ticker (kgot.memory.tickers); None until read
+        self.tickers: TickerClaims | None = None
+        self.around: set[str] = set()  # nodes read with every edge they have
+        self.types: set[str] = set()  # types read whole (and in the index)
+        self.strict = True  # False: reads of another version are taken (see prepare)
 
     @classmethod
     def load(cls, session: EntitySession) -> _Snapshot:
-        from kgot.memory.resolution import ResolutionIndex
-        from kgot.memory.tickers import ticker_claims
-
-        graph = session.load_graph(include_meta=True, track=False)
-        nodes = {node_id: _fact(data, "label") for node_id, data in graph.nodes(data=True)}
-        edges = {
-            (source, target, key): _fact(data, "relationship")
-            for source, target, key, data in graph.edges(keys=True, data=True)
-        }
         catalog = session.type_catalog()
-        # Every type's identity, not only those of the nodes there now: the first node of a
-        # type this snapshot sees written must be indexed under its type's identity, or the
-        # next write would merge two symbols that share a name (GOOGL and GOOG).
-        identity = TypeUpkeep(catalog).identity_by_type(
-            {fact.label for fact in nodes.values()} | set(catalog.node_types)
-        )
-        tickers = ticker_claims(graph)
-        index = ResolutionIndex.build(
-            with_ticker_names(
-                (Node(node_id, fact.label, fact.properties) for node_id, fact in nodes.items()),
-                tickers.names(),
+        types = TypeUpkeep(catalog)
+        # Every type's identity, not only those of the nodes read: the first node of a type
+        # this snapshot sees written must be indexed under its type's identity, or the next
+        # write would merge two symbols that share a name (GOOGL and GOOG).
+        return cls(types.identity_by_type(set(catalog.node_types)), types)
+
+    # -- reading
+
+    def _took(self, graph: Any) -> None:
+        """Check that ``graph`` (just read) shows this snapshot's version, and keep its facts
+        (nodes read again are replaced: the store is the truth)."""
+        version = int(graph.graph.get("kgot_version", 0))
+        if self.version is None:
+            self.version = version
+        elif version != self.version and self.strict:
+            raise _Stale(f"read version {version}, snapshot {self.version}")
+        for node_id, data in graph.nodes(data=True):
+            self.nodes[node_id] = _fact(data, "label")
+        for source, target, key, data in graph.edges(keys=True, data=True):
+            fact = self.edges[(source, target, key)] = _fact(data, "relationship")
+            self.outgoing.setdefault((source, fact.label), set()).add((source, target, key))
+
+    def read_merges(self, session: EntitySession) -> None:
+        if self.merged is None:
+            self.merged = session.merged_ids()
+
+    def read_around(self, session: EntitySession, node_ids: Iterable[str]) -> None:
+        """Read ``node_ids`` (those not read yet) with every edge they have."""
+        wanted = {n for n in node_ids if n not in self.around}
+        if not wanted:
+            return
+        self._took(session.facts_around(wanted))
+        self.around |= wanted
+
+    def read_types(self, session: EntitySession, labels: Iterable[str], types: TypeUpkeep) -> None:
+        """Read every node of the types ``labels`` (those not read yet) into the index."""
+        from kgot.memory.names import is_organisation_type
+
+        wanted = {label for label in labels if label not in self.types}
+        if not wanted:
+            return
+        if self.tickers is None and any(is_organisation_type(label) for label in wanted):
+            self.read_tickers(session)
+        graph = session.nodes_of_types(wanted)
+        self._took(graph)
+        for label in wanted:
+            if label not in self.identity:
+                self.identity[label] = types.identity(label)
+                self.index.identity_by_type[label] = self.identity[label]
+                self.index.schemas_by_type.update(types.schemas_by_type([label]))
+                self.index.hints_by_type.update(types.hints_by_type([label]))
+        names = self.tickers.names() if self.tickers is not None else {}
+        nodes = (Node(node_id, self.nodes[node_id].label, self.nodes[node_id].properties)
+                 for node_id in graph.nodes)  # fmt: skip
+        for node in with_ticker_names(nodes, names):
+            self.index.add(node)
+        self.types |= wanted
+
+    def read_tickers(self, session: EntitySession) -> None:
+        """Read the tickers every organisation claims: the nodes of every organisation type
+        and the issuer-like edges with their ends (:func:`kgot.memory.tickers.ticker_claims`
+        over those facts is its answer over the whole graph)."""
+        import networkx as nx
+
+        from kgot.memory.names import is_organisation_type
+        from kgot.memory.tickers import ISSUER_WORDS, ticker_claims
+
+        organisations = [
+            label for label in session.stats().nodes_by_label if is_organisation_type(label)
+        ]
+        holders = session.nodes_of_types(organisations)
+        self._took(holders)
+        links = session.edges_with_relationship_words(ISSUER_WORDS)
+        self._took(links)
+        self.tickers = ticker_claims(nx.compose(holders, links))
+
+    def prepare_for(self, session: EntitySession, changeset: Changeset, types: TypeUpkeep) -> None:
+        """Read what rewriting ``changeset`` needs (see the class docstring)."""
+        self.read_merges(session)
+        named = {
+            *(node.id for node in (*changeset.added_nodes, *changeset.changed_nodes)),
+            *changeset.removed_nodes,
+            *(
+                end
+                for edge in (*changeset.added_edges, *changeset.changed_edges)
+                for end in (edge.source, edge.target)
             ),
-            identity,
-            schemas_by_type=TypeUpkeep(catalog).schemas_by_type(identity),
-            hints_by_type=TypeUpkeep(catalog).hints_by_type(identity),
-        )
-        return cls(
-            int(graph.graph.get("kgot_version", 0)),
-            nodes,
-            edges,
-            index,
-            identity,
-            merged=session.merged_ids(),
-            tickers=tickers,
-        )
+            *(end for ident in changeset.removed_edges for end in ident[:2]),
+        }
+        self.read_around(session, {*named, *self._merged_into(named)})
+        self.read_types(session, {node.label for node in changeset.added_nodes}, types)
+
+    def _merged_into(self, node_ids: Iterable[str]) -> set[str]:
+        """The nodes ``node_ids`` were merged into, following later merges."""
+        merged = self.merged or {}
+        found: set[str] = set()
+        for node_id in node_ids:
+            current = merged.get(node_id)
+            while current is not None and current not in found:
+                found.add(current)
+                current = merged.get(current)
+        return found
+
+    # -- what the rewrite asks
 
     def canonical(self, node_id: str) -> str | None:
         """The current node ``node_id`` is or was merged into (following later merges), or
         None (never seen, removed, or its canonical node is gone)."""
         seen: set[str] = set()
         current: str | None = node_id
+        merged = self.merged or {}
         while current is not None and current not in seen:
             if current in self.nodes:
                 return current
             seen.add(current)
-            current = self.merged.get(current)
+            current = merged.get(current)
         return None
 
-    def out_edges(self, source: str, relationship: str) -> list[tuple[str, str, str]]:
+    def edge(self, session: EntitySession, ident: tuple[str, str, str]) -> _Fact | None:
+        self.read_around(session, ident[:1])
+        return self.edges.get(ident)
+
+    def out_edges(
+        self, session: EntitySession, source: str, relationship: str
+    ) -> list[tuple[str, str, str]]:
+        self.read_around(session, [source])
         return sorted(self.outgoing.get((source, relationship), ()))
+
+    # -- after a commit
 
     def _drop_edge(self, ident: tuple[str, str, str]) -> None:
         fact = self.edges.pop(ident, None)
@@ -273,7 +392,7 @@ class _Snapshot:
     def apply(self, committed: Changeset, default_confidence: float) -> None:
         for node_id in committed.removed_nodes:
             fact = self.nodes.pop(node_id, None)
-            if fact is not None:
+            if fact is not None and fact.label in self.types:
                 self.index.remove(node_id, fact.label)
             for ident in [i for i in self.edges if node_id in (i[0], i[1])]:
                 self._drop_edge(ident)
@@ -287,7 +406,8 @@ class _Snapshot:
             self.nodes[node.id] = _Fact(node.label, plain, conf)
             if node.label not in self.identity:
                 self.identity[node.label] = ()
-            self.index.add(Node(node.id, node.label, plain))
+            if node.label in self.types:  # a type not read whole stays out of the index
+                self.index.add(Node(node.id, node.label, plain))
         for edge in (*committed.added_edges, *committed.changed_edges):
             old = self.edges.get(edge.ident)
             plain, conf = _split(edge.properties)
@@ -295,7 +415,8 @@ class _Snapshot:
                 conf = old.confidence if old is not None else default_confidence
             self.edges[edge.ident] = _Fact(edge.relationship, plain, conf)
             self.outgoing.setdefault((edge.source, edge.relationship), set()).add(edge.ident)
-        self._claim_tickers(committed)
+        if self.tickers is not None:
+            self._claim_tickers(committed)
 
     def _claim_tickers(self, committed: Changeset) -> None:
         """Tickers the commit gives organisations (a ticker property, a security linked by an
@@ -304,6 +425,7 @@ class _Snapshot:
         snapshot (the index only adds names); a reload drops it from both."""
         from kgot.memory.tickers import issuer_links, organisation_tickers, security_tickers
 
+        assert self.tickers is not None
         claimed: dict[str, list[str]] = {}
         for node in (*committed.added_nodes, *committed.changed_nodes):
             found = organisation_tickers(node.label, node.properties)
@@ -321,7 +443,7 @@ class _Snapshot:
         for organisation, found in claimed.items():
             names = self.tickers.claim(organisation, found)
             holder = self.nodes.get(organisation)
-            if names and holder is not None:
+            if names and holder is not None and holder.label in self.types:
                 self.index.add(with_ticker_names(
                     [Node(organisation, holder.label, holder.properties)], {organisation: names}
                 )[0])  # fmt: skip
@@ -382,12 +504,20 @@ class _SnapshotCache:
             self._by_session[session] = (snapshot, 0.0)
         return snapshot
 
+    def drop(self, session: EntitySession) -> None:
+        with self._lock:
+            self._by_session.pop(session, None)
+
     def committed(self, session: EntitySession, prepared: PreparedChangeset, version: int) -> None:
         with self._lock:
             found = self._by_session.get(session)
         if found is None:
             return
         snapshot = found[0]
+        if snapshot.version is None:
+            with self._lock:
+                self._by_session.pop(session, None)
+            return
         if version == snapshot.version:
             return  # nothing was written
         if version != snapshot.version + 1:
@@ -677,7 +807,7 @@ class _Rewrite:
             if edge.ident in seen:
                 continue  # two duplicates' edges landed on one edge
             seen.add(edge.ident)
-            existing = self.snapshot.edges.get(edge.ident)
+            existing = self.snapshot.edge(self.session, edge.ident)
             if (
                 existing is not None
                 and edge.ident not in removed
@@ -704,7 +834,7 @@ class _Rewrite:
             return True
         others = [
             ident
-            for ident in self.snapshot.out_edges(edge.source, edge.relationship)
+            for ident in self.snapshot.out_edges(self.session, edge.source, edge.relationship)
             if ident != edge.ident and ident not in removed
         ]
         if not others:

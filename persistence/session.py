@@ -358,6 +358,43 @@ class EntitySession:
         rows = [row for row in edge_rows if row[0] in alive and row[1] in alive]
         return _fact_graph(node_rows, rows, version, include_meta)
 
+    def nodes_of_types(self, labels: Iterable[str]) -> nx.MultiDiGraph:
+        """The current nodes of the types ``labels`` (no edges), as
+        ``load_graph(include_meta=True)`` shows them: a type-wide read, for what compares a
+        node with every other of its type (entity resolution).
+        ``graph.graph["kgot_version"]`` is the version read; the session's view is left alone.
+        """
+        wanted = sorted(set(labels))
+        with self._read() as connection, _collector_paused():
+            version = self._entity_version(connection)
+            moment = utc_now()
+            rows: list[Any] = []
+            for chunk in chunks(wanted):
+                query = self._facts_query(_nodes, version, True, moment, True)
+                rows += connection.execute(query.where(_nodes.c.label.in_(chunk))).all()
+        return _meta_graph(rows, [], version)
+
+    def edges_with_relationship_words(self, words: Iterable[str]) -> nx.MultiDiGraph:
+        """The current edges whose relationship contains one of ``words`` (any case), with
+        their end nodes, as ``load_graph(include_meta=True)`` shows them (e.g. the issuer
+        links of securities, for tickers). ``graph.graph["kgot_version"]`` is the version
+        read; the session's view is left alone."""
+        found = [word.casefold() for word in words if word]
+        if not found:
+            return _meta_graph([], [], self.version)
+        relationship = func.lower(_edges.c.relationship)
+        matching = or_(*(relationship.contains(word, autoescape=True) for word in found))
+        with self._read() as connection, _collector_paused():
+            version = self._entity_version(connection)
+            moment = utc_now()
+            query = self._facts_query(_edges, version, True, moment, True).where(matching)
+            edge_rows = connection.execute(query).all()
+            ends = {end for row in edge_rows for end in row[:2]}
+            node_rows = self._current_node_rows(connection, version, moment, ends)
+        alive = {row[0] for row in node_rows}
+        rows = [row for row in edge_rows if row[0] in alive and row[1] in alive]
+        return _meta_graph(node_rows, rows, version)
+
     def find_node_ids(
         self, label: str | None, properties: Mapping[str, Any], *, limit: int
     ) -> list[str]:
