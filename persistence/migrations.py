@@ -207,6 +207,15 @@ def _v9_suggestion_decisions(connection: Connection) -> None:
     )
 
 
+def _v11_nodes_by_type(connection: Connection) -> None:
+    """Index current nodes by type, for reads of one type's nodes."""
+    next(
+        index
+        for index in define_tables(MetaData(), version=11).nodes.indexes
+        if index.name == f"{TABLES.nodes.name}_current_label"
+    ).create(connection)
+
+
 CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -227,6 +236,8 @@ CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         9, "suggestion decisions: who decided a suggestion and why", _v9_suggestion_decisions
     ),
+    # Version 10 is the memory's search index (kgot.memory.schema).
+    Migration(11, "nodes by type: an index of current nodes by type", _v11_nodes_by_type),
 )
 if CORE_MIGRATIONS[-1].version != SCHEMA_VERSION:  # a step added without moving the version
     raise RuntimeError("schema.SCHEMA_VERSION must be the store's own last migration's version")

@@ -86,7 +86,7 @@ SUGGESTION_KINDS = ("merge", "contradiction")
 SUGGESTION_STATUSES = ("open", "accepted", "rejected")
 # The schema version `define_tables` describes by default: the last migration of the store's
 # own tables (other packages' migrations take versions of the same history).
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 11
 
 # Facts and types: JSON text on both databases (see above). Run options and totals are only
 # stored and shown, never compared, so JSONB's rewriting does them no harm.
@@ -187,6 +187,17 @@ def define_tables(metadata: MetaData, *, version: int = SCHEMA_VERSION) -> Simpl
         sqlite_where=current_node,
         postgresql_where=current_node,
     )
+    if version >= 11:
+        # Type-wide reads (entity resolution against a type, graph code's find()) read the
+        # current nodes of one type, not every node of the entity.
+        Index(
+            f"{PREFIX}nodes_current_label",
+            nodes.c.entity_id,
+            nodes.c.label,
+            nodes.c.node_id,
+            sqlite_where=current_node,
+            postgresql_where=current_node,
+        )
     Index(f"{PREFIX}nodes_history", nodes.c.entity_id, nodes.c.node_id, nodes.c.valid_from_version)
     Index(f"{PREFIX}nodes_since", nodes.c.entity_id, nodes.c.valid_from_version)
     Index(f"{PREFIX}nodes_until", nodes.c.entity_id, nodes.c.valid_to_version)

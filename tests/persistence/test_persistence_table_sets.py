@@ -66,6 +66,7 @@ HISTORY = [
     (8, "run kinds: ingestions and aide cycles are runs; commits by run"),
     (9, "suggestion decisions: who decided a suggestion and why"),
     (10, "search index: each current fact's words, by entity"),
+    (11, "nodes by type: an index of current nodes by type"),
 ]
 
 
@@ -94,7 +95,7 @@ def test_the_packages_table_sets_are_installed_in_order() -> None:
     owners = [s.owner for s in table_sets()]
     assert owners == ["kgot.persistence", "kgot.aides", "kgot.memory", "kgot.aides.advisor"]
     assert [(s.version, s.description) for s in migrations()] == HISTORY
-    assert latest_version() == 10
+    assert latest_version() == 11
     names = {t.name for t in owned_tables()}
     assert "kgot_embeddings" in names and "kgot_aide_items" in names
     assert "kgot_advisor_users" in names and "kgot_nodes" not in names
