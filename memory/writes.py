@@ -216,13 +216,14 @@ class _Snapshot:
     It never reads the whole entity. It holds:
 
     * the nodes a changeset names (its nodes, its edges' ends, the nodes they were merged
-      into) with every edge they have (``around``), read by index;
+      into), and every edge out of its edges' sources (for functional edges and re-stated
+      ones), read by index;
     * every node of each type a changeset adds (``types``): resolution weighs a new node
       against all of its type, as before, so its decisions are the same as on the whole graph;
     * for organisation types, the tickers every organisation claims (its own ticker
       properties, and the securities linked to it by an issuer-like edge), since a ticker
       claimed by two organisations names neither;
-    * the edges of any other node a rewrite asks about (a landing node's out-edges), read on
+    * the out-edges of any other node a rewrite asks about (a landing node's), read on
       demand.
 
     Every read must show the version the first one showed; a later one that shows another
@@ -247,7 +248,8 @@ class _Snapshot:
         self.merged: dict[str, str] | None = None
         # which organisations claim each ticker (kgot.memory.tickers); None until read
         self.tickers: TickerClaims | None = None
-        self.around: set[str] = set()  # nodes read with every edge they have
+        self.known: set[str] = set()  # ids read as nodes (whether or not one is current)
+        self.sources: set[str] = set()  # nodes read with every edge out of them
         self.types: set[str] = set()  # types read whole (and in the index)
         self.strict = True  # False: reads of another version are taken (see prepare)
 
@@ -272,6 +274,7 @@ class _Snapshot:
             raise _Stale(f"read version {version}, snapshot {self.version}")
         for node_id, data in graph.nodes(data=True):
             self.nodes[node_id] = _fact(data, "label")
+        self.known.update(graph.nodes)
         for source, target, key, data in graph.edges(keys=True, data=True):
             fact = self.edges[(source, target, key)] = _fact(data, "relationship")
             self.outgoing.setdefault((source, fact.label), set()).add((source, target, key))
@@ -280,13 +283,23 @@ class _Snapshot:
         if self.merged is None:
             self.merged = session.merged_ids()
 
-    def read_around(self, session: EntitySession, node_ids: Iterable[str]) -> None:
-        """Read ``node_ids`` (those not read yet) with every edge they have."""
-        wanted = {n for n in node_ids if n not in self.around}
+    def read_nodes(self, session: EntitySession, node_ids: Iterable[str]) -> None:
+        """Read the nodes ``node_ids`` (those not read yet; ids of no current node are noted
+        as such)."""
+        wanted = {n for n in node_ids if n not in self.known}
         if not wanted:
             return
-        self._took(session.facts_around(wanted))
-        self.around |= wanted
+        self._took(session.load_facts(wanted, ()))
+        self.known |= wanted
+
+    def read_out_edges(self, session: EntitySession, node_ids: Iterable[str]) -> None:
+        """Read every edge out of ``node_ids`` (those not read yet), with their ends."""
+        wanted = {n for n in node_ids if n not in self.sources}
+        if not wanted:
+            return
+        self._took(session.edges_from(wanted))
+        self.sources |= wanted
+        self.known |= wanted
 
     def read_types(self, session: EntitySession, labels: Iterable[str], types: TypeUpkeep) -> None:
         """Read every node of the types ``labels`` (those not read yet) into the index."""
@@ -333,17 +346,18 @@ class _Snapshot:
     def prepare_for(self, session: EntitySession, changeset: Changeset, types: TypeUpkeep) -> None:
         """Read what rewriting ``changeset`` needs (see the class docstring)."""
         self.read_merges(session)
+        written = {node.id for node in (*changeset.added_nodes, *changeset.changed_nodes)}
+        sources = {edge.source for edge in (*changeset.added_edges, *changeset.changed_edges)}
         named = {
-            *(node.id for node in (*changeset.added_nodes, *changeset.changed_nodes)),
+            *written,
+            *sources,
             *changeset.removed_nodes,
-            *(
-                end
-                for edge in (*changeset.added_edges, *changeset.changed_edges)
-                for end in (edge.source, edge.target)
-            ),
+            *(edge.target for edge in (*changeset.added_edges, *changeset.changed_edges)),
             *(end for ident in changeset.removed_edges for end in ident[:2]),
         }
-        self.read_around(session, {*named, *self._merged_into(named)})
+        merged_into = self._merged_into(named)
+        self.read_out_edges(session, {*sources, *(self._merged_into(sources))})
+        self.read_nodes(session, {*named, *merged_into})
         self.read_types(session, {node.label for node in changeset.added_nodes}, types)
 
     def _merged_into(self, node_ids: Iterable[str]) -> set[str]:
@@ -373,13 +387,13 @@ class _Snapshot:
         return None
 
     def edge(self, session: EntitySession, ident: tuple[str, str, str]) -> _Fact | None:
-        self.read_around(session, ident[:1])
+        self.read_out_edges(session, ident[:1])
         return self.edges.get(ident)
 
     def out_edges(
         self, session: EntitySession, source: str, relationship: str
     ) -> list[tuple[str, str, str]]:
-        self.read_around(session, [source])
+        self.read_out_edges(session, [source])
         return sorted(self.outgoing.get((source, relationship), ()))
 
     # -- after a commit

@@ -424,6 +424,25 @@ class EntitySession:
                         break
         return found
 
+    def edges_from(self, node_ids: Iterable[str]) -> nx.MultiDiGraph:
+        """The current edges out of ``node_ids`` with the nodes at both their ends, as
+        ``load_graph(include_meta=True)`` shows them (the nodes themselves are in it only
+        where they have such an edge). Read by index; the session's view is left alone.
+        ``graph.graph["kgot_version"]`` is the version read."""
+        ids = sorted(set(node_ids))
+        with self._read() as connection, _collector_paused():
+            version = self._entity_version(connection)
+            moment = utc_now()
+            edge_rows: list[Any] = []
+            for chunk in chunks(ids):
+                query = self._facts_query(_edges, version, True, moment, True)
+                edge_rows += connection.execute(query.where(_edges.c.source.in_(chunk))).all()
+            ends = {end for row in edge_rows for end in row[:2]}
+            node_rows = self._current_node_rows(connection, version, moment, ends)
+        alive = {row[0] for row in node_rows}
+        rows = [row for row in edge_rows if row[0] in alive and row[1] in alive]
+        return _meta_graph(node_rows, rows, version)
+
     def recent_node_ids(self, limit: int) -> list[str]:
         """The ids of the ``limit`` current nodes written last, newest first (by the version
         that wrote them; an index range, whatever the entity's size)."""
