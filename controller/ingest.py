@@ -430,7 +430,9 @@ class Ingestor:
 
     def graph(self) -> Any:
         """A copy of the entity's graph as this session holds it (its own writes applied;
-        other writers' since the last ingestion not yet): a ``networkx.MultiDiGraph``."""
+        other writers' since the last ingestion not yet): a ``networkx.MultiDiGraph``. On an
+        entity larger than ``controller.working_set_nodes`` it is the session's working set
+        (what its ingestions read and wrote; ``controller/working_set.py``)."""
         return self._context().backend.to_networkx()
 
     @property

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import ast
 import asyncio
-import logging
 import re
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -58,8 +57,6 @@ from kgot.graph_model import Changeset, GraphStats, edges_of, nodes_of
 if TYPE_CHECKING:
     from kgot.graph_backends import PropertyGraphBackend
     from kgot.persistence import EntitySession
-
-log = logging.getLogger(__name__)
 
 SEARCH_HITS = 30  # memory search hits loaded per text (question, focus)
 RECENT_NODES = 20  # the nodes written last, loaded when the run opens
