@@ -68,6 +68,7 @@ MAX_LOOKUPS = 20  # find()/neighbours() calls answered for one piece of code
 
 _QUOTED = re.compile(r"'([^'\n]{1,300})'|\"([^\"\n]{1,300})\"")
 _NODE_IRI = re.compile(r"<" + re.escape(RDF_NODE) + r"([^>\s]{1,600})>")
+_WORD = re.compile(r"[\w.:\-]{1,300}")
 _NODE_PREFIXED = re.compile(r"(?<![\w:])node:((?:[\w\-.]|%[0-9A-Fa-f]{2})+)")
 
 T = TypeVar("T")
@@ -304,14 +305,14 @@ class WorkingSet:
 
         A changeset needed more where it adds a node or an edge the entity holds already (the
         code would have changed it, not made it anew) or removes a node that has edges not
-        held; a failed job where its error quotes the id of a node not held (``KeyError``, an
-        edge to a node the code did not find)."""
+        held; a failed job where its error names a node not held (``KeyError: 'x'``, ``The
+        node x is not in the graph``, an edge to a node the code did not find)."""
         if isinstance(outcome, Changeset):
             loaded = self._load_existing(node.id for node in outcome.added_nodes)
             loaded |= self._load_around(outcome.removed_nodes)
             return self._load_edges(edge.ident for edge in outcome.added_edges) or loaded
         if isinstance(outcome, CodeExecutionError | QueryError | ChangesetError):
-            return self._load_existing(quoted_strings(str(outcome)))
+            return self._load_existing(named_in_error(str(outcome)))
         return False
 
     def _load_edges(self, idents: Iterable[tuple[str, str, str]]) -> bool:
@@ -442,6 +443,13 @@ def named_strings(code: str, language: str) -> list[str]:
                 and 0 < len(node.value) <= MAX_NAME_CHARS
             ]
     return list(dict.fromkeys(found))[:MAX_NAMED]
+
+
+def named_in_error(text: str) -> list[str]:
+    """What an error message may name as a node: its quoted strings (``KeyError: 'x'``), then
+    its words (``The node x is not in the graph.``)."""
+    words = [m.group(0).strip(".:") for m in _WORD.finditer(text)]
+    return list(dict.fromkeys([*quoted_strings(text), *words]))[:MAX_NAMED]
 
 
 def quoted_strings(text: str) -> list[str]:

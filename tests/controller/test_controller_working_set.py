@@ -14,7 +14,12 @@ import pytest
 from kgot.config import Settings
 from kgot.controller import AskResult
 from kgot.controller.ingest import Ingestor, IngestReport
-from kgot.controller.working_set import WORKING_SET_NOTE, named_strings, quoted_strings
+from kgot.controller.working_set import (
+    WORKING_SET_NOTE,
+    named_in_error,
+    named_strings,
+    quoted_strings,
+)
 from kgot.graph_model import Changeset, Edge, Node
 from kgot.llm.scripted import ScriptedChatModel
 from kgot.persistence import Provenance, open_store
@@ -119,35 +124,41 @@ def test_write_code_that_adds_a_node_the_entity_holds_changes_it(
 ) -> None:
     """The job saw no town_250 and added it anew; the store holds it: the node is loaded and
     the code runs again, so the write changes the node (its population kept) as a run on the
-    whole entity would, instead of replacing it."""
-    _fill(store_settings, "atlas", population_of_paris=2102650)
+    whole entity does, instead of replacing it. Both runs leave the same graph."""
     write = (
         'G.add_node("town_" + str(250), label="Place", name="Town 250", mayor="Ada")\n'
-        'G.add_edge("paris", "town_" + str(250), relationship="located_in")'
+        'G.add_edge("paris", "town_" + str(250), relationship="located_in")\n'
+        'G.remove_node("town_" + str(17))'
     )
-    model = ScriptedChatModel(
-        script={
-            "decide": [votes("IIIII", "RRRRR")],
-            "define_tool_calls": [inspect_call(facts_file)],
-            "update_graph": [f"```python\n{write}\n```"],
-            "query": ['```python\nresult = G.nodes["town_250"]\n```'],
-            "math_check": [NO_MATH],
-            "solve": [solution("Ada")],
-        }
-    )
-    result = run(model, "Who is the mayor of Town 250?", entity="atlas",
-                 settings=_small(store_settings))  # fmt: skip
+    graphs = {}
+    for entity, chosen in (("set", _small(store_settings)), ("whole", _whole(store_settings))):
+        _fill(store_settings, entity, population_of_paris=2102650)
+        model = ScriptedChatModel(
+            script={
+                "decide": [votes("IIIII", "RRRRR")],
+                "define_tool_calls": [inspect_call(facts_file)],
+                "update_graph": [f"```python\n{write}\n```"],
+                "query": ['```python\nresult = G.nodes["town_250"]\n```'],
+                "math_check": [NO_MATH],
+                "solve": [solution("Ada")],
+            }
+        )
+        result = run(model, "Who is the mayor of Town 250?", entity=entity, settings=chosen)
+        assert result.answer == "Ada", result.error
+        assert _queried(result) == {
+            "label": "Place", "name": "Town 250", "population": 250, "mayor": "Ada"
+        }  # fmt: skip
+        with open_store(store_settings.store.db) as store:
+            graphs[entity] = store.session(entity).load_graph()
 
-    assert result.answer == "Ada", result.error
-    assert _queried(result) == {
-        "label": "Place", "name": "Town 250", "population": 250, "mayor": "Ada"
-    }  # fmt: skip
-    with open_store(store_settings.store.db) as store:
-        graph = store.session("atlas").load_graph()
-    assert graph.nodes["town_250"]["population"] == 250
+    graph = graphs["set"]
     assert graph.nodes["town_250"]["mayor"] == "Ada"
     assert graph.has_edge("paris", "town_250")
     assert graph.has_edge("town_249", "town_250")  # its edges outside the set are untouched
+    # town_17 was removed with both its edges, though the set never held town_16 or town_18.
+    assert "town_17" not in graph and not graph.has_edge("town_16", "town_17")
+    assert dict(graph.nodes(data=True)) == dict(graphs["whole"].nodes(data=True))
+    assert sorted(graph.edges(keys=True)) == sorted(graphs["whole"].edges(keys=True))
 
 
 def test_named_strings_are_read_not_run() -> None:
@@ -161,6 +172,7 @@ def test_named_strings_are_read_not_run() -> None:
     )
     assert set(named_strings(sparql, "sparql")) == {"new york", "paris", "Town 3"}
     assert quoted_strings("KeyError: 'town_123' (see \"x\")") == ["town_123", "x"]
+    assert named_in_error("The node town_17 is not in the graph.")[:3] == ["The", "node", "town_17"]
 
 
 @pytest.mark.slow
