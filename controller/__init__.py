@@ -8,7 +8,8 @@ was killed as interrupted and removes what they left in the temporary directory.
 
 For the packages above it, the controller's INSERT path (:class:`Ingestor`,
 :mod:`kgot.controller.ingest`), recorded runs (:class:`RecordedRun`, :func:`traced_step`), the
-run's state records and its signal handling are named here too.
+run's state records, its signal handling and :func:`open_entity_backend` (an entity's graph
+for graph code: the whole entity, or a working set of a large one) are named here too.
 """
 
 from kgot.controller.api import ask, ask_async, resume, resume_async
@@ -25,6 +26,7 @@ from kgot.controller.result import AskResult
 from kgot.controller.run import clean_up_after_dead_runs, is_resumable, otel_sink
 from kgot.controller.signals import RunTerminated, stopped_by_termination
 from kgot.controller.state import PendingResult, RunState, ToolCallRecord
+from kgot.controller.working_set import open_entity_backend
 
 __all__ = [
     "AskResult",
@@ -42,6 +44,7 @@ __all__ = [
     "check_ingestion",
     "clean_up_after_dead_runs",
     "is_resumable",
+    "open_entity_backend",
     "otel_sink",
     "recursion_limit",
     "resume",

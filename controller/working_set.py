@@ -90,26 +90,28 @@ def open_entity_backend(
     open_backend: Callable[[nx.MultiDiGraph], GraphBackend],
     *,
     max_nodes: int,
+    track: bool = True,
 ) -> GraphBackend:
     """The backend of an entity run: on the whole entity when it has at most ``max_nodes``
     nodes (read whole, as before; cheaper than the searches at that size), else on a working
     set for ``question`` (module docstring). ``open_backend`` opens a backend on a graph.
 
-    The session's tracked view is the version read, as with ``load_graph``.
+    ``track``: the session's tracked view becomes the version read, as with ``load_graph``
+    (a run's, whose commits are checked against it); False leaves it alone (a look).
     """
     from kgot.graph_backends import PropertyGraphBackend
 
     totals = session.stats()
     if totals.nodes <= max_nodes:
-        return open_backend(session.load_graph())
+        return open_backend(session.load_graph(track=track))
     searcher = _Searcher(session)
     seeds = [*searcher.node_ids(question), *session.recent_node_ids(RECENT_NODES)]
-    around = session.facts_around(seeds, include_meta=False, track=True)
+    around = session.facts_around(seeds, include_meta=False, track=track)
     graph = _within(around, seeds, max_nodes)
     inner = open_backend(graph)
     if not isinstance(inner, PropertyGraphBackend):  # one on an endpoint holds its own graph
         inner.close()
-        return open_backend(session.load_graph())
+        return open_backend(session.load_graph(track=track))
     # The seeds held are held with all their edges, unless the cut to the budget dropped some.
     complete = [n for n in seeds if n in graph and graph.degree(n) == around.degree(n)]
     return WorkingSet(

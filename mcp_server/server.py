@@ -659,7 +659,8 @@ def _query_tool(tools: ToolSet, app: KgotMCP) -> None:
             Field(
                 max_length=20_000,
                 description="A read query in the configured backend's language (Python on "
-                "NetworkX: set `result`; or SPARQL).",
+                "NetworkX: set `result`; or SPARQL). On a large entity G holds the nodes the "
+                "code names by id; find(label, **properties) and neighbours(id) reach the rest.",
             ),
         ],
         ctx: Context,
@@ -673,11 +674,19 @@ def _query_tool(tools: ToolSet, app: KgotMCP) -> None:
         grant = app.allowed(ctx, "admin", "query")
 
         def work(session: Any) -> QueryOut:
+            from kgot.controller import open_entity_backend
             from kgot.errors import StepFailure, UsageError
             from kgot.graph_backends import open_backend
 
-            graph = session.load_graph(track=False)
-            backend = open_backend(app.settings.controller.backend, app.sandbox(), graph)
+            # A large entity is not loaded: the query gets a working set (the nodes it names,
+            # what its find()/neighbours() calls ask for), as graph code in a question does.
+            backend = open_entity_backend(
+                session,
+                "",
+                lambda graph: open_backend(app.settings.controller.backend, app.sandbox(), graph),
+                max_nodes=app.settings.controller.working_set_nodes,
+                track=False,
+            )
             try:
                 result = backend.query(code, max_items=max_items)
             except StepFailure as failure:

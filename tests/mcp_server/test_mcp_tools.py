@@ -4,13 +4,17 @@ PostgreSQL (the server is ``kgot mcp serve --http`` in a subprocess)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kgot.persistence import open_store
+from kgot.graph_model import Changeset, Node
+from kgot.mcp_server.tokens import add_token
+from kgot.persistence import Provenance, open_store
 from kgot.tests.mcp_server.conftest import Deployment
-from kgot.tests.mcp_server.mcp_support import http_session, run, text_of
+from kgot.tests.mcp_server.mcp_support import http_server, http_session, run, text_of
+from kgot.tests.memory.conftest import UPKEEP_TYPES
 
 MEMORY_TOOLS = {
     "search_memory",
@@ -275,3 +279,33 @@ def _as_reader(deployment: Deployment, name: str, arguments: dict[str, Any]) -> 
             return await session.call_tool(name, arguments)
 
     return go
+
+
+@pytest.mark.slow
+def test_the_query_tool_reads_a_working_set_of_a_large_entity(
+    deployment: Deployment, tmp_path: Path
+) -> None:
+    """On an entity over controller.working_set_nodes the query gets the nodes it names and
+    what find()/neighbours() ask for, never the entity; answers are the whole entity's."""
+    places = [Node(f"place_{i}", "Place", {"name": f"Place {i}"}) for i in range(40)]
+    with open_store(deployment.store_url) as store:
+        store.create_entity("big", types=UPKEEP_TYPES)
+        store.session("big").commit(
+            Changeset(added_nodes=tuple(places)), Provenance(run_id="seed", step="seed")
+        )
+    token, _ = add_token(deployment.tokens, "client-big", ["big"], ["read", "admin"])
+    config = tmp_path / "small.toml"
+    config.write_text("[controller]\nworking_set_nodes = 10\n", encoding="utf-8")
+    codes = ['result = [len(G), G.nodes["place_3"]["name"]]', 'result = len(find("Place"))']
+    with http_server(deployment.store_url, deployment.tokens, "--allow-query", config=config) as (
+        server
+    ):
+
+        async def go() -> list[Any]:
+            async with http_session(server.url, token) as session:
+                return [await session.call_tool("query", {"code": code}) for code in codes]
+
+        (held, name), found = [_ok(result)["value"] for result in run(go)]
+    assert name == "Place 3"
+    assert held < 40  # the nodes written last and the one the code names, not the entity
+    assert found == 40
