@@ -42,9 +42,11 @@ too); peak RSS is ``ru_maxrss``, the largest peak of any one of those processes,
 sum (the host process dominates it). A descendant that outlives the command is not counted.
 
 ``kgot memory search`` reads the store's search index (:mod:`kgot.memory.search_index`, built
-once per entity, timed on its own after the build) and only the facts holding its words; every
-other operation still loads the whole entity, so those figures grow with it. Figures only;
-nothing here asserts a timing.
+once per entity, timed on its own after the build) and only the facts holding its words; a
+question and an ingested item work on a working set of the entity (``controller/working_set.py``)
+and their writes read what they name and the types they add (``memory/writes.py``); upkeep and
+resolve still load the whole entity, so those figures grow with it. Figures only; nothing here
+asserts a timing.
 """
 
 from __future__ import annotations
