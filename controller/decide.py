@@ -31,7 +31,7 @@ async def decide(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any
     messages = render_prompt(
         "decide",
         question=state["question"],
-        graph_view=graph_view(ctx, state["question"], focus=notes[-3:]),
+        graph_view=await graph_view(ctx, state["question"], focus=notes[-3:]),
         notes=("Earlier findings:\n" + "\n".join(f"- {n}" for n in notes)) if notes else "",
         iteration=iteration,
         max_iterations=limits.max_iterations,

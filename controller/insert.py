@@ -80,7 +80,7 @@ async def _define_tool_calls(
         question=state["question"],
         # The view the votes just saw (same graph, same focus: served from the view cache);
         # what is missing is spelled out in the prompt itself.
-        graph_view=graph_view(ctx, state["question"], focus=state.get("notes", [])[-3:]),
+        graph_view=await graph_view(ctx, state["question"], focus=state.get("notes", [])[-3:]),
         missing="\n".join(f"- {reason}" for reason in state.get("missing", [])),
         history=_format_history(state.get("tool_history", [])),
         attachments=_format_attachments(state.get("attachments", [])),
@@ -274,7 +274,7 @@ async def integrate(
         write_contract=language.write_contract,
         write_example=language.write_example,
         type_catalog=_type_catalog(ctx),
-        graph_view=graph_view(ctx, state["question"], focus=[result["output"]]),
+        graph_view=await graph_view(ctx, state["question"], focus=[result["output"]]),
         tool_call=call_text,
         tool_result=result["output"],
         trust_note=(

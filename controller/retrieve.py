@@ -91,7 +91,7 @@ async def query_graph(
     """
     limits = ctx.settings.controller
     language = ctx.backend.language
-    view = graph_view(ctx, question, focus=focus)
+    view = await graph_view(ctx, question, focus=focus)
     calls = _Calls(max_calls)
     tried: list[str] = []
     for generation in range(1, limits.retrieve_retries + 1):

@@ -40,7 +40,7 @@ async def solve(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]
         messages = render_prompt(
             "forced_solution",
             question=state["question"],
-            graph_view=graph_view(ctx, state["question"], focus=state.get("notes", [])[-3:]),
+            graph_view=await graph_view(ctx, state["question"], focus=state.get("notes", [])[-3:]),
             retrieved="",
             answer_format=answer_format,
         )

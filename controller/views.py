@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 from kgot.controller.context import RunContext
@@ -9,18 +10,21 @@ from kgot.controller.trust import FactLens
 from kgot.graph_backends import ViewRequest
 
 
-def graph_view(ctx: RunContext, question: str, focus: Sequence[str] = ()) -> str:
+async def graph_view(ctx: RunContext, question: str, focus: Sequence[str] = ()) -> str:
     """The relevant part of the graph within the configured token budget, with a note of what
     was left out. In an entity run facts are ranked and marked by their trust and age
-    (:mod:`kgot.controller.trust`)."""
-    view = ctx.backend.render(
-        ViewRequest(
-            question=question,
-            token_budget=ctx.settings.controller.graph_token_budget,
-            focus=tuple(focus),
-            lens=fact_lens(ctx),
-        )
+    (:mod:`kgot.controller.trust`).
+
+    Rendered on a thread: an entity run's view reads the store (the fact lens's metadata, a
+    working set's searches of the focus texts), which must not hold up the event loop that
+    other runs and an MCP server's other tenants share."""
+    request = ViewRequest(
+        question=question,
+        token_budget=ctx.settings.controller.graph_token_budget,
+        focus=tuple(focus),
+        lens=await asyncio.to_thread(fact_lens, ctx),
     )
+    view = await asyncio.to_thread(ctx.backend.render, request)
     if view.nodes_total == 0:
         return "(the graph is empty)"
     return view.text

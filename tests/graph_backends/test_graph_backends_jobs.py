@@ -472,3 +472,51 @@ def test_the_job_bundle_carries_bytecode_the_interpreter_accepts_as_its_own(tmp_
         shipped = archive.read(name.removesuffix(".py") + ".pyc")
         assert shipped[:16] == expected.read_bytes()[:16], name
         assert marshal.loads(shipped[16:]) == marshal.loads(expected.read_bytes()[16:]), name
+
+
+def test_find_and_neighbours_answer_from_a_whole_graph() -> None:
+    code = (
+        'result = [find("Person"), find(born="1815-12-10"), find("City", population=8_900_000.5),'
+        ' find("Document", pages="65"), find("Person", limit=1), neighbours("ada"),'
+        ' neighbours("nobody")]'
+    )
+    outcome = python_job.run("read", records(people_graph()), code)
+    assert outcome["value"] == [
+        ["ada", "charles"], ["ada"], ["london"], [], ["ada"],
+        ["charles", "london", "note_g"], [],
+    ]  # fmt: skip
+
+
+def test_a_lookup_a_working_set_has_not_answered_stops_the_code_before_it_writes() -> None:
+    code = (
+        'G.add_node("x", label="Person", name="X")\nfor n in find("Person"):\n    G.remove_node(n)'
+    )
+    stopped = python_job.run("write", records(people_graph()), code, answers={})
+    assert stopped["ok"] is False and stopped["kind"] == "needs"
+    assert stopped["request"] == {"find": {"label": "Person", "limit": 100, "properties": {}}}
+    # Code catching Exception does not swallow the stop.
+    caught = python_job.run(
+        "read", records(people_graph()), 'try:\n    find("Person")\nexcept Exception:\n    pass',
+        answers={},
+    )  # fmt: skip
+    assert caught["kind"] == "needs"
+    # With the answer sent, the same code runs to its end on it.
+    answers = {python_job.lookups.request_key(stopped["request"]): ["ada"]}
+    done = python_job.run("write", records(people_graph()), code, answers=answers)
+    assert done["ok"] is True
+    assert done["changeset"]["removed_nodes"] == ["ada"]
+
+
+@pytest.mark.parametrize(
+    ("call", "problem"),
+    [
+        ("find()", "needs a label or a property"),
+        ("find('Person', limit=0)", "from 1 to 1000"),
+        ("find('Person', tags=['a'])", "string, number or boolean"),
+        ("find(3)", "the label must be a string"),
+        ("neighbours(3)", "node ids are strings"),
+    ],
+)
+def test_lookups_refuse_arguments_they_cannot_answer(call: str, problem: str) -> None:
+    outcome = python_job.run("read", records(people_graph()), f"result = {call}")
+    assert outcome["ok"] is False and problem in outcome["detail"]
