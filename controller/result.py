@@ -27,7 +27,8 @@ class AskResult:
         usage_by_step: per step (``decide``, ``update_graph``, …): requests, failed requests,
             input and output tokens.
         duration_s: wall time of the run, over every invocation (resumes included).
-        graph: the final knowledge graph as node-link JSON (``networkx.node_link_data``).
+        graph: the final knowledge graph as node-link JSON (``networkx.node_link_data``); for
+            an entity larger than ``controller.working_set_nodes``, the run's working set.
         error: one line explaining a failed run.
         resumable: the run stopped before its end and ``kgot ask --resume RUN_ID`` continues it.
         trace: this invocation's events, as models of :mod:`kgot.tracing.events`
