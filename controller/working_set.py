@@ -2,12 +2,14 @@
 store as the run goes, instead of the whole entity.
 
 An entity of more nodes than ``controller.working_set_nodes`` is not loaded whole. The run's
-backend starts on the store's answer to the question (memory search hits, the nodes written
-last) with their neighbourhoods, within that many nodes. As the run goes on it reads more,
+backend starts on the nodes the question's rarer words point at in the store's search index
+(``kgot.memory.nodes_named_by_rare_words``: one indexed read per word, no ranking; the view
+ranks what is loaded) and the nodes written last, with their neighbourhoods, within that many
+nodes. As the run goes on it reads more,
 always by index and never the whole entity:
 
-* **views**: the focus texts of a prompt (tool results, the reason for a step) are searched
-  in the store and their hits loaded before the view is drawn, so a fact the entity already
+* **views**: the focus texts of a prompt (tool results, the reason for a step) are looked up
+  the same way and what they point at loaded before the view is drawn, so a fact the entity already
   holds is shown when a tool result names it;
 * **graph code**: the strings a query or write code names (Python string constants, SPARQL
   literals and node IRIs) that are node ids are loaded with their edges before the job runs;
@@ -40,7 +42,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import networkx as nx
 
-from kgot.errors import ChangesetError, CodeExecutionError, QueryError, UsageError
+from kgot.errors import ChangesetError, CodeExecutionError, QueryError
 from kgot.graph_backends import (
     RDF_NODE,
     FactsNeededError,
@@ -58,7 +60,7 @@ if TYPE_CHECKING:
     from kgot.graph_backends import PropertyGraphBackend
     from kgot.persistence import EntitySession
 
-SEARCH_HITS = 30  # memory search hits loaded per text (question, focus)
+SEARCH_HITS = 30  # nodes a text's rarer words point at, loaded per text (question, focus)
 RECENT_NODES = 20  # the nodes written last, loaded when the run opens
 MAX_SEARCH_CHARS = 2_000  # of a focus text searched (its start names what it is about)
 MAX_NAMED = 500  # strings of one piece of code looked up as node ids
@@ -400,25 +402,18 @@ class WorkingSet:
 
 
 class _Searcher:
-    """Node ids the entity's memory search finds for a text."""
+    """Node ids the entity's search index points at for a text (its rarer words)."""
 
     def __init__(self, session: EntitySession) -> None:
         self._session = session
 
     def node_ids(self, text: str) -> list[str]:
-        from kgot.memory import Memory
+        from kgot.memory import nodes_named_by_rare_words
 
         text = text.strip()[:MAX_SEARCH_CHARS]
         if not text:
             return []
-        try:
-            hits = Memory(self._session).search(text, limit=SEARCH_HITS)
-        except UsageError:  # nothing searchable in the text (only stop words)
-            return []
-        ids: list[str] = []
-        for hit in hits:
-            ids.extend(hit.key[1:3] if hit.kind == "edge" else hit.key[1:2])
-        return list(dict.fromkeys(str(i) for i in ids))
+        return nodes_named_by_rare_words(self._session, text, limit=SEARCH_HITS)
 
 
 # -- what code names --------------------------------------------------------------------------

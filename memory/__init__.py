@@ -49,6 +49,7 @@ __all__ = [
     "find_edge",
     "import_with_rules",
     "match_existing",
+    "nodes_named_by_rare_words",
     "normalize_name",
     "open_memory",
     "pairs_of",
@@ -97,7 +98,7 @@ if TYPE_CHECKING:
         retention,
         temporal_properties,
     )
-    from kgot.memory.search import RelatedEdge, SearchHit, find_edge
+    from kgot.memory.search import RelatedEdge, SearchHit, find_edge, nodes_named_by_rare_words
     from kgot.memory.search_index import update_search_index
     from kgot.memory.upkeep import UpkeepReport, parse_now, run_upkeep
     from kgot.memory.verify import Claim, verify_claim, verify_text
@@ -135,6 +136,7 @@ _HOMES = {
     "temporal_properties": "scoring",
     "RelatedEdge": "search",
     "find_edge": "search",
+    "nodes_named_by_rare_words": "search",
     "update_search_index": "search_index",
     "parse_now": "upkeep",
     "Claim": "verify",

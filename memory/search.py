@@ -116,6 +116,8 @@ CHUNK = 256  # facts whose closeness one rapidfuzz call computes
 BATCH = 16  # facts scored exactly per round (one fact-use read each)
 FIRST_CANDIDATES = 200  # facts a search reads first (at least 8 x its limit)
 MAX_CANDIDATES = 1_000  # and at most (a query most facts match ranks the best bounds of them)
+RARE_WORD_HOLDERS = 200  # a word held by more facts says little of which ones a text means
+MAX_SEED_WORDS = 40  # words of a text looked up by nodes_named_by_rare_words
 DEFAULT_CONFIDENCE = 1.0
 # Words a question carries that say nothing about which fact is meant.
 _STOPWORD_TEXT = (
@@ -239,6 +241,36 @@ def search(
         )
         hits = rerank(session, query, candidates, embedder, limit=limit)
     return explain(searcher.index_for(hits), hits, words, catalog, clock=datetime.now(UTC))
+
+
+def nodes_named_by_rare_words(
+    session: EntitySession, text: str, *, limit: int = 30, rare: int = RARE_WORD_HOLDERS
+) -> list[str]:
+    """Ids of the nodes ``text``'s rarer words point at, rarest word first: the nodes holding
+    a word of it that at most ``rare`` facts hold (an edge holding it gives both its ends), at
+    most ``limit``. What an entity run's working set starts from and follows its prompts'
+    texts with (``controller/working_set.py``): unlike :func:`search` it ranks nothing and
+    matches words exactly, so it costs one indexed read per word at any size, where a search
+    for a text of common words reads many facts. Empty when every word is common or unknown.
+    """
+    try:
+        words = query_words(text)
+    except UsageError:
+        return []
+    search_index.update_search_index(session)
+    holders: list[tuple[int, str, list[str]]] = []
+    for word in words[:MAX_SEED_WORDS]:
+        found = search_index.word_holders(session, word, limit=rare + 1)
+        if 0 < len(found) <= rare:
+            ids = [end for key in found for end in key[1:3]]
+            holders.append((len(found), word, ids))
+    seeds: dict[str, None] = {}
+    for _count, _word, ids in sorted(holders):
+        for node_id in ids:
+            seeds.setdefault(node_id)
+            if len(seeds) >= limit:
+                return list(seeds)
+    return list(seeds)
 
 
 def query_words(query: str) -> list[str]:

@@ -233,6 +233,28 @@ def postings(session: EntitySession, terms: Iterable[str]) -> list[Posting]:
     return found
 
 
+def word_holders(session: EntitySession, word: str, *, limit: int) -> list[FactKey]:
+    """The facts holding the index word ``word`` (each once; nodes first, then edges, each by
+    id), at most ``limit`` of them: a caller that asks for one more than it will use learns
+    whether the word is rare."""
+    from kgot.memory.schema import SEARCH_TERMS
+
+    table = SEARCH_TERMS
+    query = (
+        select(table.c.kind, table.c.source, table.c.target, table.c.edge_key)
+        .distinct()
+        .where(table.c.entity_id == session.entity_id, table.c.term == word)
+        .order_by(table.c.kind.desc(), table.c.source, table.c.target, table.c.edge_key)
+        .limit(limit)
+    )
+    with session.read() as connection:
+        rows = connection.execute(query).all()
+    return [
+        ("node", source) if kind == "n" else ("edge", source, target, edge_key)
+        for kind, source, target, edge_key in rows
+    ]
+
+
 @dataclass(frozen=True)
 class EdgeRow:
     """A current edge at a node a query word named: its key and what orders it."""

@@ -302,3 +302,31 @@ def test_processes_catching_up_at_once_index_each_commit_once(store_url: str) ->
     finally:
         for store in stores:
             store.close()
+
+
+def test_rare_words_point_at_the_nodes_holding_them_rarest_first(store: Store) -> None:
+    store.create_entity("atlas", types=UPKEEP_TYPES)
+    towns = [Node(f"town_{i}", "Place", {"name": f"Town {i}"}) for i in range(250)]
+    store.session("atlas").commit(
+        Changeset(
+            added_nodes=(
+                *towns,
+                Node("paris", "Place", {"name": "Paris"}),
+                Node("lyon", "Place", {"name": "Lyon", "note": "near Paris"}),
+                Node("acme", "Company", {"name": "Acme"}),
+            ),
+            added_edges=(Edge("acme", "lyon", "headquartered_in", "hq"),),
+        ),
+        Provenance(run_id="t", step="t"),
+    )
+    session = store.session("atlas")
+    find = search_module.nodes_named_by_rare_words
+    # "acme" is held by the company and its edge (whose ends both count), "paris" by Paris
+    # and Lyon's note: two holders each, so by the word; "town", held by 250 facts, is not
+    # rare enough to point at anything.
+    assert find(session, "Acme and Paris, of all towns") == ["acme", "lyon", "paris"]
+    assert find(session, "the town") == []  # common words point at nothing
+    assert find(session, "town", rare=300)[:2] == ["town_0", "town_1"]
+    assert len(find(session, "town", rare=300, limit=7)) == 7
+    assert find(session, "the of and") == []  # only stop words
+    assert find(store.session("atlas"), "nowhere") == []
