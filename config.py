@@ -130,7 +130,8 @@ class ControllerSettings(_Section):
         5000,
         ge=10,
         description="an entity with more nodes is not loaded whole: a run reads the part it "
-        "needs (search hits, what its code names) up to about this many nodes",
+        "needs (what its texts' rarer words point at, what its code names) up to about this "
+        "many nodes",
     )
     gaia_format: bool = Field(False, description="format answers as GAIA expects")
     max_answer_chars: int = Field(
