@@ -415,13 +415,18 @@ class EntitySession:
         found: list[str] = []
         with self._read() as connection, _collector_paused():
             self._entity_version(connection)
+            if not properties:
+                return list(connection.execute(query.limit(limit)).scalars())
             # The database narrows by strings, but compares a number with a string as equal
-            # (SQLite's json_extract, PostgreSQL's ->> text): every row is checked here too.
-            for node_id, text in connection.execute(query):
+            # (SQLite's json_extract, PostgreSQL's ->> text): every row is checked here too,
+            # read in batches so that a type of many nodes is never held at once.
+            rows = connection.execution_options(yield_per=_FIND_BATCH).execute(query)
+            for node_id, text in rows:
                 if _has_values(json.loads(text), properties):
                     found.append(node_id)
                     if len(found) == limit:
                         break
+            rows.close()
         return found
 
     def edges_from(self, node_ids: Iterable[str]) -> nx.MultiDiGraph:
@@ -1163,6 +1168,7 @@ def _has_values(properties: Mapping[str, Any], wanted: Mapping[str, Any]) -> boo
 
 
 _MISSING = object()
+_FIND_BATCH = 1000  # rows find_node_ids reads at a time
 
 
 def _fact_graph(
