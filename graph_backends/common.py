@@ -22,6 +22,7 @@ import networkx as nx
 from kgot.errors import ChangesetError
 from kgot.graph_backends.base import GraphView, QueryLanguage, QueryResult, ViewRequest
 from kgot.graph_backends.graph_state import ChangeListener, GraphState
+from kgot.graph_backends.jobs.lookups import linked_ids
 from kgot.graph_backends.jobs.outcome import MAX_ITEMS
 from kgot.graph_backends.resident_graph import ResidentGraph, ResidentUnavailable
 from kgot.graph_backends.runner import GraphCodeError, JobSpec, run_job, run_job_async
@@ -137,10 +138,7 @@ class PropertyGraphBackend:
         """Ids of the nodes held here linked to ``node_id`` either way, sorted (as graph
         code's ``neighbours()`` gives them)."""
         with self._state.lock:
-            graph = self._state.graph
-            if node_id not in graph:
-                return []
-            return sorted({*graph.successors(node_id), *graph.predecessors(node_id)})
+            return linked_ids(self._state.graph, node_id)
 
     def load(self, graph: nx.MultiDiGraph) -> None:
         self._state.load(graph)

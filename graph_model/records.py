@@ -98,6 +98,22 @@ def parse_records(*texts: str) -> tuple[dict[str, NodeAttrs], dict[EdgeIdent, No
     return nodes, edges
 
 
+_ABSENT = object()
+
+
+def has_values(attrs: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    """Whether ``attrs`` hold the ``wanted`` values as JSON values compare: ``1`` equals
+    ``1.0`` but not ``True`` nor ``"1"``. Graph code's ``find()`` in a job and the store that
+    answers it for a working set both ask this, so the two answers agree."""
+    for name, value in wanted.items():
+        held = attrs.get(name, _ABSENT)  # a value absent is not a null one
+        if isinstance(held, bool) != isinstance(value, bool):
+            return False
+        if isinstance(held, str) != isinstance(value, str) or held != value:
+            return False
+    return True
+
+
 def describe_id(value: Any) -> str:
     """How an id appears in messages: strings quoted, other values with their type."""
     if isinstance(value, str):

@@ -45,6 +45,7 @@ from kgot.graph_model import (
     GraphStats,
     Node,
     forget_cached_conversions,
+    has_values,
     predecessor_table,
     successor_table,
     tables,
@@ -422,7 +423,7 @@ class EntitySession:
             # read in batches so that a type of many nodes is never held at once.
             rows = connection.execution_options(yield_per=_FIND_BATCH).execute(query)
             for node_id, text in rows:
-                if _has_values(json.loads(text), properties):
+                if has_values(json.loads(text), properties):
                     found.append(node_id)
                     if len(found) == limit:
                         break
@@ -1155,19 +1156,6 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _has_values(properties: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
-    """Whether ``properties`` hold the ``wanted`` values as JSON values (``1`` is not
-    ``True``, nor ``"1"``)."""
-    for name, value in wanted.items():
-        held = properties.get(name, _MISSING)
-        if isinstance(held, bool) != isinstance(value, bool):
-            return False
-        if isinstance(held, str) != isinstance(value, str) or held != value:
-            return False
-    return True
-
-
-_MISSING = object()
 _FIND_BATCH = 1000  # rows find_node_ids reads at a time
 
 

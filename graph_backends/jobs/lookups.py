@@ -11,7 +11,7 @@ have run on the whole entity.
 
 Without ``lookups`` in the options the graph is whole (an ephemeral run, or an entity small
 enough to load) and the helpers answer from ``G`` itself, the same answers the store would give.
-Standard library only: this module travels in the job's zip.
+Standard library and ``graph_model/records.py`` only: this module travels in the job's zip.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 import math
 from typing import Any
+
+from kgot.graph_model.records import has_values
 
 MAX_LIMIT = 1000
 DEFAULT_LIMIT = 100
@@ -70,16 +72,18 @@ def neighbours_request(node_id: Any) -> dict[str, Any]:
 
 def matches(attrs: dict[str, Any], label: str | None, properties: dict[str, Any]) -> bool:
     """Whether a node's attributes (``label`` included) match a find request; values compare
-    as JSON values do (``1`` and ``True`` are different, ``1`` and ``1.0`` equal)."""
+    as JSON values do (:func:`~kgot.graph_model.records.has_values`)."""
     if label is not None and attrs.get("label") != label:
         return False
-    for name, wanted in properties.items():
-        value = attrs.get(name)
-        if isinstance(value, bool) != isinstance(wanted, bool):
-            return False
-        if isinstance(value, str) != isinstance(wanted, str) or value != wanted:
-            return False
-    return True
+    return has_values(attrs, properties)
+
+
+def linked_ids(graph: Any, node_id: str) -> list[str]:
+    """Ids of the nodes linked to ``node_id`` by an edge either way, sorted: ``neighbours()``
+    in a job, and the host's answer to it for a working set."""
+    if node_id not in graph:
+        return []
+    return sorted(str(n) for n in {*graph.successors(node_id), *graph.predecessors(node_id)})
 
 
 def helpers(graph: Any, answers: dict[str, list[str]] | None) -> dict[str, Any]:
@@ -104,10 +108,7 @@ def helpers(graph: Any, answers: dict[str, list[str]] | None) -> dict[str, Any]:
         """Ids of the nodes linked to ``node_id`` by an edge either way, sorted."""
         request = neighbours_request(node_id)
         if answers is None:
-            if node_id not in graph:
-                return []
-            linked = {*graph.successors(node_id), *graph.predecessors(node_id)}
-            return sorted(str(n) for n in linked)
+            return linked_ids(graph, node_id)
         return _answered(answers, request)
 
     return {"find": find, "neighbours": neighbours}
