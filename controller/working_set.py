@@ -149,8 +149,6 @@ class WorkingSet:
         # came in as the end of an edge.
         self._complete: set[str] = set()
         self._searched: set[str] = set()
-        self.reads = 0  # store reads that loaded something (for tests and figures)
-        self.reruns = 0
         inner.unloaded = _difference(totals, inner.stats())
         # The answers to graph code's find()/neighbours(), sent with every job (lookups.py).
         self._answers: dict[str, list[str]] = {}
@@ -276,7 +274,6 @@ class WorkingSet:
         )
         if fitted.is_empty:
             return False
-        self.reads += 1
         # What came in was counted among the facts not held; it is held now.
         new_edges = {edge.ident: edge.relationship for edge in fitted.added_edges}
         loaded = GraphStats(
@@ -329,60 +326,31 @@ class WorkingSet:
 
     def _with_reruns(self, code: str, job: Callable[[], T], *, writes: bool = False) -> T:
         self._needed_before(code)
-        attempts = lookups = 0
+        runs = _Runs(self, writes)
         while True:
             try:
                 result = job()
-            except FactsNeededError as needed:
-                lookups += 1
-                self._check_lookups(lookups, writes)
-                self._answer(needed.request)
-                continue
-            except (CodeExecutionError, QueryError, ChangesetError) as failure:
-                if attempts == RERUNS or not self._needed_after(failure):
+            except _RUN_AGAIN_AFTER as failure:
+                if not runs.again(failure):
                     raise
             else:
-                if not writes or attempts == RERUNS or not self._needed_after(result):
+                if not runs.again(result):
                     return result
-            attempts += 1
-            self.reruns += 1
 
     async def _awith_reruns(
         self, code: str, job: Callable[[], Any], *, writes: bool = False
     ) -> Any:
         await asyncio.to_thread(self._needed_before, code)
-        attempts = lookups = 0
+        runs = _Runs(self, writes)
         while True:
             try:
                 result = await job()
-            except FactsNeededError as needed:
-                lookups += 1
-                self._check_lookups(lookups, writes)
-                await asyncio.to_thread(self._answer, needed.request)
-                continue
-            except (CodeExecutionError, QueryError, ChangesetError) as failure:
-                if attempts == RERUNS or not await asyncio.to_thread(self._needed_after, failure):
+            except _RUN_AGAIN_AFTER as failure:
+                if not await asyncio.to_thread(runs.again, failure):
                     raise
             else:
-                if (
-                    not writes
-                    or attempts == RERUNS
-                    or not await asyncio.to_thread(self._needed_after, result)
-                ):
+                if not await asyncio.to_thread(runs.again, result):
                     return result
-            attempts += 1
-            self.reruns += 1
-
-    @staticmethod
-    def _check_lookups(lookups: int, writes: bool) -> None:
-        if lookups <= MAX_LOOKUPS:
-            return
-        message = (
-            f"the code called find()/neighbours() with more than {MAX_LOOKUPS} different "
-            "arguments in one run; ask for what you need in fewer calls (one find() with a "
-            "larger limit, then read G)"
-        )
-        raise CodeExecutionError(message) if writes else QueryError(message)
 
     def _answer(self, request: dict[str, Any]) -> None:
         """Answer graph code's ``find``/``neighbours`` call from the store, with the nodes in
@@ -399,6 +367,47 @@ class WorkingSet:
             found = self._inner.neighbours(node_id)
         with self._lock:
             self._answers[lookup_key(request)] = found
+
+
+_RUN_AGAIN_AFTER = (FactsNeededError, CodeExecutionError, QueryError, ChangesetError)
+
+
+class _Runs:
+    """Whether one piece of graph code on a working set runs again, after each of its runs:
+    once a ``find``/``neighbours`` call it made is answered (at most :data:`MAX_LOOKUPS`), or
+    once what its changeset or its error shows it needed is loaded (at most :data:`RERUNS`
+    times)."""
+
+    def __init__(self, working_set: WorkingSet, writes: bool) -> None:
+        self._set = working_set
+        self._writes = writes
+        self._attempts = 0
+        self._lookups = 0
+
+    def again(self, outcome: object) -> bool:
+        """After a run that returned ``outcome`` or raised it: True when it should run again
+        (what it asked for is loaded). Reads the store.
+
+        Raises:
+            CodeExecutionError, QueryError: the code asked for more lookups than one run gets.
+        """
+        if isinstance(outcome, FactsNeededError):
+            self._lookups += 1
+            if self._lookups > MAX_LOOKUPS:
+                message = (
+                    f"the code called find()/neighbours() with more than {MAX_LOOKUPS} "
+                    "different arguments in one run; ask for what you need in fewer calls "
+                    "(one find() with a larger limit, then read G)"
+                )
+                raise CodeExecutionError(message) if self._writes else QueryError(message)
+            self._set._answer(outcome.request)
+            return True
+        if not isinstance(outcome, Exception) and not self._writes:
+            return False  # a read's result: nothing it returned can show a need
+        if self._attempts == RERUNS or not self._set._needed_after(outcome):
+            return False
+        self._attempts += 1
+        return True
 
 
 class _Searcher:
