@@ -351,13 +351,9 @@ class EntitySession:
                     for row in connection.execute(query.where(_edges.c.source.in_(chunk)))
                     if (row[0], row[1], row[2]) in wanted_edges
                 ]
-            wanted = {*node_ids, *(end for row in edge_rows for end in row[:2])}
-            node_rows = self._current_node_rows(
-                connection, version, moment, wanted, include_meta=include_meta
+            return self._with_ends(
+                connection, version, moment, edge_rows, node_ids, include_meta=include_meta
             )
-        alive = {row[0] for row in node_rows}
-        rows = [row for row in edge_rows if row[0] in alive and row[1] in alive]
-        return _fact_graph(node_rows, rows, version, include_meta)
 
     def nodes_of_types(self, labels: Iterable[str]) -> nx.MultiDiGraph:
         """The current nodes of the types ``labels`` (no edges), as
@@ -390,11 +386,7 @@ class EntitySession:
             moment = utc_now()
             query = self._facts_query(_edges, version, True, moment, True).where(matching)
             edge_rows = connection.execute(query).all()
-            ends = {end for row in edge_rows for end in row[:2]}
-            node_rows = self._current_node_rows(connection, version, moment, ends)
-        alive = {row[0] for row in node_rows}
-        rows = [row for row in edge_rows if row[0] in alive and row[1] in alive]
-        return _meta_graph(node_rows, rows, version)
+            return self._with_ends(connection, version, moment, edge_rows)
 
     def find_node_ids(
         self, label: str | None, properties: Mapping[str, Any], *, limit: int
@@ -443,11 +435,7 @@ class EntitySession:
             for chunk in chunks(ids):
                 query = self._facts_query(_edges, version, True, moment, True)
                 edge_rows += connection.execute(query.where(_edges.c.source.in_(chunk))).all()
-            ends = {end for row in edge_rows for end in row[:2]}
-            node_rows = self._current_node_rows(connection, version, moment, ends)
-        alive = {row[0] for row in node_rows}
-        rows = [row for row in edge_rows if row[0] in alive and row[1] in alive]
-        return _meta_graph(node_rows, rows, version)
+            return self._with_ends(connection, version, moment, edge_rows)
 
     def recent_node_ids(self, limit: int) -> list[str]:
         """The ids of the ``limit`` current nodes written last, newest first (by the version
@@ -461,6 +449,27 @@ class EntitySession:
                 .limit(limit)
             )
             return list(connection.execute(query).scalars())
+
+    def _with_ends(
+        self,
+        connection: Connection,
+        version: int,
+        moment: datetime,
+        edge_rows: Sequence[Any],
+        node_ids: Iterable[str] = (),
+        *,
+        include_meta: bool = True,
+    ) -> nx.MultiDiGraph:
+        """A graph of ``edge_rows`` (read with ``_facts_query``), the current nodes at their
+        ends and the current ones of ``node_ids``; an edge with an end that is not current is
+        left out."""
+        wanted = {*node_ids, *(end for row in edge_rows for end in row[:2])}
+        node_rows = self._current_node_rows(
+            connection, version, moment, wanted, include_meta=include_meta
+        )
+        alive = {row[0] for row in node_rows}
+        rows = [row for row in edge_rows if row[0] in alive and row[1] in alive]
+        return _fact_graph(node_rows, rows, version, include_meta)
 
     def _current_node_rows(
         self,
