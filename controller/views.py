@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from kgot.controller.context import RunContext
 from kgot.controller.trust import FactLens
-from kgot.graph_backends import ViewRequest
+from kgot.graph_backends import GraphView, ViewRequest
 
 
 async def graph_view(ctx: RunContext, question: str, focus: Sequence[str] = ()) -> str:
@@ -18,13 +18,17 @@ async def graph_view(ctx: RunContext, question: str, focus: Sequence[str] = ()) 
     Rendered on a thread: an entity run's view reads the store (the fact lens's metadata, a
     working set's searches of the focus texts), which must not hold up the event loop that
     other runs and an MCP server's other tenants share."""
-    request = ViewRequest(
-        question=question,
-        token_budget=ctx.settings.controller.graph_token_budget,
-        focus=tuple(focus),
-        lens=await asyncio.to_thread(fact_lens, ctx),
-    )
-    view = await asyncio.to_thread(ctx.backend.render, request)
+
+    def render() -> GraphView:
+        request = ViewRequest(
+            question=question,
+            token_budget=ctx.settings.controller.graph_token_budget,
+            focus=tuple(focus),
+            lens=fact_lens(ctx),
+        )
+        return ctx.backend.render(request)
+
+    view = await asyncio.to_thread(render)
     if view.nodes_total == 0:
         return "(the graph is empty)"
     return view.text
