@@ -437,6 +437,9 @@ class FieldModel:
     # property -> value (its normal form) -> its share of the records holding the property
     frequencies: dict[str, dict[str, float]] = field(default_factory=dict)
     estimated: bool = False  # m and the prior came from EM (else the defaults)
+    # property -> the share of a value left out of ``frequencies``: a stored model
+    # (:meth:`to_json`) keeps only the values more common than the rarest, which all share it.
+    rare_shares: dict[str, float] = field(default_factory=dict)
     _weight_tables: tuple[dict[str, list[float]], dict[str, dict[str, float]]] | None = field(
         default=None, repr=False, compare=False
     )
@@ -456,6 +459,8 @@ class FieldModel:
         u = float(self.u[prop][level])
         if level == 0 and value is not None:
             share = self.frequencies.get(prop, {}).get(_normal_form(self.kinds[prop], value) or "")
+            if share is None:
+                share = self.rare_shares.get(prop)
             if share is not None:
                 u = max(share, _FLOOR)
         return math.log2(max(m, _FLOOR) / max(u, _FLOOR))
@@ -475,7 +480,8 @@ class FieldModel:
                 total += tables[prop][level]
             else:
                 form = _normal_form(kind, x) or ""
-                total += exact[prop].get(form, tables[prop][0])
+                found = exact[prop].get(form)
+                total += found if found is not None else self.level_weight(prop, 0, x)
         return total
 
     def _tables(self) -> tuple[dict[str, list[float]], dict[str, dict[str, float]]]:
@@ -519,6 +525,42 @@ class FieldModel:
             field_weight = np.where(exact, rare, field_weight)
             total += np.where(present, field_weight, 0.0)
         return total
+
+    def to_json(self) -> dict[str, Any]:
+        """The model as JSON, to be stored and used again without the records it was fitted
+        on. Of each field's exact-value frequencies only the values more common than the
+        rarest are kept (the rarest, usually values held once, are most of them and all
+        share one figure, kept as ``rare_shares``): weights are unchanged."""
+        frequencies: dict[str, dict[str, float]] = {}
+        rare = dict(self.rare_shares)
+        for prop, shares in self.frequencies.items():
+            if not shares:
+                continue
+            lowest = min(shares.values())
+            rare[prop] = lowest
+            frequencies[prop] = {v: share for v, share in shares.items() if share != lowest}
+        return {
+            "kinds": {prop: kind.value for prop, kind in self.kinds.items()},
+            "m": {prop: [float(x) for x in values] for prop, values in self.m.items()},
+            "u": {prop: [float(x) for x in values] for prop, values in self.u.items()},
+            "prior": self.prior,
+            "estimated": self.estimated,
+            "frequencies": frequencies,
+            "rare_shares": rare,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> FieldModel:
+        """A model :meth:`to_json` wrote."""
+        return cls(
+            kinds={prop: FieldKind(kind) for prop, kind in data["kinds"].items()},
+            m={prop: np.array(values, dtype=float) for prop, values in data["m"].items()},
+            u={prop: np.array(values, dtype=float) for prop, values in data["u"].items()},
+            prior=float(data["prior"]),
+            frequencies={p: dict(shares) for p, shares in data["frequencies"].items()},
+            estimated=bool(data["estimated"]),
+            rare_shares={p: float(share) for p, share in data["rare_shares"].items()},
+        )
 
     def agreeing(self, a: Mapping[str, str], b: Mapping[str, str]) -> int:
         """How many of the fields both records hold agree (at a level the model counts as

@@ -46,7 +46,7 @@ import json
 import math
 import unicodedata
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import chain
@@ -475,6 +475,18 @@ class _TypeIndex:
     # node id -> its scalar properties other than names and metadata
     values: dict[str, dict[str, Any]] = field(default_factory=dict)
     fields: _Fields | None = None  # built on first use (_fields_of)
+    # Set when the index holds only a write's candidates read from the store
+    # (kgot.memory.resolution_store): the types' block sizes there, by stored key, and
+    # whether the type was found to have no field model (then ``fields`` stays None).
+    sizes: Mapping[str, int] | None = None
+    fields_absent: bool = False
+
+    def block_size(self, key: str, rows: Sized) -> int:
+        """How many nodes the block ``key`` (a stored key, :func:`name_keys`) holds: in the
+        store when the index holds only candidates, else here."""
+        if self.sizes is None:
+            return len(rows)
+        return self.sizes.get(key, len(rows))
 
     def normalise(self, names: Iterable[str]) -> tuple[NormalName, ...]:
         out: list[NormalName] = []
@@ -547,6 +559,43 @@ class _TypeIndex:
         return _identity_relation(self.nodes[a].identity, self.nodes[b].identity)
 
 
+# --------------------------------------------------------------------------------------------
+# The blocks as keys in the store (kgot.memory.resolution_store)
+#
+# A write to a large type reads only the nodes that share a block with the new one. Each
+# block of the index above has a stored key: "<table>:<value>", the table one letter. Lookups
+# whose choice depends on a block's size (an acronym's expansions, a prefix too common, a word
+# too common to walk) ask the index's ``block_size``, which answers from the store's counts.
+
+
+def name_keys(name: NormalName) -> set[str]:
+    """The stored keys of the blocks ``name`` is filed under (what :meth:`_TypeIndex.add`
+    files it under): k key, c compact forms, s sorted key, i initials, a acronym, f initials
+    form, h the same form for names with an initial, w words, p and l short and long
+    prefixes."""
+    keys = {f"k:{name.key}", f"c:{name.compact}", f"c:{name.full_compact}", f"s:{name.sorted_key}"}
+    keys.update(f"i:{initials}" for initials in name.initials)
+    if name.acronym_like:
+        keys.add(f"a:{name.compact}")
+    form = _initials_form(name)
+    if form is not None:
+        keys.add(f"f:{form}")
+        if _has_initial(name):
+            keys.add(f"h:{form}")
+    keys.update(f"w:{word}" for word in set(name.words))
+    for prefix, long_prefix in _block_keys(name):
+        keys.update((f"p:{prefix}", f"l:{long_prefix}"))
+    return keys
+
+
+def identity_key(prop: str, value: str) -> str:
+    return f"d:{prop}\x1f{value}"
+
+
+def field_key(prop: str, form: str) -> str:
+    return f"b:{prop}\x1f{form}"
+
+
 def _initials_form(name: NormalName) -> str | None:
     """ "j r r|tolkien" for both "J. R. R. Tolkien" and "John Ronald Reuel Tolkien": where names
     equal up to initials meet."""
@@ -583,6 +632,7 @@ class _Fields:
     records: dict[str, dict[str, str]] = field(default_factory=dict)
     blocks: dict[tuple[str, str], list[str]] = field(default_factory=lambda: defaultdict(list))
     model: FieldModel | None = None
+    sizes: Mapping[str, int] | None = None  # block sizes in the store (see _TypeIndex.sizes)
 
     @property
     def name_field(self) -> bool:
@@ -619,10 +669,14 @@ class _Fields:
         rare: set[str] = set()
         for prop, value in record.items():
             if self.kinds[prop] in _BLOCKING_KINDS:
-                block = self.blocks.get((prop, _block_form(self.kinds[prop], value)), ())
-                if len(block) <= _RARE_BLOCK:
+                form = _block_form(self.kinds[prop], value)
+                block = self.blocks.get((prop, form), ())
+                size = len(block)
+                if self.sizes is not None:
+                    size = self.sizes.get(field_key(prop, form), size)
+                if size <= _RARE_BLOCK:
                     rare.update(block)
-                elif len(block) <= self.block_limit:
+                elif size <= self.block_limit:
                     hits.update(set(block))
         return rare | {node_id for node_id, count in hits.items() if count >= 2}
 
@@ -662,7 +716,7 @@ def _fields_of(index: _TypeIndex) -> _Fields | None:
     rules know best: legal forms, acronyms)."""
     if index.fields is not None:
         return index.fields
-    if index.organisation:
+    if index.organisation or index.fields_absent:
         return None
     # The kinds are read from a sample: a few thousand records say how a field looks.
     records = [index.values[node_id] for node_id in itertools.islice(index.nodes, _KIND_SAMPLE)]
@@ -1067,11 +1121,15 @@ def _fuzzy_blocks(index: _TypeIndex) -> Iterable[list[int]]:
 
 def _containing_rows(index: _TypeIndex, name: NormalName, limit: int) -> list[int]:
     """Rows whose words include all of ``name``'s (and more), if there are at most ``limit``."""
-    postings = sorted((index.by_word.get(word, []) for word in set(name.words)), key=len)
-    if not postings or len(postings[0]) > limit * 4 + 1:
+    sized = sorted(
+        (index.block_size("w:" + word, posting), word, posting)
+        for word in set(name.words)
+        for posting in [index.by_word.get(word, [])]
+    )
+    if not sized or sized[0][0] > limit * 4 + 1:
         return []
-    found = set(postings[0])
-    for posting in postings[1:]:
+    found = set(sized[0][2])
+    for _size, _word, posting in sized[1:]:
         found &= set(posting)
     rows = sorted(r for r in found if len(index.names[r].words) > len(name.words))
     return rows if len(rows) <= limit else []
@@ -1485,10 +1543,11 @@ def _lookup_rows(index: _TypeIndex, name: NormalName) -> set[int]:
         rows.update(table.get(key, ()))
     if name.acronym_like:
         expanded = index.by_initials.get(name.compact, ())
-        if len(expanded) <= thresholds.max_containing:
+        if index.block_size("i:" + name.compact, expanded) <= thresholds.max_containing:
             rows.update(expanded)
     for initials in name.initials:
-        if len(index.by_initials.get(initials, ())) < thresholds.max_containing:
+        holding = index.by_initials.get(initials, ())
+        if index.block_size("i:" + initials, holding) < thresholds.max_containing:
             rows.update(index.by_acronym.get(initials, ()))
     form = _initials_form(name)
     if form is not None:
@@ -1500,7 +1559,7 @@ def _lookup_rows(index: _TypeIndex, name: NormalName) -> set[int]:
     cutoff = thresholds.suggest * 100
     for prefix, long_prefix in _block_keys(name):
         block = index.by_prefix.get(prefix, [])
-        if len(block) > thresholds.max_block:
+        if index.block_size("p:" + prefix, block) > thresholds.max_block:
             block = index.by_long_prefix.get(long_prefix, [])
         if block:
             texts = [index.names[row].sorted_key for row in block]
@@ -1523,7 +1582,7 @@ def _contained_rows(index: _TypeIndex, name: NormalName, limit: int) -> list[int
     walked: list[Sequence[int]] = []
     for word in words:
         posting = index.by_word.get(word, ())
-        if len(posting) > 2000:
+        if index.block_size("w:" + word, posting) > 2000:
             skipped.add(word)
         else:
             walked.append(posting)

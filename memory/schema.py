@@ -7,7 +7,11 @@
 * the search index (migration 10), read and kept up to date by
   :mod:`kgot.memory.search_index`: each current fact's words (``kgot_search_terms``), each
   entity's vocabulary (``kgot_search_vocabulary``, for typo matches) and the entity version the
-  index shows (``kgot_search_state``).
+  index shows (``kgot_search_state``);
+* write-time resolution's blocks (migration 12), read and kept up to date by
+  :mod:`kgot.memory.resolution_store`: for each large type, the blocking keys of its nodes
+  (``kgot_resolution_keys``) and the type's state: the version its keys show, the settings
+  they were made with, and its fitted field model (``kgot_resolution_types``).
 
 All of it is derived from the facts (never a fact version) and deleted with its entity.
 """
@@ -27,6 +31,7 @@ from sqlalchemy import (
     MetaData,
     String,
     Table,
+    Text,
 )
 
 from kgot.persistence import (
@@ -39,7 +44,7 @@ from kgot.persistence import (
 )
 
 # The schema version the memory's table last changed at (its last migration's).
-MEMORY_VERSION = 10
+MEMORY_VERSION = 12
 
 
 def define_memory_tables(metadata: MetaData, version: int = MEMORY_VERSION) -> dict[str, Table]:
@@ -72,7 +77,55 @@ def define_memory_tables(metadata: MetaData, version: int = MEMORY_VERSION) -> d
     tables = {"embeddings": embeddings}
     if version >= 10:
         tables.update(_search_tables(metadata, entities))
+    if version >= 12:
+        tables.update(_resolution_tables(metadata, entities))
     return tables
+
+
+def _resolution_tables(metadata: MetaData, entities: Table) -> dict[str, Table]:
+    """Write-time resolution's tables (migration 12)."""
+    key_text = String().with_variant(String(collation="C"), "postgresql")
+
+    def entity_column() -> Column:  # type: ignore[type-arg]
+        return Column(
+            "entity_id",
+            ForeignKey(entities.c.id, ondelete="CASCADE"),
+            primary_key=True,
+            nullable=False,
+            autoincrement=False,
+        )
+
+    # One row per (type, block key, node): the blocks of kgot.memory.resolution's index, so
+    # that a write reads a block's nodes (or counts them) by one index range.
+    keys = Table(
+        f"{PREFIX}resolution_keys",
+        metadata,
+        entity_column(),
+        Column("label", key_text, primary_key=True),
+        Column("key", key_text, primary_key=True),
+        Column("node_id", key_text, primary_key=True),
+        sqlite_with_rowid=False,
+    )
+    # A node's rows, to replace them when it changes.
+    Index(f"{PREFIX}resolution_keys_node", keys.c.entity_id, keys.c.label, keys.c.node_id)
+    types = Table(
+        f"{PREFIX}resolution_types",
+        metadata,
+        entity_column(),
+        Column("label", String, primary_key=True),
+        # The entity version the type's keys show; nodes changed since are keyed again first.
+        Column("version", BigInteger, nullable=False),
+        # What the keys were made with (the type's identity properties, organisation names,
+        # field kinds, the key format): another fingerprint means the keys are made again.
+        Column("fingerprint", String(64), nullable=False),
+        Column("fitted_nodes", BigInteger, nullable=False),  # nodes the model was fitted on
+        Column("nodes", BigInteger, nullable=False),  # nodes holding keys now
+        # The field model (kgot.memory.field_evidence.FieldModel.to_json), or null: the type's
+        # nodes hold no comparable field besides names.
+        Column("model", Text, nullable=True),
+        Column("updated_at", Timestamp, nullable=False),
+    )
+    return {"resolution_keys": keys, "resolution_types": types}
 
 
 def _search_tables(metadata: MetaData, entities: Table) -> dict[str, Table]:
@@ -147,6 +200,15 @@ def _v2_embeddings(connection: Connection) -> None:
     define_memory_tables(metadata, 2)["embeddings"].create(connection)
 
 
+def _v12_resolution_keys(connection: Connection) -> None:
+    """Add write-time resolution's tables (filled by the first large write of each type)."""
+    metadata = MetaData()
+    define_tables(metadata, version=11)
+    tables = define_memory_tables(metadata, 12)
+    tables["resolution_keys"].create(connection)
+    tables["resolution_types"].create(connection)
+
+
 def _v10_search_index(connection: Connection) -> None:
     """Add the search index's tables (filled by the first search of each entity)."""
     metadata = MetaData()
@@ -164,6 +226,7 @@ TABLE_SET = TableSet(
     (
         Migration(2, "embeddings", _v2_embeddings),
         Migration(10, "search index: each current fact's words, by entity", _v10_search_index),
+        Migration(12, "resolution keys: large types' blocks, by entity", _v12_resolution_keys),
     ),
 )
 
@@ -173,6 +236,8 @@ EMBEDDINGS: Table
 SEARCH_TERMS: Table
 SEARCH_VOCABULARY: Table
 SEARCH_STATE: Table
+RESOLUTION_KEYS: Table
+RESOLUTION_TYPES: Table
 __getattr__ = tables_on_first_use(
     globals(),
     TABLE_SET,
@@ -181,5 +246,7 @@ __getattr__ = tables_on_first_use(
         "SEARCH_TERMS": lambda tables: tables["search_terms"],
         "SEARCH_VOCABULARY": lambda tables: tables["search_vocabulary"],
         "SEARCH_STATE": lambda tables: tables["search_state"],
+        "RESOLUTION_KEYS": lambda tables: tables["resolution_keys"],
+        "RESOLUTION_TYPES": lambda tables: tables["resolution_types"],
     },
 )

@@ -43,7 +43,7 @@ from kgot.graph_model import Changeset, Edge, Node
 from kgot.memory.tickers import TickerClaims, with_ticker_names
 
 if TYPE_CHECKING:
-    from kgot.memory.resolution import TypeHints
+    from kgot.memory.resolution import ResolutionIndex, TypeHints
     from kgot.persistence import EntitySession, TypeCatalog
 
 __all__ = [
@@ -218,8 +218,11 @@ class _Snapshot:
     * the nodes a changeset names (its nodes, its edges' ends, the nodes they were merged
       into), and every edge out of its edges' sources (for functional edges and re-stated
       ones), read by index;
-    * every node of each type a changeset adds (``types``): resolution weighs a new node
-      against all of its type, as before, so its decisions are the same as on the whole graph;
+    * for each type a changeset adds nodes of, the nodes resolution weighs them against: for a
+      type of fewer than :data:`~kgot.memory.resolution_store.PROBE_MIN_NODES` nodes (and any
+      organisation type) every node of it (``types``), kept in ``index``; for a larger one
+      only the nodes sharing a block with the new ones, found by the blocks kept in the store
+      (:mod:`kgot.memory.resolution_store`) and read again for each changeset (``probes``);
     * for organisation types, the tickers every organisation claims (its own ticker
       properties, and the securities linked to it by an issuer-like edge), since a ticker
       claimed by two organisations names neither;
@@ -251,6 +254,9 @@ class _Snapshot:
         self.known: set[str] = set()  # ids read as nodes (whether or not one is current)
         self.sources: set[str] = set()  # nodes read with every edge out of them
         self.types: set[str] = set()  # types read whole (and in the index)
+        self.large: dict[str, bool] = {}  # type -> whether its writes probe the store
+        # type -> an index of only the candidates of this changeset's new nodes of it
+        self.probes: dict[str, ResolutionIndex] = {}
         self.strict = True  # False: reads of another version are taken (see prepare)
 
     @classmethod
@@ -304,8 +310,13 @@ class _Snapshot:
     def read_types(self, session: EntitySession, labels: Iterable[str], types: TypeUpkeep) -> None:
         """Read every node of the types ``labels`` (those not read yet) into the index."""
         from kgot.memory.names import is_organisation_type
+        from kgot.memory.resolution_store import large_type
 
         wanted = {label for label in labels if label not in self.types}
+        for label in wanted:
+            if label not in self.large:
+                self.large[label] = large_type(session, label)
+        wanted = {label for label in wanted if not self.large[label]}
         if not wanted:
             return
         if self.tickers is None and any(is_organisation_type(label) for label in wanted):
@@ -358,7 +369,48 @@ class _Snapshot:
         merged_into = self._merged_into(named)
         self.read_out_edges(session, {*sources, *(self._merged_into(sources))})
         self.read_nodes(session, {*named, *merged_into})
-        self.read_types(session, {node.label for node in changeset.added_nodes}, types)
+        added = {node.label for node in changeset.added_nodes}
+        self.read_types(session, added, types)
+        self.probes = {}
+        for label in sorted(added):
+            if self.large.get(label):
+                self.read_candidates(session, changeset, label, types)
+
+    def read_candidates(
+        self, session: EntitySession, changeset: Changeset, label: str, types: TypeUpkeep
+    ) -> None:
+        """Read the nodes of the large type ``label`` that the changeset's new nodes of it
+        share a block with, into an index of only them (``probes``)."""
+        from kgot.memory.resolution import TypeHints
+        from kgot.memory.resolution_store import TypeSettings, probe, ready_type
+
+        settings = TypeSettings(
+            label,
+            types.identity(label),
+            types.schemas_by_type([label]).get(label) or {},
+            types.hints_by_type([label]).get(label) or TypeHints(),
+        )
+        stored = ready_type(session, settings)
+        new = [
+            Node(node.id, label, _split(node.properties)[0])
+            for node in changeset.added_nodes
+            if node.label == label and node.id not in self.nodes
+        ]
+        found = probe(session, stored, new)
+        graph = session.load_facts(found.node_ids, ())
+        self._took(graph)
+        if self.strict and stored.version != self.version:
+            raise _Stale(f"keys show version {stored.version}, snapshot {self.version}")
+        candidates = (
+            Node(node_id, label, self.nodes[node_id].properties)
+            for node_id in graph.nodes
+            if self.nodes[node_id].label == label
+        )
+        self.probes[label] = stored.index_of(candidates, found.sizes)
+
+    def index_for(self, label: str) -> ResolutionIndex:
+        """The index a new node of ``label`` is matched in."""
+        return self.probes.get(label, self.index)
 
     def _merged_into(self, node_ids: Iterable[str]) -> set[str]:
         """The nodes ``node_ids`` were merged into, following later merges."""
@@ -693,7 +745,9 @@ class _Rewrite:
         from kgot.memory.resolution import match_existing
 
         plain, _ = _split(node.properties)
-        match = match_existing(Node(node.id, node.label, plain), self.snapshot.index)
+        match = match_existing(
+            Node(node.id, node.label, plain), self.snapshot.index_for(node.label)
+        )
         if match is None or match.node_id not in self.snapshot.nodes:
             return None
         if not match.merge:

@@ -67,6 +67,7 @@ HISTORY = [
     (9, "suggestion decisions: who decided a suggestion and why"),
     (10, "search index: each current fact's words, by entity"),
     (11, "nodes by type: an index of current nodes by type"),
+    (12, "resolution keys: large types' blocks, by entity"),
 ]
 
 
@@ -95,7 +96,7 @@ def test_the_packages_table_sets_are_installed_in_order() -> None:
     owners = [s.owner for s in table_sets()]
     assert owners == ["kgot.persistence", "kgot.aides", "kgot.memory", "kgot.aides.advisor"]
     assert [(s.version, s.description) for s in migrations()] == HISTORY
-    assert latest_version() == 11
+    assert latest_version() == 12
     names = {t.name for t in owned_tables()}
     assert "kgot_embeddings" in names and "kgot_aide_items" in names
     assert "kgot_advisor_users" in names and "kgot_nodes" not in names
