@@ -69,7 +69,7 @@ from typing import Any
 
 from kgot.benchmarks.figures import Figure, p95, print_figures
 from kgot.graph_model import Changeset, Edge, Node
-from kgot.memory import open_memory, update_search_index
+from kgot.memory import open_memory, update_resolution_keys, update_search_index
 from kgot.persistence import Provenance, Store, open_store
 
 __all__ = ["Command", "build_entity", "measure", "run"]
@@ -460,6 +460,7 @@ class _Size:
     edges: int
     build_s: float
     index_s: float
+    keys_s: float
     disk_mb_per_10k: float | None
     commands: dict[str, list[Command]]
     cold_search_ms: list[float]
@@ -579,6 +580,12 @@ def _measure_size(
         started = time.perf_counter()
         update_search_index(store.session(ENTITY))
         index_s = time.perf_counter() - started
+        # So are write-time resolution's keys of each large type (the first write to each
+        # would make them).
+        say("building the resolution keys")
+        started = time.perf_counter()
+        update_resolution_keys(store.session(ENTITY))
+        keys_s = time.perf_counter() - started
     finally:
         store.close()
     disk_mb = disk()
@@ -629,6 +636,7 @@ def _measure_size(
         edges=edges,
         build_s=build_s,
         index_s=index_s,
+        keys_s=keys_s,
         disk_mb_per_10k=per_10k,
         commands=commands,
         cold_search_ms=searches,
@@ -666,6 +674,12 @@ def _figures(size: _Size, *, targets: bool) -> list[Figure]:
             AREA,
             f"{label}: search index build (once per entity; later commits are caught up)",
             size.index_s,
+            "s",
+        ),
+        Figure(
+            AREA,
+            f"{label}: resolution keys build (once per large type; later commits are caught up)",
+            size.keys_s,
             "s",
         ),
     ]

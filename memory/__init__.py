@@ -63,6 +63,7 @@ __all__ = [
     "run_upkeep",
     "synthetic_nodes",
     "temporal_properties",
+    "update_resolution_keys",
     "update_search_index",
     "verify_claim",
     "verify_text",
@@ -90,6 +91,7 @@ if TYPE_CHECKING:
         resolve,
         resolve_all,
     )
+    from kgot.memory.resolution_store import update_resolution_keys
     from kgot.memory.scoring import DEFAULT_WEIGHTS as DEFAULT_RANK_WEIGHTS
     from kgot.memory.scoring import (
         fact_freshness,
@@ -138,6 +140,7 @@ _HOMES = {
     "find_edge": "search",
     "nodes_named_by_rare_words": "search",
     "update_search_index": "search_index",
+    "update_resolution_keys": "resolution_store",
     "parse_now": "upkeep",
     "Claim": "verify",
     "adjudicate_suggestions": "adjudicate",

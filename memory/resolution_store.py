@@ -67,6 +67,7 @@ from kgot.memory.resolution import (
 from kgot.persistence import TABLES, utc_now
 
 if TYPE_CHECKING:
+    from kgot.memory.writes import TypeUpkeep
     from kgot.persistence import EntitySession
 
 __all__ = [
@@ -79,6 +80,7 @@ __all__ = [
     "large_type",
     "probe",
     "ready_type",
+    "update_resolution_keys",
 ]
 
 PROBE_MIN_NODES = 5_000  # a type with fewer current nodes is read whole, as before
@@ -103,6 +105,16 @@ class TypeSettings:
     identity: tuple[str, ...]
     schema: Mapping[str, Any]
     hints: TypeHints
+
+    @classmethod
+    def of(cls, types: TypeUpkeep, label: str) -> TypeSettings:
+        """The settings of ``label`` in the entity's catalog (through its upkeep view)."""
+        return cls(
+            label,
+            types.identity(label),
+            types.schemas_by_type([label]).get(label) or {},
+            types.hints_by_type([label]).get(label) or TypeHints(),
+        )
 
     def fingerprint(self) -> str:
         text = json.dumps(
@@ -174,6 +186,19 @@ def large_type(session: EntitySession, label: str) -> bool:
     with session.read() as connection:
         held = connection.execute(select(func.count()).select_from(first)).scalar_one()
     return int(held) >= PROBE_MIN_NODES
+
+
+def update_resolution_keys(session: EntitySession) -> list[str]:
+    """Make or catch up the keys of every large type of the entity (what its next write to
+    each would do first), e.g. after a bulk import; return those types."""
+    from kgot.memory.writes import TypeUpkeep
+
+    catalog = session.type_catalog()
+    types = TypeUpkeep(catalog)
+    found = [label for label in sorted(catalog.node_types) if large_type(session, label)]
+    for label in found:
+        ready_type(session, TypeSettings.of(types, label))
+    return found
 
 
 def ready_type(session: EntitySession, settings: TypeSettings) -> StoredType:

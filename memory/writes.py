@@ -381,16 +381,9 @@ class _Snapshot:
     ) -> None:
         """Read the nodes of the large type ``label`` that the changeset's new nodes of it
         share a block with, into an index of only them (``probes``)."""
-        from kgot.memory.resolution import TypeHints
         from kgot.memory.resolution_store import TypeSettings, probe, ready_type
 
-        settings = TypeSettings(
-            label,
-            types.identity(label),
-            types.schemas_by_type([label]).get(label) or {},
-            types.hints_by_type([label]).get(label) or TypeHints(),
-        )
-        stored = ready_type(session, settings)
+        stored = ready_type(session, TypeSettings.of(types, label))
         new = [
             Node(node.id, label, _split(node.properties)[0])
             for node in changeset.added_nodes

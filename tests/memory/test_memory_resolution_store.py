@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 from kgot.graph_model import Changeset, Node
 from kgot.memory import open_memory, resolution_store
 from kgot.memory.field_evidence import FieldModel
-from kgot.memory.resolution import ResolutionIndex, TypeHints, match_existing
+from kgot.memory.resolution import ResolutionIndex, match_existing
 from kgot.memory.writes import TypeUpkeep
 from kgot.persistence import EntitySession, Provenance, Store
 
@@ -66,13 +66,7 @@ def _plain(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _settings(session: EntitySession) -> resolution_store.TypeSettings:
-    types = TypeUpkeep(session.type_catalog())
-    return resolution_store.TypeSettings(
-        LABEL,
-        types.identity(LABEL),
-        types.schemas_by_type([LABEL]).get(LABEL) or {},
-        types.hints_by_type([LABEL]).get(LABEL) or TypeHints(),
-    )
+    return resolution_store.TypeSettings.of(TypeUpkeep(session.type_catalog()), LABEL)
 
 
 def _whole_index(session: EntitySession) -> ResolutionIndex:
