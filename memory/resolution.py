@@ -571,8 +571,8 @@ class _TypeIndex:
 def name_keys(name: NormalName) -> set[str]:
     """The stored keys of the blocks ``name`` is filed under (what :meth:`_TypeIndex.add`
     files it under): k key, c compact forms, s sorted key, i initials, a acronym, f initials
-    form, h the same form for names with an initial, w words, p and l short and long
-    prefixes."""
+    form, h the same form for names with an initial, w words, v the set of words (for the
+    names whose words are a subset of another's), p and l short and long prefixes."""
     keys = {f"k:{name.key}", f"c:{name.compact}", f"c:{name.full_compact}", f"s:{name.sorted_key}"}
     keys.update(f"i:{initials}" for initials in name.initials)
     if name.acronym_like:
@@ -583,9 +583,15 @@ def name_keys(name: NormalName) -> set[str]:
         if _has_initial(name):
             keys.add(f"h:{form}")
     keys.update(f"w:{word}" for word in set(name.words))
+    if name.word_set:
+        keys.add(word_set_key(name.word_set))
     for prefix, long_prefix in _block_keys(name):
         keys.update((f"p:{prefix}", f"l:{long_prefix}"))
     return keys
+
+
+def word_set_key(words: Iterable[str]) -> str:
+    return "v:" + " ".join(sorted(set(words)))
 
 
 def identity_key(prop: str, value: str) -> str:

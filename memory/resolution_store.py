@@ -9,10 +9,14 @@ written read a quarter of a million notes, about 9 s. A type of at least
 * ``kgot_resolution_keys`` holds, per type, each node's block keys
   (:func:`~kgot.memory.resolution.name_keys`, :func:`~kgot.memory.resolution.identity_key`,
   :func:`~kgot.memory.resolution.field_key`);
-* a write first counts the blocks its new node's lookups consult (one statement), then reads
-  the nodes of the blocks those lookups would walk, as the counts decide (a three-letter
-  prefix held by over 300 names gives way to the six-letter one, a word held by over 2,000 is
-  not walked, as in the index), then reads those nodes' facts and builds an index of only
+* a write first counts the blocks its new node's lookups consult (one statement), then finds
+  the nodes those lookups would reach, as the counts decide (a three-letter prefix held by
+  over 300 names gives way to the six-letter one, a word held by over 2,000 is not walked, as
+  in the index). Blocks a lookup takes whole (a name, an initials form, a field value) are
+  read by key. A prefix block is compared by spelling: only its members' sorted keys are read,
+  and only the members spelled like the new name are kept. The names made of some of the new
+  name's words are found by their word sets (one key per subset of its words), not by reading
+  every holder of each word. Then it reads those nodes' facts and builds an index of only
   them, which answers block sizes from the counts.
   :func:`~kgot.memory.resolution.match_existing` on it decides as it would on the whole type;
 * the type's field model is fitted once on the whole type and stored with the keys
@@ -38,11 +42,13 @@ Every statement is scoped by the session's entity id.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from rapidfuzz import fuzz, process
 from sqlalchemy import Connection, delete, func, literal, select, union
 
 from kgot.graph_model import Node
@@ -63,6 +69,7 @@ from kgot.memory.resolution import (
     field_key,
     identity_key,
     name_keys,
+    word_set_key,
 )
 from kgot.persistence import TABLES, utc_now
 
@@ -87,10 +94,14 @@ PROBE_MIN_NODES = 5_000  # a type with fewer current nodes is read whole, as bef
 HOLDER_CAP = 2_000  # nodes read from one block at most
 REFIT_GROWTH = 0.25  # the field model is fitted again when the type grew by this share
 WALKED_WORD_LIMIT = 2_000  # resolution._contained_rows walks no word held by more names
-KEY_FORMAT = 1  # bump when the keys' making changes: every type's keys are made again
+# A name of at most this many distinct words finds the names made of some of its words by
+# their word sets (2**n - 2 keys); a longer one reads the holders of its words.
+SUBSET_WORDS = 8
+KEY_FORMAT = 2  # bump when the keys' making changes: every type's keys are made again
 MAX_KEY_CHARS = 200  # longer keys end in a hash of the rest
 _CHUNK = 500
 _INSERT_BATCH = 5_000
+_BUILD_BATCH = 50_000  # key rows per transaction of a type's first keying
 
 _nodes = TABLES.nodes
 _entities = TABLES.entities
@@ -214,7 +225,7 @@ def ready_type(session: EntitySession, settings: TypeSettings) -> StoredType:
         row = connection.execute(select(types).where(*scope)).first()
         current = _entity_version(connection, session.entity_id)
     if row is None or row.fingerprint != fingerprint:
-        return _build(session, settings, None)
+        return _build(session, settings, None, fresh=row is None)
     stored = StoredType(settings, int(row.version), _model_from(row.model))
     held, fitted = int(row.nodes), int(row.fitted_nodes)
     if row.version != current:
@@ -257,7 +268,7 @@ def probe(session: EntitySession, stored: StoredType, nodes: Sequence[Node]) -> 
     counted: set[str] = set()
     for entry in new.nodes.values():
         for name in entry.names:
-            counted |= name_keys(name)
+            counted |= name_keys(name) | _subset_keys(name)
             counted.update(f"a:{initials}" for initials in name.initials)
             if name.acronym_like:
                 counted.add(f"i:{name.compact}")
@@ -268,13 +279,21 @@ def probe(session: EntitySession, stored: StoredType, nodes: Sequence[Node]) -> 
     sizes = _counts(session, stored.settings.label, sorted(counted))
 
     read: dict[str, int] = {}  # key -> nodes to read from it at most
+    fuzzy: dict[str, set[str]] = {}  # prefix block -> the sorted keys compared with its names
     for entry in new.nodes.values():
         for name in entry.names:
-            read.update(_walked(name, sizes, thresholds.max_containing, thresholds.max_block))
+            walked = _walked(name, sizes, thresholds.max_containing, thresholds.max_block)
+            read.update(walked)
+            for key in walked:
+                if key[:2] in ("p:", "l:"):
+                    del read[key]
+                    fuzzy.setdefault(key, set()).add(name.sorted_key)
         read.update((identity_key(p, v), HOLDER_CAP) for p, v in entry.identity.items())
     block_limit = thresholds.field_block
     read.update((key, HOLDER_CAP) for key in field_keys if sizes.get(key, 0) <= block_limit)
-    holders = _holders(session, stored.settings.label, read, sizes)
+    label = stored.settings.label
+    holders = _holders(session, label, read, sizes)
+    holders |= _spelled_alike(session, label, fuzzy, thresholds.suggest * 100)
     return Probe(sizes, sorted(holders - set(new.nodes)))
 
 
@@ -307,13 +326,41 @@ def _walked(
             read[f"p:{prefix}"] = HOLDER_CAP
         else:
             read[f"l:{long_prefix}"] = HOLDER_CAP
-    words = sorted((size(f"w:{word}"), word) for word in set(name.words))
+    read.update(_word_blocks(name, sizes, max_containing))
+    return read
+
+
+def _word_blocks(name: NormalName, sizes: Mapping[str, int], max_containing: int) -> dict[str, int]:
+    """The blocks that find the names holding all of ``name``'s words (through its rarest
+    word) and those made of some of them (through their word sets; for a long name, through
+    its words as the index walks them)."""
+    words = sorted((sizes.get(f"w:{word}", 0), word) for word in name.word_set)
+    read = {}
     if words and words[0][0] <= max_containing * 4 + 1:
         read[f"w:{words[0][1]}"] = HOLDER_CAP
+    if len(words) <= 1:
+        return read  # no name's words are a strict subset of one word
+    subsets = _subset_keys(name)
+    if subsets:
+        read.update(dict.fromkeys(subsets, HOLDER_CAP))
+        return read
     for held, word in words:
         if held <= WALKED_WORD_LIMIT:
             read[f"w:{word}"] = HOLDER_CAP
     return read
+
+
+def _subset_keys(name: NormalName) -> set[str]:
+    """The word-set keys of every strict, non-empty subset of ``name``'s words, for a name of
+    at most :data:`SUBSET_WORDS` distinct words (else none)."""
+    words = sorted(name.word_set)
+    if not 1 < len(words) <= SUBSET_WORDS:
+        return set()
+    return {
+        word_set_key(subset)
+        for size in range(1, len(words))
+        for subset in itertools.combinations(words, size)
+    }
 
 
 def _field_keys(index: _TypeIndex, record: Mapping[str, str]) -> list[str]:
@@ -399,23 +446,86 @@ def _holders(
     return found
 
 
+def _spelled_alike(
+    session: EntitySession, label: str, blocks: Mapping[str, set[str]], cutoff: float
+) -> set[str]:
+    """The nodes of the prefix blocks ``blocks`` (key -> the sorted keys of the new names that
+    fall in it) with a name spelled like one of those (rapidfuzz's ratio of sorted keys at
+    least ``cutoff``, as the index compares them): reading the block members' sorted keys,
+    not their facts. A key stored shortened (a name over :data:`MAX_KEY_CHARS`) cannot be
+    compared here; its node is read, and the index compares it."""
+    from kgot.memory.schema import RESOLUTION_KEYS
+
+    table = RESOLUTION_KEYS
+    named = table.alias("named")
+    found: set[str] = set()
+    with session.read() as connection:
+        for key, texts in sorted(blocks.items()):
+            members = (
+                select(table.c.node_id)
+                .where(
+                    table.c.entity_id == session.entity_id,
+                    table.c.label == label,
+                    table.c.key == _bounded(key),
+                )
+                .order_by(table.c.node_id)
+                .limit(HOLDER_CAP)
+            )
+            query = select(named.c.node_id, named.c.key).where(
+                named.c.entity_id == session.entity_id,
+                named.c.label == label,
+                named.c.node_id.in_(members),
+                named.c.key >= "s:",
+                named.c.key < "s;",
+            )
+            nodes: list[str] = []
+            sorted_keys: list[str] = []
+            for node_id, stored_key in connection.execute(query):
+                text = str(stored_key)[2:]
+                if len(stored_key) >= MAX_KEY_CHARS:
+                    found.add(str(node_id))
+                    continue
+                nodes.append(str(node_id))
+                sorted_keys.append(text)
+            for text in texts:
+                for _, _, position in process.extract(
+                    text, sorted_keys, scorer=fuzz.ratio, score_cutoff=cutoff, limit=None
+                ):
+                    found.add(nodes[position])
+    return found
+
+
 # ------------------------------------------------------------------------------------ writing
 
 
-def _build(session: EntitySession, settings: TypeSettings, stored: StoredType | None) -> StoredType:
+def _build(
+    session: EntitySession,
+    settings: TypeSettings,
+    stored: StoredType | None,
+    *,
+    fresh: bool = False,
+) -> StoredType:
     """Fit the type's field model on the whole type and store it. Every key of the type is
     made again, unless the keys are ``stored`` (caught up) and the new model compares the
-    same fields as theirs: then only the model is replaced."""
+    same fields as theirs: then only the model is replaced. ``fresh``: the type has no keys
+    yet (none of another making to drop first).
+
+    Keys are written in batches of their own transactions, without the entity's lock (at a
+    quarter of a million nodes they are millions of rows, and writers must not wait for
+    them); then, with the lock, the nodes changed since the type was read are keyed again and
+    the type's state is stored. Two processes making the same keys at once write the same
+    rows; the one that stores its state second catches up from its own read, which mends
+    any row the other's later catch-up had replaced."""
     from kgot.memory.schema import RESOLUTION_TYPES
 
     types = RESOLUTION_TYPES
-
     graph = session.nodes_of_types([settings.label])
     version = int(graph.graph.get("kgot_version", 0))
     index = settings.empty_index()
     for node_id, data in graph.nodes(data=True):
         plain = {k: v for k, v in data.items() if not k.startswith("_") and k != "label"}
         index.add(Node(str(node_id), settings.label, plain))
+    del graph
     type_index = index.for_type(settings.label)
     fields = _fields_of(type_index)
     model = _model_of(fields) if fields is not None else None
@@ -428,22 +538,67 @@ def _build(session: EntitySession, settings: TypeSettings, stored: StoredType | 
         "model": json.dumps(model.to_json()) if model is not None else None,
         "updated_at": utc_now(),
     }
+    if kept:
+        assert stored is not None
+        with session.write() as connection:
+            connection.execute(types.update().where(*scope).values(**values))
+        return StoredType(settings, stored.version, model)
+    _write_all_keys(session, settings.label, type_index, fresh=fresh)
+    built = StoredType(settings, version, model)
     with session.write(lock=True) as connection:
-        if not kept:
-            _Keys(connection, session.entity_id, settings.label).replace_all(type_index)
-            values.update(version=version, nodes=len(type_index.nodes))
+        current = _entity_version(connection, session.entity_id)
+        keys = _Keys(connection, session.entity_id, settings.label)
+        held = len(type_index.nodes)
+        if current != version:
+            held = keys.catch_up(built, version, held)
+        values.update(version=current, nodes=held)
         if connection.execute(select(types.c.label).where(*scope)).first() is None:
             connection.execute(
                 types.insert().values(entity_id=session.entity_id, label=settings.label, **values)
             )
         else:
             connection.execute(types.update().where(*scope).values(**values))
-    if not kept and len(type_index.nodes) >= PROBE_MIN_NODES:
+    if len(type_index.nodes) >= PROBE_MIN_NODES:
         _refresh_statistics(session)
-    if kept:
-        assert stored is not None
-        return StoredType(settings, stored.version, model)
-    return StoredType(settings, version, model)
+    return StoredType(settings, current, model)
+
+
+def _write_all_keys(session: EntitySession, label: str, index: _TypeIndex, *, fresh: bool) -> None:
+    """Write the keys of every node of ``index`` in batches, each its own transaction
+    (``fresh``: the type had no state, so no keys of another making to drop first)."""
+    from kgot.memory.schema import RESOLUTION_KEYS
+
+    if not fresh:
+        table = RESOLUTION_KEYS
+        with session.write() as connection:
+            connection.execute(
+                delete(table).where(table.c.entity_id == session.entity_id, table.c.label == label)
+            )
+    rows: list[dict[str, Any]] = []
+    for node_id in index.nodes:
+        rows += [
+            {"entity_id": session.entity_id, "label": label, "key": key, "node_id": node_id}
+            for key in _node_keys(index, node_id)
+        ]
+        if len(rows) >= _BUILD_BATCH:
+            _insert_new(session, rows)
+            rows = []
+    if rows:
+        _insert_new(session, rows)
+
+
+def _insert_new(session: EntitySession, rows: list[dict[str, Any]]) -> None:
+    """Insert key rows, leaving those another process wrote already."""
+    from kgot.memory.schema import RESOLUTION_KEYS
+
+    with session.write() as connection:
+        if connection.dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert  # type: ignore[assignment]
+        statement = insert(RESOLUTION_KEYS).on_conflict_do_nothing()
+        for start in range(0, len(rows), _INSERT_BATCH):
+            connection.execute(statement, rows[start : start + _INSERT_BATCH])
 
 
 class _Keys:
@@ -457,15 +612,6 @@ class _Keys:
         self.label = label
         self.table = RESOLUTION_KEYS
         self.rows: list[dict[str, Any]] = []
-
-    def replace_all(self, index: _TypeIndex) -> None:
-        table = self.table
-        self.connection.execute(
-            delete(table).where(table.c.entity_id == self.entity_id, table.c.label == self.label)
-        )
-        for node_id in index.nodes:
-            self._add(node_id, _node_keys(index, node_id))
-        self._flush()
 
     def catch_up(self, stored: StoredType, since: int, held: int) -> int:
         """Key again the type's nodes changed since ``since``; return how many nodes hold

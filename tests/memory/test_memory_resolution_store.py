@@ -162,6 +162,34 @@ def test_keys_catch_up_with_changes_as_a_rebuild_makes_them(store: Store) -> Non
     assert _key_rows(session) == rows
 
 
+def test_a_commit_while_a_type_is_keyed_is_keyed_too(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    people = [
+        Node(f"p{i}", LABEL, {"name": name}) for i, name in enumerate(("Anna Smith", "Ben Berg"))
+    ]
+    session = _register(store, "register", people)
+    real = resolution_store._write_all_keys
+
+    def while_another_writes(*args: Any, **kwargs: Any) -> None:
+        # The keys are written without the entity's lock: another writer commits meanwhile.
+        store.session("register").commit(
+            Changeset(
+                changed_nodes=(Node("p0", LABEL, {"name": "Anna Schmidt"}),),
+                removed_nodes=("p1",),
+            ),
+            _provenance(),
+        )
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(resolution_store, "_write_all_keys", while_another_writes)
+    stored = resolution_store.ready_type(session, _settings(session))
+    assert stored.version == store.session("register").version
+    rows = _key_rows(session)
+    assert ("w:schmidt", "p0") in rows and ("w:smith", "p0") not in rows
+    assert not any(node == "p1" for _, node in rows)
+
+
 def test_a_model_read_back_weighs_every_pair_as_fitted() -> None:
     from kgot.memory.resolution import _fields_of, _model_of
 
