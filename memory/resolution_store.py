@@ -457,36 +457,30 @@ def _spelled_alike(
     from kgot.memory.schema import RESOLUTION_KEYS
 
     table = RESOLUTION_KEYS
-    named = table.alias("named")
+    scope = (table.c.entity_id == session.entity_id, table.c.label == label)
     found: set[str] = set()
     with session.read() as connection:
         for key, texts in sorted(blocks.items()):
-            members = (
+            # Two plain reads, not a join: each is one index range whatever the planner
+            # knows of the table's size.
+            members = connection.execute(
                 select(table.c.node_id)
-                .where(
-                    table.c.entity_id == session.entity_id,
-                    table.c.label == label,
-                    table.c.key == _bounded(key),
-                )
+                .where(*scope, table.c.key == _bounded(key))
                 .order_by(table.c.node_id)
                 .limit(HOLDER_CAP)
-            )
-            query = select(named.c.node_id, named.c.key).where(
-                named.c.entity_id == session.entity_id,
-                named.c.label == label,
-                named.c.node_id.in_(members),
-                named.c.key >= "s:",
-                named.c.key < "s;",
-            )
+            ).scalars()
             nodes: list[str] = []
             sorted_keys: list[str] = []
-            for node_id, stored_key in connection.execute(query):
-                text = str(stored_key)[2:]
-                if len(stored_key) >= MAX_KEY_CHARS:
-                    found.add(str(node_id))
-                    continue
-                nodes.append(str(node_id))
-                sorted_keys.append(text)
+            for chunk in _chunks([str(n) for n in members]):
+                query = select(table.c.node_id, table.c.key).where(
+                    *scope, table.c.node_id.in_(chunk), table.c.key >= "s:", table.c.key < "s;"
+                )
+                for node_id, stored_key in connection.execute(query):
+                    if len(stored_key) >= MAX_KEY_CHARS:
+                        found.add(str(node_id))
+                        continue
+                    nodes.append(str(node_id))
+                    sorted_keys.append(str(stored_key)[2:])
             for text in texts:
                 for _, _, position in process.extract(
                     text, sorted_keys, scorer=fuzz.ratio, score_cutoff=cutoff, limit=None
@@ -558,8 +552,7 @@ def _build(
             )
         else:
             connection.execute(types.update().where(*scope).values(**values))
-    if len(type_index.nodes) >= PROBE_MIN_NODES:
-        _refresh_statistics(session)
+    _refresh_statistics(session)
     return StoredType(settings, current, model)
 
 

@@ -113,7 +113,7 @@ def _key_rows(session: EntitySession) -> set[tuple[str, str]]:
 def test_a_probe_decides_as_the_whole_type_on_febrl(store: Store, loader: str) -> None:
     nodes = _febrl(loader)
     originals = [n for n in nodes if n.id.endswith("org")]
-    duplicates = [n for n in nodes if not n.id.endswith("org")][:600]
+    duplicates = [n for n in nodes if not n.id.endswith("org")][:500]
     session = _register(store, "register", originals)
     whole = _whole_index(session)
     decided = 0
@@ -253,7 +253,7 @@ def test_keys_are_the_entitys_own_and_go_with_it(store: Store) -> None:
 
     twins = [Node("p", LABEL, {"name": "Secret Alpha Person"})]
     alpha = _register(store, "alpha", twins)
-    beta = _register(store, "beta", [Node("q", LABEL, {"name": "Beta Person"})])
+    beta = _register(store, "beta", [Node("q", LABEL, {"name": "Alpha Person"})])
     for session in (alpha, beta):
         resolution_store.ready_type(session, _settings(session))
     probe = Node("new", LABEL, {"name": "Secret Alpha Person"})
