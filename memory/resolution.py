@@ -572,7 +572,8 @@ def name_keys(name: NormalName) -> set[str]:
     """The stored keys of the blocks ``name`` is filed under (what :meth:`_TypeIndex.add`
     files it under): k key, c compact forms, s sorted key, i initials, a acronym, f initials
     form, h the same form for names with an initial, w words, v the set of words (for the
-    names whose words are a subset of another's), p and l short and long prefixes."""
+    names whose words are a subset of another's), p and l short and long prefixes (each with
+    the name's sorted key: :func:`prefix_key`)."""
     keys = {f"k:{name.key}", f"c:{name.compact}", f"c:{name.full_compact}", f"s:{name.sorted_key}"}
     keys.update(f"i:{initials}" for initials in name.initials)
     if name.acronym_like:
@@ -586,12 +587,20 @@ def name_keys(name: NormalName) -> set[str]:
     if name.word_set:
         keys.add(word_set_key(name.word_set))
     for prefix, long_prefix in _block_keys(name):
-        keys.update((f"p:{prefix}", f"l:{long_prefix}"))
+        # A prefix block is compared by spelling (the sorted keys): filed with the name's
+        # sorted key, its distinct spellings are one index range of the store's keys.
+        keys.update((prefix_key("p", prefix, name), prefix_key("l", long_prefix, name)))
     return keys
 
 
 def word_set_key(words: Iterable[str]) -> str:
     return "v:" + " ".join(sorted(set(words)))
+
+
+def prefix_key(table: str, prefix: str, name: NormalName) -> str:
+    """The stored key of ``name`` in the prefix block ``prefix`` (``table``: p short, l
+    long): the prefix, then the name's sorted key."""
+    return f"{table}:{prefix}\x1f{name.sorted_key}"
 
 
 def identity_key(prop: str, value: str) -> str:

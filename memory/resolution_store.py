@@ -13,8 +13,9 @@ written read a quarter of a million notes, about 9 s. A type of at least
   the nodes those lookups would reach, as the counts decide (a three-letter prefix held by
   over 300 names gives way to the six-letter one, a word held by over 2,000 is not walked, as
   in the index). Blocks a lookup takes whole (a name, an initials form, a field value) are
-  read by key. A prefix block is compared by spelling: only its members' sorted keys are read,
-  and only the members spelled like the new name are kept. The names made of some of the new
+  read by key. A prefix block is compared by spelling: its keys end in their names' sorted
+  keys, so one index range gives its spellings, and only the members spelled like the new
+  name are kept. The names made of some of the new
   name's words are found by their word sets (one key per subset of its words), not by reading
   every holder of each word. Then it reads those nodes' facts and builds an index of only
   them, which answers block sizes from the counts.
@@ -29,12 +30,13 @@ the nodes changed since the version the keys show are keyed again, in one transa
 entity locked. The first large write of a type keys it all (a type-wide read, once).
 
 Where a probe differs from reading the whole type: a block of over :data:`HOLDER_CAP` nodes
-that a rule walks whole (an exact name, a six-letter prefix) is read up to that many nodes,
-in id order; the 300 names of one initials form that a name with initials is compared with are
-the first 300 by id, not by age; sizes count nodes, not names (a node with two names in one
-block counts once); and the field model is the one fitted last, not one fitted on the type as
-it is now. Organisation types are always read whole: the tickers their names include are
-claimed across nodes and edges (:mod:`kgot.memory.tickers`), which no per-node key shows.
+that a rule walks whole (an exact name, a six-letter prefix) is read up to that many nodes, in
+id order (a prefix block in the order of its spellings); the 300 names of one initials form
+that a name with initials is compared with are the first 300 by id, not by age; the sizes of
+word blocks count nodes, not names (a node with two names in one block counts once); and the
+field model is the one fitted last, not one fitted on the type as it is now. Organisation
+types are always read whole: the tickers their names include are claimed across nodes and
+edges (:mod:`kgot.memory.tickers`), which no per-node key shows.
 
 Every statement is scoped by the session's entity id.
 """
@@ -97,7 +99,7 @@ WALKED_WORD_LIMIT = 2_000  # resolution._contained_rows walks no word held by mo
 # A name of at most this many distinct words finds the names made of some of its words by
 # their word sets (2**n - 2 keys); a longer one reads the holders of its words.
 SUBSET_WORDS = 8
-KEY_FORMAT = 2  # bump when the keys' making changes: every type's keys are made again
+KEY_FORMAT = 3  # bump when the keys' making changes: every type's keys are made again
 MAX_KEY_CHARS = 200  # longer keys end in a hash of the rest
 _CHUNK = 500
 _INSERT_BATCH = 5_000
@@ -268,7 +270,9 @@ def probe(session: EntitySession, stored: StoredType, nodes: Sequence[Node]) -> 
     counted: set[str] = set()
     for entry in new.nodes.values():
         for name in entry.names:
-            counted |= name_keys(name) | _subset_keys(name)
+            # Prefix blocks are read by range (_spelled_alike), not counted by key.
+            counted |= {k for k in name_keys(name) if k[:2] not in ("p:", "l:")}
+            counted |= _subset_keys(name)
             counted.update(f"a:{initials}" for initials in name.initials)
             if name.acronym_like:
                 counted.add(f"i:{name.compact}")
@@ -279,21 +283,20 @@ def probe(session: EntitySession, stored: StoredType, nodes: Sequence[Node]) -> 
     sizes = _counts(session, stored.settings.label, sorted(counted))
 
     read: dict[str, int] = {}  # key -> nodes to read from it at most
-    fuzzy: dict[str, set[str]] = {}  # prefix block -> the sorted keys compared with its names
+    spelled: dict[tuple[str, str], set[str]] = {}  # prefix blocks -> sorted keys to compare
     for entry in new.nodes.values():
         for name in entry.names:
-            walked = _walked(name, sizes, thresholds.max_containing, thresholds.max_block)
-            read.update(walked)
-            for key in walked:
-                if key[:2] in ("p:", "l:"):
-                    del read[key]
-                    fuzzy.setdefault(key, set()).add(name.sorted_key)
+            read.update(_walked(name, sizes, thresholds.max_containing, thresholds.max_block))
+            for prefixes in _block_keys(name):
+                spelled.setdefault(prefixes, set()).add(name.sorted_key)
         read.update((identity_key(p, v), HOLDER_CAP) for p, v in entry.identity.items())
     block_limit = thresholds.field_block
     read.update((key, HOLDER_CAP) for key in field_keys if sizes.get(key, 0) <= block_limit)
     label = stored.settings.label
     holders = _holders(session, label, read, sizes)
-    holders |= _spelled_alike(session, label, fuzzy, thresholds.suggest * 100)
+    holders |= _spelled_alike(
+        session, label, spelled, sizes, cutoff=thresholds.suggest * 100, most=thresholds.max_block
+    )
     return Probe(sizes, sorted(holders - set(new.nodes)))
 
 
@@ -321,11 +324,6 @@ def _walked(
             read[f"f:{form}"] = max_block
         else:
             read[f"h:{form}"] = HOLDER_CAP
-    for prefix, long_prefix in _block_keys(name):
-        if size(f"p:{prefix}") <= max_block:
-            read[f"p:{prefix}"] = HOLDER_CAP
-        else:
-            read[f"l:{long_prefix}"] = HOLDER_CAP
     read.update(_word_blocks(name, sizes, max_containing))
     return read
 
@@ -447,46 +445,67 @@ def _holders(
 
 
 def _spelled_alike(
-    session: EntitySession, label: str, blocks: Mapping[str, set[str]], cutoff: float
+    session: EntitySession,
+    label: str,
+    blocks: Mapping[tuple[str, str], set[str]],
+    sizes: dict[str, int],
+    *,
+    cutoff: float,
+    most: int,
 ) -> set[str]:
-    """The nodes of the prefix blocks ``blocks`` (key -> the sorted keys of the new names that
-    fall in it) with a name spelled like one of those (rapidfuzz's ratio of sorted keys at
-    least ``cutoff``, as the index compares them): reading the block members' sorted keys,
-    not their facts. A key stored shortened (a name over :data:`MAX_KEY_CHARS`) cannot be
-    compared here; its node is read, and the index compares it."""
+    """The nodes of the prefix blocks a lookup compares by spelling, spelled like a new name:
+    for each (three-letter, six-letter) prefix pair in ``blocks``, the short prefix's block,
+    or the long one's when the short one holds over ``most`` names (as the index decides;
+    both sizes are added to ``sizes``); of its members (at most :data:`HOLDER_CAP`, in key
+    order), those whose sorted key's rapidfuzz ratio with one of the new names' is at least
+    ``cutoff``. Each block is one index range of keys (a prefix key ends in the name's sorted
+    key, :func:`~kgot.memory.resolution.prefix_key`); no fact is read. A key stored shortened
+    (a name over :data:`MAX_KEY_CHARS`) cannot be compared here; its node is kept, and the
+    index compares it."""
+    found: set[str] = set()
+    with session.read() as connection:
+        for (prefix, long_prefix), texts in sorted(blocks.items(), key=lambda item: item[0]):
+            members = _block_members(connection, session.entity_id, label, f"p:{prefix}")
+            sizes[f"p:{prefix}"] = len(members)
+            if len(members) > most:
+                members = _block_members(connection, session.entity_id, label, f"l:{long_prefix}")
+                sizes[f"l:{long_prefix}"] = len(members)
+            spellings: dict[str, list[str]] = {}
+            for key, node_id in members:
+                if len(key) >= MAX_KEY_CHARS:
+                    found.add(node_id)
+                else:
+                    spellings.setdefault(key.split("\x1f", 1)[1], []).append(node_id)
+            choices = list(spellings)
+            for text in texts:
+                for choice, _, _ in process.extract(
+                    text, choices, scorer=fuzz.ratio, score_cutoff=cutoff, limit=None
+                ):
+                    found.update(spellings[choice])
+    return found
+
+
+def _block_members(
+    connection: Connection, entity_id: int, label: str, block: str
+) -> list[tuple[str, str]]:
+    """(stored key, node id) of the members of a prefix block, at most :data:`HOLDER_CAP`
+    and one more (so a count past any rule's limit shows), in key order."""
     from kgot.memory.schema import RESOLUTION_KEYS
 
     table = RESOLUTION_KEYS
-    scope = (table.c.entity_id == session.entity_id, table.c.label == label)
-    found: set[str] = set()
-    with session.read() as connection:
-        for key, texts in sorted(blocks.items()):
-            # Two plain reads, not a join: each is one index range whatever the planner
-            # knows of the table's size.
-            members = connection.execute(
-                select(table.c.node_id)
-                .where(*scope, table.c.key == _bounded(key))
-                .order_by(table.c.node_id)
-                .limit(HOLDER_CAP)
-            ).scalars()
-            nodes: list[str] = []
-            sorted_keys: list[str] = []
-            for chunk in _chunks([str(n) for n in members]):
-                query = select(table.c.node_id, table.c.key).where(
-                    *scope, table.c.node_id.in_(chunk), table.c.key >= "s:", table.c.key < "s;"
-                )
-                for node_id, stored_key in connection.execute(query):
-                    if len(stored_key) >= MAX_KEY_CHARS:
-                        found.add(str(node_id))
-                        continue
-                    nodes.append(str(node_id))
-                    sorted_keys.append(str(stored_key)[2:])
-            for text in texts:
-                for _, _, position in process.extract(
-                    text, sorted_keys, scorer=fuzz.ratio, score_cutoff=cutoff, limit=None
-                ):
-                    found.add(nodes[position])
-    return found
+    start = f"{block}\x1f"
+    query = (
+        select(table.c.key, table.c.node_id)
+        .where(
+            table.c.entity_id == entity_id,
+            table.c.label == label,
+            table.c.key >= start,
+            table.c.key < f"{block}\x20",
+        )
+        .order_by(table.c.key)
+        .limit(HOLDER_CAP + 1)
+    )
+    return [(str(key), str(node_id)) for key, node_id in connection.execute(query)]
 
 
 # ------------------------------------------------------------------------------------ writing

@@ -106,8 +106,12 @@ def _resolution_tables(metadata: MetaData, entities: Table) -> dict[str, Table]:
         Column("node_id", key_text, primary_key=True),
         sqlite_with_rowid=False,
     )
-    # A node's rows, to replace them when it changes.
-    Index(f"{PREFIX}resolution_keys_node", keys.c.entity_id, keys.c.label, keys.c.node_id)
+    # A node's rows, to replace them when it changes, and its names' sorted keys for a
+    # comparison by spelling (kgot.memory.resolution_store._spelled_alike): all key, so one
+    # index range per node answers either.
+    Index(
+        f"{PREFIX}resolution_keys_node", keys.c.entity_id, keys.c.label, keys.c.node_id, keys.c.key
+    )
     types = Table(
         f"{PREFIX}resolution_types",
         metadata,
