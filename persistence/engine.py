@@ -59,14 +59,16 @@ def create_store_engine(target: StoreTarget) -> Engine:
         event.listen(engine, "connect", _sqlite_on_connect)
         event.listen(engine, "begin", _sqlite_on_begin)
     else:
-        # No server-side prepared statements (psycopg prepares a statement run five times):
-        # PostgreSQL may then plan it once for any parameters, and a generic plan cannot see
-        # which entity or type a statement reads, nor that a list of 500 ids is selective. A
-        # write's lookups ran 100 times slower on such plans (700 ms instead of 7 for one
-        # read of 500 nodes' keys); planning each time costs a fraction of a millisecond.
-        connect_args: dict[str, Any] = {"connect_timeout": 10, "prepare_threshold": None}
+        # Every statement is planned for its own parameters (plan_cache_mode): psycopg
+        # prepares a statement run five times, and PostgreSQL would then plan it once for any
+        # parameters; a generic plan cannot see which entity or type a statement reads, nor
+        # that a list of 500 ids is selective. A write's lookups ran 100 times slower on such
+        # plans (700 ms instead of 7 for one read of 500 nodes' keys). Statements stay
+        # prepared, so batches of inserts are still parsed once.
+        options = ["-c plan_cache_mode=force_custom_plan"]
         if target.schema:
-            connect_args["options"] = f"-c search_path={target.schema}"
+            options.append(f"-c search_path={target.schema}")
+        connect_args: dict[str, Any] = {"connect_timeout": 10, "options": " ".join(options)}
         engine = create_engine(
             target.url,
             connect_args=connect_args,
