@@ -231,31 +231,45 @@ def ready_type(session: EntitySession, settings: TypeSettings) -> StoredType:
     stored = StoredType(settings, int(row.version), _model_from(row.model))
     held, fitted = int(row.nodes), int(row.fitted_nodes)
     if row.version != current:
-        with session.write(lock=True) as connection:
-            row = connection.execute(select(types).where(*scope)).first()
-            current = _entity_version(connection, session.entity_id)
-            if row is None or row.fingerprint != fingerprint:  # made again meanwhile
-                return ready_type(session, settings)
-            held = int(row.nodes)
-            if row.version != current:
-                stored = StoredType(settings, int(row.version), _model_from(row.model))
-                keys = _Keys(connection, session.entity_id, settings.label)
-                held = keys.catch_up(stored, int(row.version), held)
-                connection.execute(
-                    types.update()
-                    .where(*scope)
-                    .values(version=current, nodes=held, updated_at=utc_now())
-                )
-            stored = StoredType(settings, current, _model_from(row.model))
+        caught = _catch_up(session, settings, fingerprint)
+        if caught is None:  # made again by another process meanwhile: start over
+            return ready_type(session, settings)
+        stored, held = caught
     if held >= fitted * (1 + REFIT_GROWTH) + 1:
         return _build(session, settings, stored)
     return stored
 
 
+def _catch_up(
+    session: EntitySession, settings: TypeSettings, fingerprint: str
+) -> tuple[StoredType, int] | None:
+    """Key again, with the entity locked, the type's nodes changed since its keys' version;
+    return the keys as they now stand and how many nodes hold keys, or None when the type's
+    keys are no longer of ``fingerprint`` (another process made them again)."""
+    from kgot.memory.schema import RESOLUTION_TYPES
+
+    types = RESOLUTION_TYPES
+    scope = (types.c.entity_id == session.entity_id, types.c.label == settings.label)
+    with session.write(lock=True) as connection:
+        row = connection.execute(select(types).where(*scope)).first()
+        if row is None or row.fingerprint != fingerprint:
+            return None
+        current = _entity_version(connection, session.entity_id)
+        model = _model_from(row.model)
+        held = int(row.nodes)
+        if row.version != current:
+            keys = _Keys(connection, session.entity_id, settings.label)
+            since = int(row.version)
+            held = keys.catch_up(StoredType(settings, since, model), since, held)
+            update = types.update().where(*scope)
+            connection.execute(update.values(version=current, nodes=held, updated_at=utc_now()))
+    return StoredType(settings, current, model), held
+
+
 @dataclass(frozen=True)
 class Probe:
     """What the store holds for some new nodes: the sizes of the blocks their lookups consult
-    (by key; a size past what any rule asks is counted no further) and the ids of the nodes
+    (by key; a prefix block counted up to :data:`HOLDER_CAP` and one) and the ids of the nodes
     in the blocks they walk (the new nodes' own ids left out)."""
 
     sizes: dict[str, int]
