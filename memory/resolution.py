@@ -106,7 +106,7 @@ _IDENTITY = "identity"
 _SPELLING = "spelling"
 _FIELDS = "fields"  # decided by the field model
 # Fields whose equal values make candidates (a block); text and categories are too common.
-_BLOCKING_KINDS = frozenset(
+BLOCKING_KINDS = frozenset(
     {FieldKind.NAME, FieldKind.DATE, FieldKind.IDENTIFIER, FieldKind.POSTCODE}
 )
 _NAME_FIELD = "name"  # the node's name as a field, when the type has no name parts
@@ -449,7 +449,7 @@ class _NodeEntry:
 
 
 @dataclass
-class _TypeIndex:
+class TypeIndex:
     type: str
     identity_props: tuple[str, ...]
     organisation: bool
@@ -474,7 +474,7 @@ class _TypeIndex:
     compare: Mapping[str, str] = field(default_factory=dict)  # the type's comparison hints
     # node id -> its scalar properties other than names and metadata
     values: dict[str, dict[str, Any]] = field(default_factory=dict)
-    fields: _Fields | None = None  # built on first use (_fields_of)
+    fields: TypeFields | None = None  # built on first use (fields_of)
     # Set when the index holds only a write's candidates read from the store
     # (kgot.memory.resolution_store): the types' block sizes there, by stored key, and
     # whether the type was found to have no field model (then ``fields`` stays None).
@@ -538,12 +538,12 @@ class _TypeIndex:
                 self.by_initials[initials].append(row)
             if name.acronym_like:
                 self.by_acronym[name.compact].append(row)
-            form = _initials_form(name)
+            form = initials_form(name)
             if form is not None:
                 self.by_initials_form[form].append(row)
             for word in set(name.words):
                 self.by_word[word].append(row)
-            for prefix, long_prefix in _block_keys(name):
+            for prefix, long_prefix in block_keys(name):
                 self.by_prefix[prefix].append(row)
                 self.by_long_prefix[long_prefix].append(row)
         return entry
@@ -569,7 +569,7 @@ class _TypeIndex:
 
 
 def name_keys(name: NormalName) -> set[str]:
-    """The stored keys of the blocks ``name`` is filed under (what :meth:`_TypeIndex.add`
+    """The stored keys of the blocks ``name`` is filed under (what :meth:`TypeIndex.add`
     files it under): k key, c compact forms, s sorted key, i initials, a acronym, f initials
     form, h the same form for names with an initial, w words, v the set of words (for the
     names whose words are a subset of another's), p and l short and long prefixes (each with
@@ -578,15 +578,15 @@ def name_keys(name: NormalName) -> set[str]:
     keys.update(f"i:{initials}" for initials in name.initials)
     if name.acronym_like:
         keys.add(f"a:{name.compact}")
-    form = _initials_form(name)
+    form = initials_form(name)
     if form is not None:
         keys.add(f"f:{form}")
-        if _has_initial(name):
+        if has_initial(name):
             keys.add(f"h:{form}")
     keys.update(f"w:{word}" for word in set(name.words))
     if name.word_set:
         keys.add(word_set_key(name.word_set))
-    for prefix, long_prefix in _block_keys(name):
+    for prefix, long_prefix in block_keys(name):
         # A prefix block is compared by spelling (the sorted keys): filed with the name's
         # sorted key, its distinct spellings are one index range of the store's keys.
         keys.update((prefix_key("p", prefix, name), prefix_key("l", long_prefix, name)))
@@ -611,7 +611,7 @@ def field_key(prop: str, form: str) -> str:
     return f"b:{prop}\x1f{form}"
 
 
-def _initials_form(name: NormalName) -> str | None:
+def initials_form(name: NormalName) -> str | None:
     """ "j r r|tolkien" for both "J. R. R. Tolkien" and "John Ronald Reuel Tolkien": where names
     equal up to initials meet."""
     if len(name.words) < 2 or len(name.words[-1]) < 2:
@@ -619,11 +619,11 @@ def _initials_form(name: NormalName) -> str | None:
     return " ".join(word[0] for word in name.words[:-1]) + "|" + name.words[-1]
 
 
-def _has_initial(name: NormalName) -> bool:
+def has_initial(name: NormalName) -> bool:
     return any(len(word) == 1 for word in name.words[:-1])
 
 
-def _block_keys(name: NormalName) -> list[tuple[str, str]]:
+def block_keys(name: NormalName) -> list[tuple[str, str]]:
     """(three-letter, six-letter) prefixes of the name's words of ≥ 2 letters; a name of only
     one-letter words blocks on its compact form."""
     # Sorted, so blocks fill in the same order in every process (set order follows the hash
@@ -637,7 +637,7 @@ def _block_keys(name: NormalName) -> list[tuple[str, str]]:
 
 
 @dataclass
-class _Fields:
+class TypeFields:
     """The field model of one type's nodes: the comparable fields, each node's values, the
     blocks of equal values that make candidates, and the fitted model."""
 
@@ -647,7 +647,7 @@ class _Fields:
     records: dict[str, dict[str, str]] = field(default_factory=dict)
     blocks: dict[tuple[str, str], list[str]] = field(default_factory=lambda: defaultdict(list))
     model: FieldModel | None = None
-    sizes: Mapping[str, int] | None = None  # block sizes in the store (see _TypeIndex.sizes)
+    sizes: Mapping[str, int] | None = None  # block sizes in the store (see TypeIndex.sizes)
 
     @property
     def name_field(self) -> bool:
@@ -663,8 +663,8 @@ class _Fields:
     def add(self, node_id: str, values: Mapping[str, Any], names: Sequence[NormalName]) -> None:
         record = self.records[node_id] = self.record(values, names)
         for prop, value in record.items():
-            if self.kinds[prop] in _BLOCKING_KINDS:
-                self.blocks[(prop, _block_form(self.kinds[prop], value))].append(node_id)
+            if self.kinds[prop] in BLOCKING_KINDS:
+                self.blocks[(prop, block_form(self.kinds[prop], value))].append(node_id)
 
     def weighs(self, prop: str) -> bool:
         """Whether a field shared by two records gives the field model a say: any but the
@@ -683,8 +683,8 @@ class _Fields:
         hits: Counter[str] = Counter()
         rare: set[str] = set()
         for prop, value in record.items():
-            if self.kinds[prop] in _BLOCKING_KINDS:
-                form = _block_form(self.kinds[prop], value)
+            if self.kinds[prop] in BLOCKING_KINDS:
+                form = block_form(self.kinds[prop], value)
                 block = self.blocks.get((prop, form), ())
                 size = len(block)
                 if self.sizes is not None:
@@ -718,14 +718,14 @@ class _Fields:
         return np.union1d(shared, np.concatenate(rare))
 
 
-def _block_form(kind: FieldKind, value: str) -> str:
+def block_form(kind: FieldKind, value: str) -> str:
     """Equal forms share a block: ids and codes as letters and digits, dates as digits."""
     if kind in (FieldKind.IDENTIFIER, FieldKind.POSTCODE, FieldKind.DATE):
         return "".join(ch for ch in value if ch.isalnum()) or value
     return value
 
 
-def _fields_of(index: _TypeIndex) -> _Fields | None:
+def fields_of(index: TypeIndex) -> TypeFields | None:
     """The type's field model state, built on first use; ``None`` when its nodes carry no
     comparable field besides names, or the type is an organisation (whose names the name
     rules know best: legal forms, acronyms)."""
@@ -740,7 +740,7 @@ def _fields_of(index: _TypeIndex) -> _Fields | None:
         return None
     if not any(kind is FieldKind.NAME for kind in kinds.values()):
         kinds = {_NAME_FIELD: FieldKind.NAME, **kinds}
-    state = _Fields(kinds, index.thresholds.field_block, index.identity_props)
+    state = TypeFields(kinds, index.thresholds.field_block, index.identity_props)
     for node_id, entry in index.nodes.items():
         state.add(node_id, index.values[node_id], entry.names)
     index.fields = state
@@ -748,7 +748,7 @@ def _fields_of(index: _TypeIndex) -> _Fields | None:
 
 
 def _fit(
-    state: _Fields, encoded: Encoded, codes: np.ndarray
+    state: TypeFields, encoded: Encoded, codes: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Fit the model on the candidate pairs ``codes`` (``a * n + b`` of positions in
     ``encoded``); return the pairs' left and right positions, levels and match weights."""
@@ -760,7 +760,7 @@ def _fit(
 
 
 def _candidates(
-    state: _Fields, named: Iterable[tuple[str, str]]
+    state: TypeFields, named: Iterable[tuple[str, str]]
 ) -> tuple[Encoded, np.ndarray, np.ndarray]:
     """The type's records encoded, and the candidate pairs as codes ``a * n + b`` of their
     positions: the ``named`` pairs (the name rules', as codes too) and the blocks' pairs."""
@@ -774,7 +774,7 @@ def _candidates(
     return encoded, np.union1d(named_codes, state.block_pairs(position)), named_codes
 
 
-def _model_of(state: _Fields) -> FieldModel:
+def model_of(state: TypeFields) -> FieldModel:
     """The fitted model, fitting it on the blocks' pairs the first time (write time)."""
     if state.model is None:
         encoded, codes, _named = _candidates(state, ())
@@ -831,13 +831,13 @@ def _fields_reason(evidence: Sequence[FieldEvidence], chance: float) -> str:
 
 
 def _with_fields(
-    index: _TypeIndex, verdicts: dict[tuple[str, str], NameVerdict]
+    index: TypeIndex, verdicts: dict[tuple[str, str], NameVerdict]
 ) -> dict[tuple[str, str], NameVerdict]:
     """The name rules' ``verdicts`` judged again with the fields: every pair that shares a
     field besides names (found by a name or by equal field values) is the field model's to
     decide. The pairs are weighed as arrays; only those the model or the names put forward
     become verdicts."""
-    state = _fields_of(index)
+    state = fields_of(index)
     if state is None:
         return verdicts
     encoded, codes, named = _candidates(state, verdicts)
@@ -987,7 +987,7 @@ def resolve(
             f"resolve compares nodes of one type, got {', '.join(labels)}; use resolve_all"
         )
     hints = hints or TypeHints()
-    index = _TypeIndex(
+    index = TypeIndex(
         labels[0],
         tuple(identity),
         is_organisation_type(labels[0]) if legal_forms is None else legal_forms,
@@ -1035,7 +1035,7 @@ def resolve_all(
     return Resolution(tuple(merges), tuple(suggestions))
 
 
-def _candidate_verdicts(index: _TypeIndex) -> dict[tuple[str, str], NameVerdict]:
+def _candidate_verdicts(index: TypeIndex) -> dict[tuple[str, str], NameVerdict]:
     """Every candidate pair of nodes (ids sorted) with its best verdict."""
     verdicts: dict[tuple[str, str], NameVerdict] = {}
 
@@ -1072,7 +1072,7 @@ def _candidate_verdicts(index: _TypeIndex) -> dict[tuple[str, str], NameVerdict]
     return verdicts
 
 
-def _candidate_rows(index: _TypeIndex) -> Iterator[tuple[int, int]]:
+def _candidate_rows(index: TypeIndex) -> Iterator[tuple[int, int]]:
     """Pairs of name rows worth comparing, from the blocks; never all pairs."""
     limit = index.thresholds.max_block
     # Equal keys: small groups pairwise (so a conflict in the group is seen), large ones chained.
@@ -1091,7 +1091,7 @@ def _candidate_rows(index: _TypeIndex) -> Iterator[tuple[int, int]]:
     for rows in index.by_initials_form.values():
         spellings = list({index.names[row]: row for row in reversed(rows)}.values())[:limit]
         for i in spellings:
-            if _has_initial(index.names[i]):
+            if has_initial(index.names[i]):
                 yield from ((i, j) for j in spellings)
     # Spelling: prefix blocks, cdist under the suggestion cut-off.
     cutoff = index.thresholds.suggest * 100
@@ -1113,7 +1113,7 @@ def _group_pairs(items: Sequence[Any], pairwise_up_to: int = 40) -> list[tuple[A
     return [(unique[0], y) for y in unique[1:]]
 
 
-def _fuzzy_blocks(index: _TypeIndex) -> Iterable[list[int]]:
+def _fuzzy_blocks(index: TypeIndex) -> Iterable[list[int]]:
     """Rows sharing a word prefix; a block over ``max_block`` rows is replaced by its
     six-letter sub-blocks (a typo in a very common word's first six letters is missed)."""
     limit = index.thresholds.max_block
@@ -1125,7 +1125,7 @@ def _fuzzy_blocks(index: _TypeIndex) -> Iterable[list[int]]:
             yield unique
             continue
         for long_prefix in sorted(
-            {long for name_row in unique for _, long in _block_keys(index.names[name_row])}
+            {long for name_row in unique for _, long in block_keys(index.names[name_row])}
         ):
             if not long_prefix.startswith(prefix):
                 continue
@@ -1134,7 +1134,7 @@ def _fuzzy_blocks(index: _TypeIndex) -> Iterable[list[int]]:
                 yield sub
 
 
-def _containing_rows(index: _TypeIndex, name: NormalName, limit: int) -> list[int]:
+def _containing_rows(index: TypeIndex, name: NormalName, limit: int) -> list[int]:
     """Rows whose words include all of ``name``'s (and more), if there are at most ``limit``."""
     sized = sorted(
         (index.block_size("w:" + word, posting), word, posting)
@@ -1179,7 +1179,7 @@ def _components(pairs: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
 
 
 def _conflicting(
-    index: _TypeIndex, members: Iterable[str], weighed: Mapping[str, str] | None = None
+    index: TypeIndex, members: Iterable[str], weighed: Mapping[str, str] | None = None
 ) -> bool:
     """Whether the members hold two identity values of one property that are two things (a
     value one typing slip from another is not). Members the field model merged, having
@@ -1210,7 +1210,7 @@ def _near_values(value: str, other: str) -> bool:
 
 
 def _cluster(
-    index: _TypeIndex,
+    index: TypeIndex,
     verdicts: Mapping[tuple[str, str], NameVerdict],
     evidence: Mapping[str, float],
     created_at: Mapping[str, datetime | str | None],
@@ -1299,7 +1299,7 @@ def _cluster(
     return Resolution(tuple(merges), tuple(suggestions))
 
 
-def _explained(index: _TypeIndex, pair: tuple[str, str], verdict: NameVerdict) -> NameVerdict:
+def _explained(index: TypeIndex, pair: tuple[str, str], verdict: NameVerdict) -> NameVerdict:
     """``verdict`` with the field model's evidence and the reason it gives, when the fields
     decided it and the batch left the explaining for the links it reports."""
     state = index.fields
@@ -1347,7 +1347,7 @@ class ResolutionIndex:
         self.hints_by_type = dict(hints_by_type or {})
         self.legal_forms = dict(legal_forms or {})
         self.thresholds = thresholds
-        self._types: dict[str, _TypeIndex] = {}
+        self._types: dict[str, TypeIndex] = {}
         self._pending: dict[str, list[Node]] = {}  # by type: nodes not in blocks yet
 
     @classmethod
@@ -1362,18 +1362,18 @@ class ResolutionIndex:
             index._pending.setdefault(node.label, []).append(node)
         return index
 
-    def type_index(self, label: str) -> _TypeIndex | None:
+    def type_index(self, label: str) -> TypeIndex | None:
         """The blocks of ``label``'s nodes (built now if they were not), or None when the
         index holds no node of that type."""
         if label in self._pending:
             return self.for_type(label)
         return self._types.get(label)
 
-    def for_type(self, label: str) -> _TypeIndex:
+    def for_type(self, label: str) -> TypeIndex:
         found = self._types.get(label)
         if found is None:
             hints = self.hints_by_type.get(label) or TypeHints()
-            found = _TypeIndex(
+            found = TypeIndex(
                 label,
                 tuple(self.identity_by_type.get(label, ())),
                 self.legal_forms.get(label, is_organisation_type(label)),
@@ -1457,7 +1457,7 @@ def match_existing(
 
 
 def _explain_match(
-    index: _TypeIndex,
+    index: TypeIndex,
     best: Mapping[str, NameVerdict],
     match: Match,
     record: Mapping[str, str] | None,
@@ -1491,7 +1491,7 @@ def _explain_match(
 
 
 def _judge_with_fields(
-    index: _TypeIndex,
+    index: TypeIndex,
     new_node: Node,
     names: Sequence[NormalName],
     identity: Mapping[str, str],
@@ -1502,14 +1502,14 @@ def _judge_with_fields(
     name rules' in ``best``, and a pair the fields say are two things is dropped (a second
     person of the same name lands on a new node, not on the first one's). Returns the new
     node's record (``None``: the fields had no say)."""
-    state = _fields_of(index)
+    state = fields_of(index)
     if state is None:
         return None
     values = {k: v for k, v in new_node.properties.items() if not k.startswith("_")}
     record = state.record(values, names)
     if not any(state.weighs(prop) for prop in record):
         return None
-    model = _model_of(state)
+    model = model_of(state)
     for node_id in set(best) | state.candidates(record):
         other = state.records.get(node_id)
         if node_id == new_node.id or not index.live(node_id) or other is None:
@@ -1532,7 +1532,7 @@ def _judge_with_fields(
     return record
 
 
-def _best_match(index: _TypeIndex, best: dict[str, NameVerdict]) -> Match:
+def _best_match(index: TypeIndex, best: dict[str, NameVerdict]) -> Match:
     # Two existing nodes the new one would merge with, under different identities: ambiguous.
     merging = [node_id for node_id, v in best.items() if v.merge]
     if len(merging) > 1 and _conflicting(index, merging):
@@ -1545,7 +1545,7 @@ def _best_match(index: _TypeIndex, best: dict[str, NameVerdict]) -> Match:
     return Match(node_id, round(verdict.score, 3), verdict.reason, verdict.merge)
 
 
-def _lookup_rows(index: _TypeIndex, name: NormalName) -> set[int]:
+def _lookup_rows(index: TypeIndex, name: NormalName) -> set[int]:
     """Rows of the index worth comparing with ``name``: the blocks it falls in."""
     thresholds = index.thresholds
     rows: set[int] = set()
@@ -1564,15 +1564,15 @@ def _lookup_rows(index: _TypeIndex, name: NormalName) -> set[int]:
         holding = index.by_initials.get(initials, ())
         if index.block_size("i:" + initials, holding) < thresholds.max_containing:
             rows.update(index.by_acronym.get(initials, ()))
-    form = _initials_form(name)
+    form = initials_form(name)
     if form is not None:
         same_form = index.by_initials_form.get(form, [])
-        if _has_initial(name):
+        if has_initial(name):
             rows.update(same_form[: thresholds.max_block])
         else:
-            rows.update(r for r in same_form if _has_initial(index.names[r]))
+            rows.update(r for r in same_form if has_initial(index.names[r]))
     cutoff = thresholds.suggest * 100
-    for prefix, long_prefix in _block_keys(name):
+    for prefix, long_prefix in block_keys(name):
         block = index.by_prefix.get(prefix, [])
         if index.block_size("p:" + prefix, block) > thresholds.max_block:
             block = index.by_long_prefix.get(long_prefix, [])
@@ -1587,7 +1587,7 @@ def _lookup_rows(index: _TypeIndex, name: NormalName) -> set[int]:
     return rows
 
 
-def _contained_rows(index: _TypeIndex, name: NormalName, limit: int) -> list[int]:
+def _contained_rows(index: TypeIndex, name: NormalName, limit: int) -> list[int]:
     """Rows whose words are a strict subset of ``name``'s, if at most ``limit``."""
     words = name.word_set
     # Count, per row, how many of the name's words it holds (a row is posted once per word
@@ -1715,7 +1715,7 @@ def explain_pair(
         )
     hints = hints or TypeHints()
     thresholds = hints.thresholds(thresholds)
-    index = _TypeIndex(
+    index = TypeIndex(
         label,
         tuple(identity),
         is_organisation_type(label) if legal_forms is None else legal_forms,
@@ -1738,7 +1738,7 @@ def explain_pair(
     )
     relation = index.identity_relation(a, b)
     explained = PairExplanation((a, b), label, "separate", "", names, relation)
-    state = _fields_of(index)
+    state = fields_of(index)
     if state is not None and state.shares_fields(state.records[a], state.records[b]):
         encoded, codes, _named = _candidates(state, {*_candidate_verdicts(index), (a, b)})
         _fit(state, encoded, codes)

@@ -57,19 +57,19 @@ from kgot.graph_model import Node
 from kgot.memory.field_evidence import FieldModel
 from kgot.memory.names import NormalName, is_organisation_type
 from kgot.memory.resolution import (
-    _BLOCKING_KINDS,
+    BLOCKING_KINDS,
     ResolutionIndex,
+    TypeFields,
     TypeHints,
-    _block_form,
-    _block_keys,
-    _Fields,
-    _fields_of,
-    _has_initial,
-    _initials_form,
-    _model_of,
-    _TypeIndex,
+    TypeIndex,
+    block_form,
+    block_keys,
     field_key,
+    fields_of,
+    has_initial,
     identity_key,
+    initials_form,
+    model_of,
     name_keys,
     word_set_key,
 )
@@ -169,7 +169,7 @@ class StoredType:
         if self.model is None:
             index.fields_absent = True
         else:
-            index.fields = _Fields(
+            index.fields = TypeFields(
                 dict(self.model.kinds),
                 index.thresholds.field_block,
                 index.identity_props,
@@ -301,7 +301,7 @@ def probe(session: EntitySession, stored: StoredType, nodes: Sequence[Node]) -> 
     for entry in new.nodes.values():
         for name in entry.names:
             read.update(_walked(name, sizes, thresholds.max_containing, thresholds.max_block))
-            for prefixes in _block_keys(name):
+            for prefixes in block_keys(name):
                 spelled.setdefault(prefixes, set()).add(name.sorted_key)
         read.update((identity_key(p, v), HOLDER_CAP) for p, v in entry.identity.items())
     block_limit = thresholds.field_block
@@ -332,9 +332,9 @@ def _walked(
     for initials in name.initials:
         if size(f"i:{initials}") < max_containing:
             read[f"a:{initials}"] = HOLDER_CAP
-    form = _initials_form(name)
+    form = initials_form(name)
     if form is not None:
-        if _has_initial(name):
+        if has_initial(name):
             read[f"f:{form}"] = max_block
         else:
             read[f"h:{form}"] = HOLDER_CAP
@@ -375,19 +375,19 @@ def _subset_keys(name: NormalName) -> set[str]:
     }
 
 
-def _field_keys(index: _TypeIndex, record: Mapping[str, str]) -> list[str]:
+def _field_keys(index: TypeIndex, record: Mapping[str, str]) -> list[str]:
     fields = index.fields
     if fields is None:
         return []
     found = []
     for prop, value in record.items():
         kind = fields.kinds[prop]
-        if kind in _BLOCKING_KINDS:
-            found.append(field_key(prop, _block_form(kind, value)))
+        if kind in BLOCKING_KINDS:
+            found.append(field_key(prop, block_form(kind, value)))
     return found
 
 
-def _node_keys(index: _TypeIndex, node_id: str) -> set[str]:
+def _node_keys(index: TypeIndex, node_id: str) -> set[str]:
     """The stored keys of a node of ``index`` (what its blocks file it under)."""
     entry = index.nodes[node_id]
     keys: set[str] = set()
@@ -554,8 +554,8 @@ def _build(
         index.add(Node(str(node_id), settings.label, plain))
     del graph
     type_index = index.for_type(settings.label)
-    fields = _fields_of(type_index)
-    model = _model_of(fields) if fields is not None else None
+    fields = fields_of(type_index)
+    model = model_of(fields) if fields is not None else None
     kinds = dict(model.kinds) if model is not None else {}
     kept = stored is not None and kinds == (dict(stored.model.kinds) if stored.model else {})
     scope = (types.c.entity_id == session.entity_id, types.c.label == settings.label)
@@ -589,7 +589,7 @@ def _build(
     return StoredType(settings, current, model)
 
 
-def _write_all_keys(session: EntitySession, label: str, index: _TypeIndex, *, fresh: bool) -> None:
+def _write_all_keys(session: EntitySession, label: str, index: TypeIndex, *, fresh: bool) -> None:
     """Write the keys of every node of ``index`` in batches, each its own transaction
     (``fresh``: the type had no state, so no keys of another making to drop first)."""
     from kgot.memory.schema import RESOLUTION_KEYS

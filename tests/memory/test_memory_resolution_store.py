@@ -191,7 +191,7 @@ def test_a_commit_while_a_type_is_keyed_is_keyed_too(
 
 
 def test_a_model_read_back_weighs_every_pair_as_fitted() -> None:
-    from kgot.memory.resolution import _fields_of, _model_of
+    from kgot.memory.resolution import fields_of, model_of
 
     nodes = [
         Node(f"p{i}", LABEL, {"name": f"Ann {s}", "date_of_birth": d, "suburb": town})
@@ -203,9 +203,9 @@ def test_a_model_read_back_weighs_every_pair_as_fitted() -> None:
         )
     ]
     index = ResolutionIndex.build(nodes).for_type(LABEL)
-    fields = _fields_of(index)
+    fields = fields_of(index)
     assert fields is not None
-    model = _model_of(fields)
+    model = model_of(fields)
     stored = FieldModel.from_json(model.to_json())
     records = list(fields.records.values())
     for a in records:
