@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rapidfuzz import fuzz, process
-from sqlalchemy import Connection, delete, func, literal, select, union
+from sqlalchemy import Connection, delete, func, literal, select
 
 from kgot.graph_model import Node
 from kgot.memory.field_evidence import FieldModel
@@ -73,6 +73,7 @@ from kgot.memory.resolution import (
     name_keys,
     word_set_key,
 )
+from kgot.memory.search_index import changed_node_ids
 from kgot.persistence import TABLES, utc_now
 
 if TYPE_CHECKING:
@@ -643,7 +644,7 @@ class _Keys:
         """Key again the type's nodes changed since ``since``; return how many nodes hold
         keys now (``held`` before)."""
         table = self.table
-        changed = self._changed(since)
+        changed = changed_node_ids(self.connection, self.entity_id, since)
         scope = (table.c.entity_id == self.entity_id, table.c.label == self.label)
         for chunk in _chunks(changed):
             had = self.connection.execute(
@@ -659,14 +660,6 @@ class _Keys:
             self._add(node_id, _node_keys(index, node_id))
         self._flush()
         return held + len(index.nodes)
-
-    def _changed(self, since: int) -> list[str]:
-        scope = _nodes.c.entity_id == self.entity_id
-        query = union(
-            select(_nodes.c.node_id).where(scope, _nodes.c.valid_from_version > since),
-            select(_nodes.c.node_id).where(scope, _nodes.c.valid_to_version > since),
-        )
-        return sorted(str(n) for n in self.connection.execute(query).scalars())
 
     def _current(self, node_ids: Sequence[str]) -> Iterator[Node]:
         for chunk in _chunks(node_ids):

@@ -82,25 +82,27 @@ def define_memory_tables(metadata: MetaData, version: int = MEMORY_VERSION) -> d
     return tables
 
 
+def _entity_column(entities: Table) -> Column:  # type: ignore[type-arg]
+    """A derived table's key leads with its entity, whose deletion takes the rows along."""
+    return Column(
+        "entity_id",
+        ForeignKey(entities.c.id, ondelete="CASCADE"),
+        primary_key=True,
+        nullable=False,
+        autoincrement=False,
+    )
+
+
 def _resolution_tables(metadata: MetaData, entities: Table) -> dict[str, Table]:
     """Write-time resolution's tables (migration 12)."""
     key_text = String().with_variant(String(collation="C"), "postgresql")
-
-    def entity_column() -> Column:  # type: ignore[type-arg]
-        return Column(
-            "entity_id",
-            ForeignKey(entities.c.id, ondelete="CASCADE"),
-            primary_key=True,
-            nullable=False,
-            autoincrement=False,
-        )
 
     # One row per (type, block key, node): the blocks of kgot.memory.resolution's index, so
     # that a write reads a block's nodes (or counts them) by one index range.
     keys = Table(
         f"{PREFIX}resolution_keys",
         metadata,
-        entity_column(),
+        _entity_column(entities),
         Column("label", key_text, primary_key=True),
         Column("key", key_text, primary_key=True),
         Column("node_id", key_text, primary_key=True),
@@ -115,7 +117,7 @@ def _resolution_tables(metadata: MetaData, entities: Table) -> dict[str, Table]:
     types = Table(
         f"{PREFIX}resolution_types",
         metadata,
-        entity_column(),
+        _entity_column(entities),
         Column("label", String, primary_key=True),
         # The entity version the type's keys show; nodes changed since are keyed again first.
         Column("version", BigInteger, nullable=False),
@@ -138,16 +140,6 @@ def _search_tables(metadata: MetaData, entities: Table) -> dict[str, Table]:
     # [word, word + U+10FFFF), which a linguistic collation (en_US) would not keep contiguous.
     word = String().with_variant(String(collation="C"), "postgresql")
 
-    def entity_column() -> Column:  # type: ignore[type-arg]
-        """Each table's key leads with its entity, whose deletion takes the rows along."""
-        return Column(
-            "entity_id",
-            ForeignKey(entities.c.id, ondelete="CASCADE"),
-            primary_key=True,
-            nullable=False,
-            autoincrement=False,
-        )
-
     # One row per (fact, word, part): a node is ("n", node id, "", ""), an edge ("e", source,
     # target, key). `part` says where the word is (n: a name, l: the label, t: other text),
     # which sets its weight. Label, confidence and the row's version let a query order
@@ -156,7 +148,7 @@ def _search_tables(metadata: MetaData, entities: Table) -> dict[str, Table]:
     terms = Table(
         f"{PREFIX}search_terms",
         metadata,
-        entity_column(),
+        _entity_column(entities),
         Column("term", word, primary_key=True),
         Column("kind", String(1), primary_key=True),
         Column("source", String, primary_key=True),
@@ -182,14 +174,14 @@ def _search_tables(metadata: MetaData, entities: Table) -> dict[str, Table]:
     vocabulary = Table(
         f"{PREFIX}search_vocabulary",
         metadata,
-        entity_column(),
+        _entity_column(entities),
         Column("term", word, primary_key=True),
         sqlite_with_rowid=False,
     )
     state = Table(
         f"{PREFIX}search_state",
         metadata,
-        entity_column(),
+        _entity_column(entities),
         # The entity version the index shows: facts written since are indexed by the next
         # search (kgot.memory.search_index.update_search_index).
         Column("version", BigInteger, nullable=False),

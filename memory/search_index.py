@@ -53,6 +53,7 @@ __all__ = [
     "PART_WEIGHTS",
     "EdgeRow",
     "Posting",
+    "changed_node_ids",
     "fact_count",
     "fact_names",
     "incident_edges",
@@ -424,12 +425,7 @@ class _Indexer:
     # -- what changed
 
     def _changed_nodes(self, since: int) -> list[str]:
-        scope = _nodes.c.entity_id == self.entity_id
-        query = union(
-            select(_nodes.c.node_id).where(scope, _nodes.c.valid_from_version > since),
-            select(_nodes.c.node_id).where(scope, _nodes.c.valid_to_version > since),
-        )
-        return sorted(str(n) for n in self.connection.execute(query).scalars())
+        return changed_node_ids(self.connection, self.entity_id, since)
 
     def _changed_edges(self, since: int) -> list[tuple[str, str, str]]:
         scope = _edges.c.entity_id == self.entity_id
@@ -597,6 +593,18 @@ class _Indexer:
 
 
 # ------------------------------------------------------------------------------------ helpers
+
+
+def changed_node_ids(connection: Connection, entity_id: int, since: int) -> list[str]:
+    """Ids of the entity's nodes with a row written or closed after version ``since``
+    (through the ``nodes_since`` / ``nodes_until`` indexes), sorted: what an index derived
+    from the facts must look at again to catch up."""
+    scope = _nodes.c.entity_id == entity_id
+    query = union(
+        select(_nodes.c.node_id).where(scope, _nodes.c.valid_from_version > since),
+        select(_nodes.c.node_id).where(scope, _nodes.c.valid_to_version > since),
+    )
+    return sorted(str(n) for n in connection.execute(query).scalars())
 
 
 def _versions(connection: Connection, entity_id: int, state: Any) -> tuple[int | None, int]:
